@@ -1,0 +1,279 @@
+package collectives
+
+import (
+	"context"
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// mkey is what a receive matches on.
+type mkey struct {
+	comm uint32
+	p2p  bool
+	seq  uint64
+}
+
+func keyOf(h Header) mkey { return mkey{h.Comm, h.p2p(), h.Seq} }
+
+// recvReq is a posted receive. Requests are pooled: after done has been
+// signalled and read, the owner puts it back.
+type recvReq struct {
+	h    Header
+	buf  []byte
+	info RecvInfo
+	err  error
+	done chan struct{} // capacity 1; signalled exactly once per use
+	next *recvReq
+}
+
+type reqList struct{ head, tail *recvReq }
+
+// message is one that arrived before its receive was posted.
+type message struct {
+	h       Header
+	data    []byte
+	pooled  *[]byte
+	arrived time.Time
+	next    *message
+}
+
+type msgList struct{ head, tail *message }
+
+// mailbox matches the messages from one peer to the receives posted for
+// them. Both transports use it: the in-process one delivers from the
+// sender's goroutine, the TCP one from the connection's reader.
+type mailbox struct {
+	peer   int
+	mu     sync.Mutex
+	posted map[mkey]reqList
+	unexp  map[mkey]msgList
+	err    error // set once the peer has failed
+}
+
+func newMailbox(peer int) *mailbox {
+	return &mailbox{peer: peer, posted: make(map[mkey]reqList), unexp: make(map[mkey]msgList)}
+}
+
+var reqPool = sync.Pool{New: func() any { return &recvReq{done: make(chan struct{}, 1)} }}
+
+var msgPool = sync.Pool{New: func() any { return new(message) }}
+
+// Payload buffers for unexpected messages, by power-of-two size class.
+var payloadPools [40]sync.Pool
+
+func getPayload(n int) *[]byte {
+	if n == 0 {
+		b := []byte{}
+		return &b
+	}
+	c := bits.Len(uint(n - 1))
+	if p, ok := payloadPools[c].Get().(*[]byte); ok {
+		*p = (*p)[:n]
+		return p
+	}
+	b := make([]byte, n, 1<<c)
+	return &b
+}
+
+func putPayload(p *[]byte) {
+	n := cap(*p)
+	if n == 0 || n&(n-1) != 0 {
+		return
+	}
+	payloadPools[bits.Len(uint(n-1))].Put(p)
+}
+
+// recv posts a receive for h into p and waits for it. If a matching message
+// is already waiting, it is copied at once.
+func (m *mailbox) recv(ctx context.Context, h Header, p []byte) (RecvInfo, error) {
+	k := keyOf(h)
+	m.mu.Lock()
+	if l := m.unexp[k]; l.head != nil {
+		msg := l.head
+		l.head = msg.next
+		if l.head == nil {
+			delete(m.unexp, k)
+		} else {
+			m.unexp[k] = l
+		}
+		m.mu.Unlock()
+		err := check(m.peer, h, len(p), msg.h, len(msg.data))
+		if err == nil {
+			copy(p, msg.data)
+		}
+		info := RecvInfo{Arrived: msg.arrived}
+		freeMessage(msg)
+		return info, err
+	}
+	if m.err != nil {
+		err := m.err
+		m.mu.Unlock()
+		return RecvInfo{}, err
+	}
+	r := reqPool.Get().(*recvReq)
+	r.h, r.buf, r.next, r.err = h, p, nil, nil
+	l := m.posted[k]
+	if l.tail == nil {
+		l.head = r
+	} else {
+		l.tail.next = r
+	}
+	l.tail = r
+	m.posted[k] = l
+	m.mu.Unlock()
+
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		if m.unpost(k, r) {
+			r.buf = nil
+			reqPool.Put(r)
+			return RecvInfo{}, ctx.Err()
+		}
+		<-r.done // already being filled: wait for it, the buffer is in use
+	}
+	info, err := r.info, r.err
+	r.buf = nil
+	reqPool.Put(r)
+	return info, err
+}
+
+// unpost removes r if no message has claimed it yet.
+func (m *mailbox) unpost(k mkey, r *recvReq) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.posted[k]
+	var prev *recvReq
+	for q := l.head; q != nil; prev, q = q, q.next {
+		if q != r {
+			continue
+		}
+		if prev == nil {
+			l.head = q.next
+		} else {
+			prev.next = q.next
+		}
+		if l.tail == q {
+			l.tail = prev
+		}
+		if l.head == nil {
+			delete(m.posted, k)
+		} else {
+			m.posted[k] = l
+		}
+		return true
+	}
+	return false
+}
+
+// claim takes the oldest receive posted for h, or returns nil. The caller
+// fills it and calls complete.
+func (m *mailbox) claim(h Header) *recvReq {
+	k := keyOf(h)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claimLocked(k)
+}
+
+func (m *mailbox) claimLocked(k mkey) *recvReq {
+	l, ok := m.posted[k]
+	if !ok {
+		return nil
+	}
+	r := l.head
+	l.head = r.next
+	if l.head == nil {
+		delete(m.posted, k)
+	} else {
+		m.posted[k] = l
+	}
+	r.next = nil
+	return r
+}
+
+func complete(r *recvReq, arrived time.Time, err error) {
+	r.info = RecvInfo{Arrived: arrived}
+	r.err = err
+	r.done <- struct{}{}
+}
+
+// deliver hands over a message whose payload is in data. If a receive is
+// posted it is filled from data; otherwise the message is queued, in
+// pooled if the caller passes the pooled buffer that holds data (ownership
+// moves to the mailbox), or else in a pooled copy of data.
+func (m *mailbox) deliver(h Header, data []byte, pooled *[]byte, arrived time.Time) {
+	k := keyOf(h)
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		if pooled != nil {
+			putPayload(pooled)
+		}
+		return
+	}
+	if r := m.claimLocked(k); r != nil {
+		m.mu.Unlock()
+		err := check(m.peer, r.h, len(r.buf), h, len(data))
+		if err == nil {
+			copy(r.buf, data)
+		}
+		if pooled != nil {
+			putPayload(pooled)
+		}
+		complete(r, arrived, err)
+		return
+	}
+	if pooled == nil {
+		pooled = getPayload(len(data))
+		copy(*pooled, data)
+	}
+	msg := msgPool.Get().(*message)
+	msg.h, msg.data, msg.pooled, msg.arrived, msg.next = h, *pooled, pooled, arrived, nil
+	l := m.unexp[k]
+	if l.tail == nil {
+		l.head = msg
+	} else {
+		l.tail.next = msg
+	}
+	l.tail = msg
+	m.unexp[k] = l
+	m.mu.Unlock()
+}
+
+func freeMessage(msg *message) {
+	putPayload(msg.pooled)
+	msg.data, msg.pooled, msg.next = nil, nil, nil
+	msgPool.Put(msg)
+}
+
+// fail makes every pending and later receive from this peer return err.
+// Messages that already arrived stay receivable.
+func (m *mailbox) fail(err error) {
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		return
+	}
+	m.err = err
+	var rs []*recvReq
+	for k, l := range m.posted {
+		for r := l.head; r != nil; {
+			next := r.next
+			r.next = nil
+			rs = append(rs, r)
+			r = next
+		}
+		delete(m.posted, k)
+	}
+	m.mu.Unlock()
+	for _, r := range rs {
+		complete(r, time.Time{}, err)
+	}
+}
+
+func (m *mailbox) failed() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}

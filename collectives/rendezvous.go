@@ -1,0 +1,414 @@
+package collectives
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// JoinConfig says how a rank joins its job.
+type JoinConfig struct {
+	Rank, Size int
+	// Coord is the host:port of the coordinator, which rank 0 hosts.
+	Coord string
+	// CoordListener, on rank 0 only, is an open listener to serve the
+	// coordinator on (the local launcher passes one down); if nil, rank 0
+	// listens on Coord's port.
+	CoordListener net.Listener
+	// RendezvousDir, used when Coord is empty, is a directory shared by all
+	// ranks (a shared filesystem) where rank 0 publishes the coordinator's
+	// address in a file named after JobID.
+	RendezvousDir string
+	JobID         string
+	// Secret must be the same on every rank.
+	Secret string
+	// Timeout bounds the whole rendezvous (default 60s).
+	Timeout time.Duration
+	TCP     TCPConfig
+}
+
+// Peer describes one rank of a joined job.
+type Peer struct {
+	Rank int    `json:"rank"`
+	Addr string `json:"addr"`
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+}
+
+type hello struct {
+	Rank   int    `json:"rank"`
+	Size   int    `json:"size"`
+	Addr   string `json:"addr"`
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	Secret string `json:"secret"` // hex sha256
+}
+
+type roster struct {
+	Peers []Peer `json:"peers,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Join finds the other ranks through the coordinator, connects to every
+// one of them and returns the transport and the job's peers. Rank 0 hosts
+// the coordinator. It fails with a clear error if a rank does not show up
+// within the timeout.
+func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
+	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
+		return nil, nil, fmt.Errorf("rank %d of %d is not a valid rank", cfg.Rank, cfg.Size)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	secret := sha256.Sum256([]byte(cfg.Secret))
+	secretHex := fmt.Sprintf("%x", secret)
+
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("rank %d: listening for peers: %w", cfg.Rank, err)
+	}
+	defer ln.Close()
+
+	var coordErr error
+	var coordWG sync.WaitGroup
+	if cfg.Rank == 0 {
+		cln := cfg.CoordListener
+		if cln == nil {
+			addr := ":0"
+			if cfg.Coord != "" {
+				_, port, err := net.SplitHostPort(cfg.Coord)
+				if err != nil {
+					return nil, nil, fmt.Errorf("coordinator address %q: %w", cfg.Coord, err)
+				}
+				addr = ":" + port
+			}
+			if cln, err = net.Listen("tcp", addr); err != nil {
+				return nil, nil, fmt.Errorf("rank 0: serving the coordinator on %s: %w", addr, err)
+			}
+		}
+		if cfg.Coord == "" {
+			_, port, _ := net.SplitHostPort(cln.Addr().String())
+			cfg.Coord = net.JoinHostPort(advertiseHost(), port)
+			if cfg.RendezvousDir == "" {
+				cln.Close()
+				return nil, nil, errors.New("no coordinator: set COMMPROF_COORD=host:port, MASTER_ADDR and MASTER_PORT, or COMMPROF_RENDEZVOUS_DIR")
+			}
+			f, err := publish(cfg.RendezvousDir, cfg.JobID, cfg.Coord)
+			if err != nil {
+				cln.Close()
+				return nil, nil, err
+			}
+			defer os.Remove(f)
+		}
+		coordWG.Add(1)
+		go func() {
+			defer coordWG.Done()
+			coordErr = coordinate(ctx, cln, cfg.Size, secretHex)
+		}()
+	} else if cfg.Coord == "" {
+		if cfg.RendezvousDir == "" {
+			return nil, nil, errors.New("no coordinator: set COMMPROF_COORD=host:port, MASTER_ADDR and MASTER_PORT, or COMMPROF_RENDEZVOUS_DIR")
+		}
+		if cfg.Coord, err = lookup(ctx, cfg.RendezvousDir, cfg.JobID); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	peers, err := register(ctx, cfg, ln, secretHex)
+	coordWG.Wait()
+	if coordErr != nil && err == nil {
+		err = coordErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	conns, err := connectMesh(ctx, cfg.Rank, ln, peers, secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	return NewTCP(cfg.Rank, conns, cfg.TCP), peers, nil
+}
+
+func advertiseHost() string {
+	if h := os.Getenv("COMMPROF_ADVERTISE"); h != "" {
+		return h
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && ip.IP.To4() != nil {
+				return ip.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+func rendezvousFile(dir, job string) string {
+	if job == "" {
+		job = "default"
+	}
+	return filepath.Join(dir, "commprof-coord-"+job)
+}
+
+func publish(dir, job, addr string) (string, error) {
+	f := rendezvousFile(dir, job)
+	tmp := f + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("publishing the coordinator address in %s: %w", dir, err)
+	}
+	if err := os.Rename(tmp, f); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("publishing the coordinator address in %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// lookup polls the rendezvous directory: a shared filesystem has no
+// notification that works across hosts.
+func lookup(ctx context.Context, dir, job string) (string, error) {
+	f := rendezvousFile(dir, job)
+	for {
+		b, err := os.ReadFile(f)
+		if err == nil && len(b) > 1 && b[len(b)-1] == '\n' {
+			return string(b[:len(b)-1]), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for rank 0 to publish %s: %w", f, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// coordinate collects a hello from every rank and answers each with the
+// roster of all of them.
+func coordinate(ctx context.Context, ln net.Listener, size int, secret string) error {
+	defer ln.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	type member struct {
+		h    hello
+		conn net.Conn
+	}
+	members := make([]*member, size)
+	have := 0
+	defer func() {
+		for _, m := range members {
+			if m != nil {
+				m.conn.Close()
+			}
+		}
+	}()
+	reject := func(c net.Conn, msg string) {
+		_ = json.NewEncoder(c).Encode(roster{Error: msg})
+		c.Close()
+	}
+	for have < size {
+		c, err := ln.Accept()
+		if err != nil {
+			var missing []int
+			for r, m := range members {
+				if m == nil {
+					missing = append(missing, r)
+				}
+			}
+			return fmt.Errorf("coordinator: %d of %d ranks joined, missing ranks %v: %w", have, size, missing, ctx.Err())
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		var h hello
+		if err := json.NewDecoder(bufio.NewReader(c)).Decode(&h); err != nil {
+			c.Close() // not one of ours
+			continue
+		}
+		switch {
+		case h.Secret != secret:
+			reject(c, "wrong job secret (is COMMPROF_SECRET the same on every rank?)")
+			continue
+		case h.Size != size:
+			reject(c, fmt.Sprintf("rank %d believes the world has %d ranks, rank 0 believes %d", h.Rank, h.Size, size))
+			continue
+		case h.Rank < 0 || h.Rank >= size:
+			reject(c, fmt.Sprintf("rank %d is out of range for %d ranks", h.Rank, size))
+			continue
+		case members[h.Rank] != nil:
+			reject(c, fmt.Sprintf("two processes claim rank %d (pids %d and %d)", h.Rank, members[h.Rank].h.PID, h.PID))
+			continue
+		}
+		members[h.Rank] = &member{h, c}
+		have++
+	}
+	var r roster
+	for i, m := range members {
+		r.Peers = append(r.Peers, Peer{Rank: i, Addr: m.h.Addr, Host: m.h.Host, PID: m.h.PID})
+	}
+	for _, m := range members {
+		_ = m.conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := json.NewEncoder(m.conn).Encode(r); err != nil {
+			return fmt.Errorf("coordinator: sending the roster to rank %d: %w", m.h.Rank, err)
+		}
+	}
+	return nil
+}
+
+// register dials the coordinator (retrying while it is not up yet), says
+// hello and waits for the roster.
+func register(ctx context.Context, cfg JoinConfig, ln net.Listener, secret string) ([]Peer, error) {
+	var c net.Conn
+	var d net.Dialer
+	for {
+		var err error
+		c, err = d.DialContext(ctx, "tcp", cfg.Coord)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("rank %d: cannot reach the coordinator at %s: %w", cfg.Rank, cfg.Coord, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	host, _, _ := net.SplitHostPort(c.LocalAddr().String())
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	hn, _ := os.Hostname()
+	h := hello{Rank: cfg.Rank, Size: cfg.Size, Addr: net.JoinHostPort(host, port), Host: hn, PID: os.Getpid(), Secret: secret}
+	if err := json.NewEncoder(c).Encode(h); err != nil {
+		return nil, fmt.Errorf("rank %d: registering with the coordinator at %s: %w", cfg.Rank, cfg.Coord, err)
+	}
+	var r roster
+	if err := json.NewDecoder(c).Decode(&r); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("rank %d: waiting for all %d ranks to join at %s: %w", cfg.Rank, cfg.Size, cfg.Coord, ctx.Err())
+		}
+		return nil, fmt.Errorf("rank %d: reading the roster from the coordinator at %s: %w", cfg.Rank, cfg.Coord, err)
+	}
+	if r.Error != "" {
+		return nil, fmt.Errorf("rank %d: the coordinator refused this rank: %s", cfg.Rank, r.Error)
+	}
+	if len(r.Peers) != cfg.Size {
+		return nil, fmt.Errorf("rank %d: the coordinator sent %d peers for %d ranks", cfg.Rank, len(r.Peers), cfg.Size)
+	}
+	return r.Peers, nil
+}
+
+const meshMagic = "CPMESH01"
+
+// connectMesh connects this rank to every other: it dials the ranks below
+// it and accepts the ranks above it. A connection opens with the magic,
+// the dialer's rank and the hash of the job secret.
+func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, secret [32]byte) ([]*net.TCPConn, error) {
+	size := len(peers)
+	conns := make([]*net.TCPConn, size)
+	ok := false
+	defer func() {
+		if !ok {
+			for _, c := range conns {
+				if c != nil {
+					c.Close()
+				}
+			}
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+
+	var mu sync.Mutex
+	var acceptErr error
+	var wg sync.WaitGroup
+	if want := size - 1 - rank; want > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for got := 0; got < want; {
+				c, err := ln.Accept()
+				if err != nil {
+					acceptErr = fmt.Errorf("rank %d: waiting for %d higher ranks to connect: %w", rank, want-got, err)
+					return
+				}
+				r, err := readGreeting(c, secret, size)
+				mu.Lock()
+				if err != nil || r <= rank || conns[r] != nil {
+					mu.Unlock()
+					c.Close()
+					continue
+				}
+				conns[r] = c.(*net.TCPConn)
+				mu.Unlock()
+				got++
+			}
+		}()
+	}
+	var dialErr error
+	for r := 0; r < rank; r++ {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", peers[r].Addr)
+		if err != nil {
+			dialErr = fmt.Errorf("rank %d: connecting to rank %d at %s (host %s): %w", rank, r, peers[r].Addr, peers[r].Host, err)
+			break
+		}
+		var g [len(meshMagic) + 8 + 32]byte
+		copy(g[:], meshMagic)
+		binary.LittleEndian.PutUint32(g[8:], uint32(rank))
+		binary.LittleEndian.PutUint32(g[12:], uint32(size))
+		copy(g[16:], secret[:])
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		var ack [1]byte
+		if _, err := c.Write(g[:]); err == nil {
+			_, err = io.ReadFull(c, ack[:])
+		}
+		if err != nil || ack[0] != 1 {
+			c.Close()
+			dialErr = fmt.Errorf("rank %d: rank %d at %s refused the connection (different job or secret?)", rank, r, peers[r].Addr)
+			break
+		}
+		_ = c.SetDeadline(time.Time{})
+		mu.Lock()
+		conns[r] = c.(*net.TCPConn)
+		mu.Unlock()
+	}
+	if dialErr != nil {
+		ln.Close()
+	}
+	wg.Wait()
+	if dialErr != nil {
+		return nil, dialErr
+	}
+	if acceptErr != nil {
+		return nil, acceptErr
+	}
+	ok = true
+	return conns, nil
+}
+
+func readGreeting(c net.Conn, secret [32]byte, size int) (int, error) {
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	var g [len(meshMagic) + 8 + 32]byte
+	if _, err := io.ReadFull(c, g[:]); err != nil {
+		return 0, err
+	}
+	r := int(binary.LittleEndian.Uint32(g[8:]))
+	if string(g[:8]) != meshMagic || [32]byte(g[16:]) != secret ||
+		int(binary.LittleEndian.Uint32(g[12:])) != size || r <= 0 || r >= size {
+		_, _ = c.Write([]byte{0})
+		return 0, errors.New("bad greeting")
+	}
+	_, err := c.Write([]byte{1})
+	return r, err
+}
