@@ -82,6 +82,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 	}
 	defer ln.Close()
 
+	dial := cfg.Coord
 	var coordErr error
 	var coordWG sync.WaitGroup
 	if cfg.Rank == 0 {
@@ -99,8 +100,9 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 				return nil, nil, fmt.Errorf("rank 0: serving the coordinator on %s: %w", addr, err)
 			}
 		}
+		_, port, _ := net.SplitHostPort(cln.Addr().String())
+		dial = net.JoinHostPort("127.0.0.1", port) // rank 0 reaches its own coordinator on loopback
 		if cfg.Coord == "" {
-			_, port, _ := net.SplitHostPort(cln.Addr().String())
 			cfg.Coord = net.JoinHostPort(advertiseHost(), port)
 			if cfg.RendezvousDir == "" {
 				cln.Close()
@@ -125,9 +127,10 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 		if cfg.Coord, err = lookup(ctx, cfg.RendezvousDir, cfg.JobID); err != nil {
 			return nil, nil, err
 		}
+		dial = cfg.Coord
 	}
 
-	peers, err := register(ctx, cfg, ln, secretHex)
+	peers, err := register(ctx, cfg, dial, ln, secretHex)
 	coordWG.Wait()
 	if coordErr != nil && err == nil {
 		err = coordErr
@@ -266,25 +269,33 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret string) e
 
 // register dials the coordinator (retrying while it is not up yet), says
 // hello and waits for the roster.
-func register(ctx context.Context, cfg JoinConfig, ln net.Listener, secret string) ([]Peer, error) {
+func register(ctx context.Context, cfg JoinConfig, coord string, ln net.Listener, secret string) ([]Peer, error) {
 	var c net.Conn
 	var d net.Dialer
 	for {
 		var err error
-		c, err = d.DialContext(ctx, "tcp", cfg.Coord)
+		c, err = d.DialContext(ctx, "tcp", coord)
 		if err == nil {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("rank %d: cannot reach the coordinator at %s: %w", cfg.Rank, cfg.Coord, err)
+			return nil, fmt.Errorf("rank %d: cannot reach the coordinator at %s: %w", cfg.Rank, coord, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	// Advertise the address of the interface that reaches the coordinator;
+	// rank 0, which reaches itself on loopback, advertises the address the
+	// others use for it.
 	host, _, _ := net.SplitHostPort(c.LocalAddr().String())
+	if ch, _, err := net.SplitHostPort(cfg.Coord); cfg.Rank == 0 && err == nil && ch != "" {
+		if ip := net.ParseIP(ch); ip == nil || !ip.IsUnspecified() {
+			host = ch
+		}
+	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	hn, _ := os.Hostname()
 	h := hello{Rank: cfg.Rank, Size: cfg.Size, Addr: net.JoinHostPort(host, port), Host: hn, PID: os.Getpid(), Secret: secret}

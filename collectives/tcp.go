@@ -56,6 +56,7 @@ const (
 	frameData      = 1
 	frameHeartbeat = 2
 	frameAbort     = 3
+	frameBye       = 4 // the sender closed its transport on purpose
 
 	maxPayload = 1 << 40
 	smallFrame = 8 << 10 // payloads up to this are copied behind the header: one write
@@ -95,11 +96,12 @@ type TCP struct {
 	peers      []*peerConn // nil at rank
 	self       *mailbox
 
-	failOnce sync.Once
-	failErr  atomic.Pointer[error]
-	closed   atomic.Bool
-	done     chan struct{}
-	wg       sync.WaitGroup
+	failOnce  sync.Once
+	failErr   atomic.Pointer[error]
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 type peerConn struct {
@@ -255,6 +257,11 @@ func (t *TCP) readLoop(pc *peerConn) {
 			}
 			t.fail(pe)
 			return
+		case frameBye:
+			// Messages already read stay receivable; later receives from
+			// this peer fail, but the job goes on.
+			pc.box.fail(&PeerError{Rank: pc.rank, Reporter: -1, Reason: "closed its transport"})
+			return
 		case frameData:
 		default:
 			t.fail(&PeerError{Rank: pc.rank, Reporter: -1, Reason: fmt.Sprintf("sent unknown frame type %d", typ)})
@@ -382,14 +389,26 @@ func (t *TCP) heartbeats() {
 // Close implements Transport. It closes every connection and waits for the
 // transport's goroutines to end.
 func (t *TCP) Close() error {
-	if t.closed.Swap(true) {
-		return nil
-	}
+	t.closeOnce.Do(t.close)
+	return nil
+}
+
+func (t *TCP) close() {
+	t.closed.Store(true)
 	close(t.done)
+	var bye [hdrLen]byte
+	putHeader(bye[:], frameBye, Header{}, 0)
 	for _, p := range t.peers {
-		if p != nil {
-			_ = p.conn.Close()
+		if p == nil {
+			continue
 		}
+		if t.err() == nil {
+			_ = p.conn.SetWriteDeadline(time.Now().Add(time.Second))
+			p.wmu.Lock()
+			_, _ = p.conn.Write(bye[:])
+			p.wmu.Unlock()
+		}
+		_ = p.conn.Close()
 	}
 	t.wg.Wait()
 	for _, p := range t.peers {
@@ -398,5 +417,4 @@ func (t *TCP) Close() error {
 		}
 	}
 	t.self.fail(ErrClosed)
-	return nil
 }

@@ -46,8 +46,8 @@ func tcpWorld(t testing.TB, n int, tcfg TCPConfig) []Transport {
 }
 
 type world struct {
-	name  string
-	make  func(t testing.TB, n int) []Transport
+	name string
+	make func(t testing.TB, n int) []Transport
 }
 
 var worlds = []world{

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Build bench/mpi_allreduce with Debian's Open MPI and run it over TCP on
+# Build bench/mpi/mpi_allreduce with Debian's Open MPI and run it over TCP on
 # loopback. NP sets the rank count (default 4); arguments go to the benchmark,
-# e.g.  NP=2 bench/run-mpi.sh -b 8 -e 64M -f 4 -n 20 -w 5
+# e.g.  NP=2 bench/mpi/run-mpi.sh -b 8 -e 64M -f 2 -n 20 -w 5
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")"
 
-mpicc -O2 -o bench/mpi_allreduce bench/mpi_allreduce.c
+mpicc -O2 -o mpi_allreduce mpi_allreduce.c
 
 # The btl options only bind if the ob1 PML is chosen. No "--mca pml ob1" is
 # needed here: Debian's /etc/openmpi/openmpi-mca-params.conf excludes the ucx
@@ -14,4 +14,4 @@ mpicc -O2 -o bench/mpi_allreduce bench/mpi_allreduce.c
 # the tcp BTL, which without "--mca btl tcp,self" would be vader instead).
 mpirun --allow-run-as-root --oversubscribe \
     --mca btl tcp,self --mca btl_tcp_if_include lo \
-    -np "${NP:-4}" bench/mpi_allreduce "$@"
+    -np "${NP:-4}" ./mpi_allreduce "$@"

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/bench"
+	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/launch"
+)
+
+type benchOptions struct {
+	argv     []string // the whole command line, to start the ranks with
+	ranks    int
+	min, max string
+	factor   int64
+	algo     string
+	iters    int
+	warmup   int
+	dtype    string
+	reduce   string
+	root     int
+	json     bool
+	tune     string
+
+	stdout, stderr io.Writer
+}
+
+func newBenchCmd(argv []string) *cobra.Command {
+	o := &benchOptions{argv: argv}
+	cmd := &cobra.Command{
+		Use:   "bench allreduce|broadcast|reduce|allgather|reducescatter",
+		Short: "Measure a collective over a range of sizes, like nccl-tests",
+		Long: `bench times a collective for sizes from --min to --max bytes on --ranks local
+ranks (or on the ranks a launcher such as mpirun or srun started), checks every
+result, and prints size, count, type, algorithm, the slowest rank's mean time,
+algbw and busbw (nccl-tests factors) and the number of wrong elements.`,
+		Example: `  commprof bench allreduce --ranks 4
+  commprof bench broadcast --ranks 8 --min 1K --max 16M --algo chain
+  mpirun -np 4 commprof bench allreduce --json`,
+		Args:      exactArgs(1),
+		ValidArgs: []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return runBench(cmd.Context(), o, args[0], cmd.Flags().Changed("ranks"))
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&o.ranks, "ranks", "n", 4, "number of local ranks to start (ignored under an external launcher, which sets the count)")
+	f.StringVarP(&o.min, "min", "b", "8", "smallest size in bytes (K, M, G suffixes)")
+	f.StringVarP(&o.max, "max", "e", "64M", "largest size in bytes")
+	f.Int64VarP(&o.factor, "factor", "f", 4, "size multiplier between rows")
+	f.StringVar(&o.algo, "algo", "auto", "algorithm: auto, ring, recursive_doubling, rabenseifner, tree or chain")
+	f.IntVar(&o.iters, "iters", 20, "timed iterations per size")
+	f.IntVar(&o.warmup, "warmup", 5, "untimed iterations per size")
+	f.StringVar(&o.dtype, "dtype", "float32", "element type: float32, float64, int32 or int64")
+	f.StringVar(&o.reduce, "op", "sum", "reduction: sum, max or min")
+	f.IntVar(&o.root, "root", 0, "root rank of broadcast and reduce")
+	f.BoolVar(&o.json, "json", false, "print the results as JSON")
+	f.StringVar(&o.tune, "tune", "", "algorithm thresholds, e.g. allreduce_rd_max=32K,segment=1M (see docs/collectives.md)")
+	return cmd
+}
+
+func (o *benchOptions) spec(opName string) (bench.Spec, collectives.Config, error) {
+	var s bench.Spec
+	var cfg collectives.Config
+	op, err := collectives.ParseOp(opName)
+	if err != nil {
+		return s, cfg, usageError{err}
+	}
+	min, err := collectives.ParseSize(o.min)
+	if err != nil {
+		return s, cfg, usagef("--min: %v", err)
+	}
+	max, err := collectives.ParseSize(o.max)
+	if err != nil {
+		return s, cfg, usagef("--max: %v", err)
+	}
+	dt, err := collectives.ParseDType(o.dtype)
+	if err != nil {
+		return s, cfg, usagef("--dtype: %v", err)
+	}
+	rop, err := collectives.ParseReduceOp(o.reduce)
+	if err != nil {
+		return s, cfg, usagef("--op: %v", err)
+	}
+	algo, err := collectives.ParseAlgo(o.algo)
+	if err != nil {
+		return s, cfg, usagef("--algo: %v", err)
+	}
+	cfg.Algorithms = map[collectives.Op]collectives.Algo{op: algo}
+	cfg.Tuning = collectives.DefaultTuning()
+	if err := cfg.Tuning.Set(o.tune); err != nil {
+		return s, cfg, usagef("--tune: %v", err)
+	}
+	if algo != collectives.AlgoAuto {
+		ok := false
+		for _, a := range collectives.Algorithms(op) {
+			ok = ok || a == algo
+		}
+		if !ok {
+			return s, cfg, usagef("--algo: %s has no %s algorithm (have %v)", op, algo, collectives.Algorithms(op))
+		}
+	}
+	s = bench.Spec{Op: op, Min: min, Max: max, Factor: o.factor, Iters: o.iters, Warmup: o.warmup, DType: dt, Reduce: rop, Root: o.root}
+	if err := s.Validate(); err != nil {
+		return s, cfg, usageError{err}
+	}
+	return s, cfg, nil
+}
+
+func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool) error {
+	s, cfg, err := o.spec(opName)
+	if err != nil {
+		return err
+	}
+	job, inJob, err := collectives.JobFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if !inJob {
+		if o.ranks < 1 {
+			return usagef("--ranks %d: want at least 1", o.ranks)
+		}
+		if o.root >= o.ranks || o.root < 0 {
+			return usagef("--root %d is not one of the %d ranks", o.root, o.ranks)
+		}
+		return startRanks(ctx, o.ranks, o.argv, o.stdout, o.stderr)
+	}
+	if ranksSet && o.ranks != job.Size {
+		return usagef("--ranks %d, but %s started %d ranks", o.ranks, job.Launcher, job.Size)
+	}
+	return rankMain(ctx, job, cfg, func(ctx context.Context, c collectives.Communicator) error {
+		var rows []bench.Result
+		if c.Rank() == 0 && !o.json {
+			bench.TableHeader(o.stdout, s, c.Size(), o.algo)
+		}
+		err := bench.Run(ctx, c, s, func(r bench.Result) {
+			if c.Rank() != 0 {
+				return
+			}
+			if o.json {
+				rows = append(rows, r)
+			} else {
+				bench.TableRow(o.stdout, r)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 0 && o.json {
+			return bench.JSON(o.stdout, rows)
+		}
+		return nil
+	})
+}
+
+// startRanks runs this same command line on n local ranks.
+func startRanks(ctx context.Context, n int, argv []string, stdout, stderr io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the commprof binary to start ranks: %w", err)
+	}
+	return launch.Run(ctx, launch.Spec{Ranks: n, Path: exe, Args: argv, Stdout: stdout, Stderr: stderr})
+}
+
+// rankMain joins the job, runs f on the world communicator, and on failure
+// aborts the job so every other rank stops with this rank's reason.
+func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, f func(context.Context, collectives.Communicator) error) error {
+	if prefix := os.Getenv("COMMPROF_CPUPROFILE"); prefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s.rank%d", prefix, job.Rank))
+		if err != nil {
+			return fmt.Errorf("COMMPROF_CPUPROFILE: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("COMMPROF_CPUPROFILE: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	tr, _, err := collectives.Join(ctx, job.JoinConfig)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	c, err := collectives.New(tr, cfg)
+	if err != nil {
+		tr.Abort(err)
+		return err
+	}
+	if err := f(ctx, c); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("rank %d interrupted: %w", job.Rank, ctx.Err())
+		}
+		tr.Abort(err)
+		if !strings.HasPrefix(err.Error(), "rank ") {
+			err = fmt.Errorf("rank %d: %w", job.Rank, err)
+		}
+		return err
+	}
+	return nil
+}

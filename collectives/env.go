@@ -1,0 +1,123 @@
+package collectives
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Environment variables read by JobFromEnv. The local launcher sets the
+// COMMPROF_ ones; external launchers set their own.
+const (
+	EnvRank          = "COMMPROF_RANK"
+	EnvSize          = "COMMPROF_SIZE"
+	EnvCoord         = "COMMPROF_COORD"
+	EnvCoordFD       = "COMMPROF_COORD_FD"
+	EnvRendezvousDir = "COMMPROF_RENDEZVOUS_DIR"
+	EnvJobID         = "COMMPROF_JOB_ID"
+	EnvSecret        = "COMMPROF_SECRET"
+	EnvPeerTimeout   = "COMMPROF_PEER_TIMEOUT"
+	EnvJoinTimeout   = "COMMPROF_JOIN_TIMEOUT"
+)
+
+// launchers lists the rank and size variables of the launchers commprof
+// recognises, in the order they are tried.
+var launchers = []struct{ name, rank, size, localSize string }{
+	{"commprof", EnvRank, EnvSize, ""},
+	{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+	{"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
+	{"slurm", "SLURM_PROCID", "SLURM_NTASKS", ""},
+	{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"},
+}
+
+// Job is how this process joins a job started by a launcher.
+type Job struct {
+	Launcher string // commprof, openmpi, pmi, slurm or torchrun
+	JoinConfig
+}
+
+// JobFromEnv reads the rank, the world size and how to find the
+// coordinator from the environment. It returns ok == false when no
+// launcher started this process. The coordinator is taken from
+// COMMPROF_COORD, else MASTER_ADDR and MASTER_PORT, else a rendezvous file
+// in COMMPROF_RENDEZVOUS_DIR; when every rank is on one host (the launcher
+// says so) and none of those is set, the rendezvous directory defaults to
+// the temporary directory, keyed by the launcher's job id.
+func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
+	for _, l := range launchers {
+		rs, ss := getenv(l.rank), getenv(l.size)
+		if rs == "" || ss == "" {
+			continue
+		}
+		rank, err1 := strconv.Atoi(rs)
+		size, err2 := strconv.Atoi(ss)
+		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
+			return job, true, fmt.Errorf("%s launched this process with %s=%q and %s=%q: not a rank of a world", l.name, l.rank, rs, l.size, ss)
+		}
+		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(EnvSecret)}}
+		job.JobID = firstOf(getenv, EnvJobID, "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_JOBID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+		if id := getenv("SLURM_STEP_ID"); id != "" && job.JobID == getenv("SLURM_JOB_ID") {
+			job.JobID += "." + id
+		}
+		switch {
+		case getenv(EnvCoord) != "":
+			job.Coord = getenv(EnvCoord)
+		case getenv("MASTER_ADDR") != "" && getenv("MASTER_PORT") != "":
+			job.Coord = net.JoinHostPort(getenv("MASTER_ADDR"), getenv("MASTER_PORT"))
+		case getenv(EnvRendezvousDir) != "":
+			job.RendezvousDir = getenv(EnvRendezvousDir)
+		case size == 1:
+			job.Coord = "127.0.0.1:0"
+		case l.localSize != "" && getenv(l.localSize) == ss && job.JobID != "":
+			job.RendezvousDir = filepath.Join(os.TempDir(), "commprof-rendezvous")
+			if err := os.MkdirAll(job.RendezvousDir, 0o777); err != nil {
+				return job, true, fmt.Errorf("creating the rendezvous directory: %w", err)
+			}
+		default:
+			return job, true, fmt.Errorf("%s started this process as rank %d of %d, but nothing says where rank 0 is: set %s=host:port (a port free on rank 0's host), MASTER_ADDR and MASTER_PORT, or %s to a directory every rank can read", l.name, rank, size, EnvCoord, EnvRendezvousDir)
+		}
+		if fd := getenv(EnvCoordFD); fd != "" && rank == 0 {
+			n, err := strconv.Atoi(fd)
+			if err != nil || n < 3 {
+				return job, true, fmt.Errorf("%s=%q is not an inherited file descriptor", EnvCoordFD, fd)
+			}
+			ln, err := net.FileListener(os.NewFile(uintptr(n), "coordinator"))
+			if err != nil {
+				return job, true, fmt.Errorf("using the coordinator listener passed as fd %d: %w", n, err)
+			}
+			job.CoordListener = ln
+		}
+		if job.TCP.PeerTimeout, err = duration(getenv, EnvPeerTimeout); err != nil {
+			return job, true, err
+		}
+		if job.Timeout, err = duration(getenv, EnvJoinTimeout); err != nil {
+			return job, true, err
+		}
+		return job, true, nil
+	}
+	return job, false, nil
+}
+
+func firstOf(getenv func(string) string, keys ...string) string {
+	for _, k := range keys {
+		if v := getenv(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func duration(getenv func(string) string, key string) (time.Duration, error) {
+	v := getenv(key)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 10s", key, v)
+	}
+	return d, nil
+}

@@ -1,0 +1,257 @@
+// Package launch starts the ranks of a job as local processes, the way
+// mpirun does on one host: it hands each rank its rank, the world size, the
+// coordinator and a per-job secret in COMMPROF_* variables, forwards every
+// rank's output with a rank prefix, and when one rank fails it stops the
+// others and reports which rank failed and why.
+package launch
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec describes a job to start.
+type Spec struct {
+	Ranks int
+	Path  string   // the program every rank runs
+	Args  []string // its arguments (without the program name)
+	Env   []string // extra environment, added to this process's
+	// Stdout receives rank 0's standard output as it is; Stderr receives
+	// everything else, each line prefixed with "[rank N] ".
+	Stdout, Stderr io.Writer
+	// Grace is how long ranks get to exit after SIGTERM before SIGKILL
+	// (default 5s).
+	Grace time.Duration
+}
+
+// RankError reports the first rank that failed.
+type RankError struct {
+	Rank     int
+	ExitCode int            // -1 if killed by a signal
+	Signal   syscall.Signal // the signal, if killed by one
+	LastLine string         // the rank's last line on stderr
+}
+
+func (e *RankError) Error() string {
+	var s string
+	if e.ExitCode >= 0 {
+		s = fmt.Sprintf("rank %d exited with status %d", e.Rank, e.ExitCode)
+	} else {
+		s = fmt.Sprintf("rank %d was killed by signal %d (%v)", e.Rank, int(e.Signal), e.Signal)
+	}
+	if e.LastLine != "" {
+		s += ": " + e.LastLine
+	}
+	return s
+}
+
+type rank struct {
+	n        int
+	cmd      *exec.Cmd
+	mu       sync.Mutex
+	lastLine string
+	done     chan struct{}
+	err      error
+}
+
+// Run starts the ranks and waits for them. It returns nil if every rank
+// exited with status 0, a *RankError for the first rank that did not, or
+// ctx's error if the job was interrupted (the ranks get SIGTERM first, so
+// they can flush what they have).
+func Run(ctx context.Context, s Spec) error {
+	if s.Ranks < 1 {
+		return fmt.Errorf("launch: %d ranks; want at least 1", s.Ranks)
+	}
+	if s.Grace <= 0 {
+		s.Grace = 5 * time.Second
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("launch: opening the coordinator port: %w", err)
+	}
+	lf, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		return fmt.Errorf("launch: passing the coordinator port: %w", err)
+	}
+	defer lf.Close()
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	jobID := strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(secret[:4])
+
+	var out sync.Mutex // serialises lines from all ranks
+	var pipes sync.WaitGroup
+	ranks := make([]*rank, s.Ranks)
+	for i := range ranks {
+		cmd := exec.Command(s.Path, s.Args...)
+		cmd.Env = append(os.Environ(), s.Env...)
+		cmd.Env = append(cmd.Env,
+			"COMMPROF_RANK="+strconv.Itoa(i),
+			"COMMPROF_SIZE="+strconv.Itoa(s.Ranks),
+			"COMMPROF_LOCAL_RANK="+strconv.Itoa(i),
+			"COMMPROF_COORD="+lnAddr(lf),
+			"COMMPROF_SECRET="+hex.EncodeToString(secret),
+			"COMMPROF_JOB_ID="+jobID,
+		)
+		if i == 0 {
+			cmd.ExtraFiles = []*os.File{lf}
+			cmd.Env = append(cmd.Env, "COMMPROF_COORD_FD=3")
+		}
+		// Ranks get their own process group: a Ctrl-C in the terminal
+		// reaches this process, which then stops the ranks in order.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		r := &rank{n: i, cmd: cmd, done: make(chan struct{})}
+		ranks[i] = r
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return fmt.Errorf("launch: rank %d: %w", i, err)
+		}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return fmt.Errorf("launch: rank %d: %w", i, err)
+		}
+		prefix := fmt.Sprintf("[rank %d] ", i)
+		pipes.Add(2)
+		go func() {
+			defer pipes.Done()
+			if i == 0 {
+				forward(stdout, s.Stdout, "", &out, nil)
+			} else {
+				forward(stdout, s.Stderr, prefix, &out, nil)
+			}
+		}()
+		go func() {
+			defer pipes.Done()
+			forward(stderr, s.Stderr, prefix, &out, r)
+		}()
+	}
+	for i, r := range ranks {
+		if err := r.cmd.Start(); err != nil {
+			for _, q := range ranks[:i] {
+				_ = q.cmd.Process.Kill()
+				_ = q.cmd.Wait()
+			}
+			return fmt.Errorf("launch: starting rank %d (%s): %w", i, s.Path, err)
+		}
+	}
+	lf.Close() // rank 0 has it now
+
+	exited := make(chan *rank, len(ranks))
+	for _, r := range ranks {
+		go func() {
+			r.err = r.cmd.Wait()
+			close(r.done)
+			exited <- r
+		}()
+	}
+	var first *RankError
+	var interrupted error
+	stopping := false
+	stop := func() {
+		if stopping {
+			return
+		}
+		stopping = true
+		for _, r := range ranks {
+			signalRank(r, syscall.SIGTERM)
+		}
+		go func() {
+			time.Sleep(s.Grace)
+			for _, r := range ranks {
+				signalRank(r, syscall.SIGKILL)
+			}
+		}()
+	}
+	for left := len(ranks); left > 0; {
+		select {
+		case r := <-exited:
+			left--
+			if r.err != nil && first == nil && !stopping {
+				first = rankError(r)
+				stop()
+			}
+		case <-ctx.Done():
+			ctx = context.Background() // stop once
+			interrupted = errors.New("interrupted")
+			stop()
+		}
+	}
+	pipes.Wait()
+	switch {
+	case interrupted != nil:
+		return fmt.Errorf("launch: %w: stopped %d ranks", context.Canceled, len(ranks))
+	case first != nil:
+		return first
+	}
+	return nil
+}
+
+func lnAddr(f *os.File) string {
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return ""
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func signalRank(r *rank, sig syscall.Signal) {
+	select {
+	case <-r.done:
+	default:
+		_ = r.cmd.Process.Signal(sig)
+	}
+}
+
+func rankError(r *rank) *RankError {
+	e := &RankError{Rank: r.n, ExitCode: -1}
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = ws.Signal()
+		} else {
+			e.ExitCode = ee.ExitCode()
+		}
+	}
+	r.mu.Lock()
+	e.LastLine = r.lastLine
+	r.mu.Unlock()
+	return e
+}
+
+// forward copies lines from src to dst with a prefix; if r is set it keeps
+// the last line for the failure report.
+func forward(src io.Reader, dst io.Writer, prefix string, mu *sync.Mutex, r *rank) {
+	br := bufio.NewReaderSize(src, 64<<10)
+	for {
+		line, err := br.ReadString('\n')
+		if len(line) > 0 {
+			if line[len(line)-1] != '\n' {
+				line += "\n"
+			}
+			mu.Lock()
+			_, _ = io.WriteString(dst, prefix+line)
+			mu.Unlock()
+			if r != nil {
+				r.mu.Lock()
+				r.lastLine = line[:len(line)-1]
+				r.mu.Unlock()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
