@@ -380,12 +380,16 @@ func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, s
 		copy(g[16:], secret[:])
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		var ack [1]byte
-		if _, err := c.Write(g[:]); err == nil {
+		if _, err = c.Write(g[:]); err == nil {
 			_, err = io.ReadFull(c, ack[:])
 		}
 		if err != nil || ack[0] != 1 {
 			c.Close()
-			dialErr = fmt.Errorf("rank %d: rank %d at %s refused the connection (different job or secret?)", rank, r, peers[r].Addr)
+			if err != nil {
+				dialErr = fmt.Errorf("rank %d: rank %d at %s (host %s) dropped the connection while it was being set up (did it exit?): %w", rank, r, peers[r].Addr, peers[r].Host, err)
+			} else {
+				dialErr = fmt.Errorf("rank %d: rank %d at %s refused the connection (a different job or secret?)", rank, r, peers[r].Addr)
+			}
 			break
 		}
 		_ = c.SetDeadline(time.Time{})

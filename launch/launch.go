@@ -34,6 +34,10 @@ type Spec struct {
 	// Grace is how long ranks get to exit after SIGTERM before SIGKILL
 	// (default 5s).
 	Grace time.Duration
+	// Linger is how long the other ranks get, after one fails, to notice
+	// it and exit with their own report before they are sent SIGTERM
+	// (default 3s). Ranks see a dead peer at once, so this rarely elapses.
+	Linger time.Duration
 }
 
 // RankError reports the first rank that failed.
@@ -76,6 +80,9 @@ func Run(ctx context.Context, s Spec) error {
 	}
 	if s.Grace <= 0 {
 		s.Grace = 5 * time.Second
+	}
+	if s.Linger <= 0 {
+		s.Linger = 3 * time.Second
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -157,40 +164,39 @@ func Run(ctx context.Context, s Spec) error {
 		}()
 	}
 	var first *RankError
-	var interrupted error
-	stopping := false
-	stop := func() {
-		if stopping {
-			return
-		}
-		stopping = true
-		for _, r := range ranks {
-			signalRank(r, syscall.SIGTERM)
-		}
-		go func() {
-			time.Sleep(s.Grace)
-			for _, r := range ranks {
-				signalRank(r, syscall.SIGKILL)
-			}
-		}()
-	}
+	interrupted := false
+	var linger, term, kill <-chan time.Time
 	for left := len(ranks); left > 0; {
 		select {
 		case r := <-exited:
 			left--
-			if r.err != nil && first == nil && !stopping {
+			if r.err != nil && first == nil && !interrupted {
 				first = rankError(r)
-				stop()
+				linger = time.After(s.Linger)
 			}
 		case <-ctx.Done():
-			ctx = context.Background() // stop once
-			interrupted = errors.New("interrupted")
-			stop()
+			ctx = context.Background() // once
+			interrupted = true
+			term = time.After(0)
+		case <-linger:
+			linger, term = nil, time.After(0)
+		case <-term:
+			term = nil
+			for _, r := range ranks {
+				signalRank(r, syscall.SIGTERM)
+				signalRank(r, syscall.SIGCONT) // a stopped rank handles SIGTERM only once resumed
+			}
+			kill = time.After(s.Grace)
+		case <-kill:
+			kill = nil
+			for _, r := range ranks {
+				signalRank(r, syscall.SIGKILL)
+			}
 		}
 	}
 	pipes.Wait()
 	switch {
-	case interrupted != nil:
+	case interrupted:
 		return fmt.Errorf("launch: %w: stopped %d ranks", context.Canceled, len(ranks))
 	case first != nil:
 		return first

@@ -194,7 +194,12 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 		tr.Abort(err)
 		return err
 	}
-	if err := f(ctx, c); err != nil {
+	// Every rank is connected to every other once this returns.
+	err = c.Barrier(ctx)
+	if err == nil {
+		err = f(ctx, c)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("rank %d interrupted: %w", job.Rank, ctx.Err())
 		}

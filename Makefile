@@ -1,0 +1,60 @@
+# commprof build, test and benchmark targets. `make demo` and `make test`
+# install what they need on Debian (Go modules; Open MPI for the launcher
+# tests) and work from a clean clone.
+
+GO      ?= go
+BIN     := bin/commprof
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS := openmpi-bin libopenmpi-dev
+
+.PHONY: all build demo test deps go-deps system-deps bench bench-go bench-mpi vet fmt clean
+
+all: build
+
+build: go-deps
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/commprof
+
+# The main job: a 4-rank allreduce benchmark over loopback TCP.
+demo: build
+	$(BIN) bench allreduce --ranks 4
+
+deps: go-deps system-deps
+
+go-deps:
+	$(GO) mod download
+
+# Debian packages the tests use; installed only when missing.
+system-deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Every test, with the race detector; the launcher tests run real mpirun.
+test: deps vet build
+	COMMPROF_REQUIRE_MPI=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+bench: bench-go
+	$(BIN) bench allreduce --ranks 2
+	$(BIN) bench allreduce --ranks 4
+
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./...
+
+# Open MPI's MPI_Allreduce over TCP, for comparison (bench/mpi).
+bench-mpi: system-deps
+	NP=2 bench/mpi/run-mpi.sh -f 2
+	NP=4 bench/mpi/run-mpi.sh -f 2
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin bench/mpi/mpi_allreduce

@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/commprof/commprof/bench"
+)
+
+// bin is the commprof binary the end-to-end tests run, built once.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "commprof-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "commprof")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building commprof: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// commprof runs the binary with a time limit and a clean COMMPROF_ environment.
+func commprof(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("commprof %v did not finish in 90s\nstderr:\n%s", args, e.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{o.String(), e.String(), code}
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "COMMPROF_"), strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI"),
+			strings.HasPrefix(k, "SLURM_"), k == "RANK", k == "WORLD_SIZE", k == "MASTER_ADDR", k == "MASTER_PORT":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// tableRows parses the rows of a bench table.
+func tableRows(t *testing.T, out string) [][]string {
+	t.Helper()
+	var rows [][]string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 8 && f[0] != "size(B)" && !strings.HasPrefix(line, "#") {
+			rows = append(rows, f)
+		}
+	}
+	return rows
+}
+
+func TestBenchEveryCollective(t *testing.T) {
+	for _, op := range []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter"} {
+		t.Run(op, func(t *testing.T) {
+			r := commprof(t, nil, "bench", op, "--ranks", "3", "--min", "4", "--max", "1M", "--factor", "16", "--iters", "3", "--warmup", "1")
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			rows := tableRows(t, r.stdout)
+			if len(rows) != 6 { // 4, 64, 1K, 16K, 256K (and 4M > max): 4·16^k ≤ 1M
+				if len(rows) != 5 {
+					t.Fatalf("got %d rows:\n%s", len(rows), r.stdout)
+				}
+			}
+			for _, row := range rows {
+				if row[7] != "0" {
+					t.Errorf("wrong results: %v", row)
+				}
+				if v, err := strconv.ParseFloat(row[6], 64); err != nil || v < 0 {
+					t.Errorf("busbw %q", row[6])
+				}
+			}
+		})
+	}
+}
+
+func TestBenchJSONAndAlgorithms(t *testing.T) {
+	for _, algo := range []string{"ring", "recursive_doubling", "rabenseifner", "tree"} {
+		r := commprof(t, nil, "bench", "allreduce", "--ranks", "3", "--min", "1K", "--max", "256K", "--iters", "2", "--warmup", "0", "--algo", algo, "--json")
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", algo, r.code, r.stderr)
+		}
+		var rows []bench.Result
+		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+			t.Fatalf("%s: not JSON: %v\n%s", algo, err, r.stdout)
+		}
+		if len(rows) != 5 {
+			t.Fatalf("%s: %d rows, want 5 (1K..256K by 4)", algo, len(rows))
+		}
+		for _, row := range rows {
+			if row.Algo != algo || row.Wrong != 0 || row.Ranks != 3 || row.TimeUS <= 0 {
+				t.Errorf("%s: row %+v", algo, row)
+			}
+			want := float64(row.Bytes) / (row.TimeUS / 1e6) / 1e9 * 2 * 2 / 3
+			if d := row.BusBW - want; d > 1e-9*want+1e-12 || d < -1e-9*want-1e-12 {
+				t.Errorf("%s: busbw %v, want algbw·2(n-1)/n = %v", algo, row.BusBW, want)
+			}
+		}
+	}
+}
+
+func TestBadInvocations(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "allscatter"}, `unknown collective "allscatter"`},
+		{[]string{"bench", "allreduce", "--max", "12Q"}, "--max"},
+		{[]string{"bench", "allreduce", "--algo", "chain"}, "allreduce has no chain algorithm"},
+		{[]string{"bench", "allreduce", "--ranks", "0"}, "--ranks 0"},
+		{[]string{"bench", "broadcast", "--ranks", "2", "--root", "5"}, "--root 5"},
+		{[]string{"bench", "allreduce", "--iters", "0"}, "iterations"},
+		{[]string{"bench", "allreduce", "--tune", "bogus=1"}, "--tune"},
+		{[]string{"bench", "allreduce", "--frobnicate"}, "unknown flag"},
+		{[]string{"bench"}, "takes 1 argument"},
+	} {
+		r := commprof(t, nil, tc.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, exitUsage, tc.want)
+		}
+	}
+	r := commprof(t, []string{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=2"}, "bench", "allreduce")
+	if r.code != exitError || !strings.Contains(r.stderr, "nothing says where rank 0 is") {
+		t.Errorf("multi-host mpirun without a coordinator: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := commprof(t, nil, "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "commprof ") {
+		t.Fatalf("version: %d %q", r.code, r.stdout)
+	}
+	r = commprof(t, nil, "completion", "bash")
+	if r.code != 0 || !strings.Contains(r.stdout, "commprof") {
+		t.Fatalf("completion: %d", r.code)
+	}
+}
+
+// startLong starts a 4-rank benchmark that runs until stopped, and waits
+// until its ranks are up. It returns the launcher and the ranks' pids.
+func startLong(t *testing.T, env []string) (*exec.Cmd, *bytes.Buffer, map[int]int) {
+	t.Helper()
+	cmd := exec.Command(bin, "bench", "allreduce", "--ranks", "4", "--min", "4M", "--max", "4M", "--iters", "1000000")
+	cmd.Env = append(cleanEnv(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	// Rank 0 prints the table header once every rank has joined.
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "# commprof bench") {
+		t.Fatalf("no header from rank 0: %q %v\n%s", line, err, stderr.String())
+	}
+	go func() { _, _ = bufio.NewReader(stdout).WriteTo(&bytes.Buffer{}) }()
+	return cmd, &stderr, rankPIDs(t, cmd.Process.Pid)
+}
+
+// rankPIDs finds the children of the launcher and their ranks.
+func rankPIDs(t *testing.T, parent int) map[int]int {
+	t.Helper()
+	pids := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, []byte("COMMPROF_RANK=")); ok {
+				r, _ := strconv.Atoi(string(v))
+				pids[r] = pid
+			}
+		}
+	}
+	if len(pids) != 4 {
+		t.Fatalf("found ranks %v under launcher %d", pids, parent)
+	}
+	return pids
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return code, time.Since(start)
+	case <-time.After(limit):
+		t.Fatalf("the job did not stop within %v", limit)
+	}
+	return 0, 0
+}
+
+// TestKilledRankStopsTheJob kills rank 2 mid-collective: the other ranks
+// must report rank 2 and the launcher must exit non-zero naming it.
+func TestKilledRankStopsTheJob(t *testing.T) {
+	cmd, stderr, pids := startLong(t, nil)
+	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	code, took := waitExit(t, cmd, 20*time.Second)
+	out := stderr.String()
+	if code == 0 {
+		t.Fatalf("exit 0 after a rank was killed\n%s", out)
+	}
+	if !strings.Contains(out, "commprof: rank 2 was killed by signal 9") {
+		t.Errorf("the launcher did not name rank 2:\n%s", out)
+	}
+	for _, r := range []int{0, 1, 3} {
+		prefix := fmt.Sprintf("[rank %d] commprof: rank %d: ", r, r)
+		ok := false
+		for _, line := range strings.Split(out, "\n") {
+			ok = ok || strings.HasPrefix(line, prefix) && strings.Contains(line, "rank 2 failed")
+		}
+		if !ok {
+			t.Errorf("rank %d did not report rank 2's failure:\n%s", r, out)
+		}
+	}
+	t.Logf("stopped %v after the kill:\n%s", took, out)
+}
+
+// TestStoppedRankTimesOut freezes rank 1 (SIGSTOP): with no data and no
+// heartbeats the others must give up on it after COMMPROF_PEER_TIMEOUT.
+func TestStoppedRankTimesOut(t *testing.T) {
+	cmd, stderr, pids := startLong(t, []string{"COMMPROF_PEER_TIMEOUT=2s"})
+	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	code, _ := waitExit(t, cmd, 30*time.Second)
+	out := stderr.String()
+	if code == 0 || !strings.Contains(out, "rank 1 failed: no data or heartbeat for 2s") {
+		t.Fatalf("exit %d; want the others to time out on rank 1:\n%s", code, out)
+	}
+}
+
+// TestInterrupt sends SIGINT to the launcher, as Ctrl-C does.
+func TestInterrupt(t *testing.T) {
+	cmd, stderr, pids := startLong(t, nil)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	code, _ := waitExit(t, cmd, 20*time.Second)
+	if code != exitInterrupted {
+		t.Errorf("exit %d after SIGINT, want %d\n%s", code, exitInterrupted, stderr.String())
+	}
+	for r, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !bytes.Contains(st, []byte(") Z")) {
+				t.Errorf("rank %d (pid %d) still running after the launcher exited", r, pid)
+			}
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestExternalLaunchers starts the ranks by hand with each launcher's
+// variables, as torchrun, Slurm and MPICH would.
+func TestExternalLaunchers(t *testing.T) {
+	dir := t.TempDir()
+	port := strconv.Itoa(freePort(t))
+	for _, tc := range []struct {
+		name string
+		env  func(rank int) []string
+	}{
+		{"torchrun", func(r int) []string {
+			return []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}
+		}},
+		{"slurm", func(r int) []string {
+			return []string{"SLURM_PROCID=" + strconv.Itoa(r), "SLURM_NTASKS=3", "SLURM_JOB_ID=42", "COMMPROF_RENDEZVOUS_DIR=" + dir}
+		}},
+		{"pmi", func(r int) []string {
+			return []string{"PMI_RANK=" + strconv.Itoa(r), "PMI_SIZE=3", "COMMPROF_COORD=127.0.0.1:" + port}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cmds []*exec.Cmd
+			var outs []*bytes.Buffer
+			for r := range 3 {
+				cmd := exec.Command(bin, "bench", "allreduce", "--min", "1K", "--max", "1M", "--iters", "2", "--warmup", "0")
+				cmd.Env = append(cleanEnv(), tc.env(r)...)
+				var b bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &b, &b
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				cmds, outs = append(cmds, cmd), append(outs, &b)
+			}
+			for r, cmd := range cmds {
+				if code, _ := waitExit(t, cmd, 60*time.Second); code != 0 {
+					t.Fatalf("rank %d exit %d:\n%s", r, code, outs[r])
+				}
+			}
+			rows := tableRows(t, outs[0].String())
+			if len(rows) != 6 {
+				t.Fatalf("rank 0 printed %d rows:\n%s", len(rows), outs[0])
+			}
+			for _, row := range rows {
+				if row[7] != "0" {
+					t.Errorf("wrong results: %v", row)
+				}
+			}
+			if outs[1].Len() != 0 {
+				t.Errorf("rank 1 printed: %s", outs[1])
+			}
+		})
+	}
+}
+
+// TestUnderMpirun runs the benchmark under Debian's Open MPI launcher.
+func TestUnderMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		if os.Getenv("COMMPROF_REQUIRE_MPI") != "" {
+			t.Fatal("mpirun not found; `make test` installs openmpi-bin")
+		}
+		t.Skip("mpirun not installed")
+	}
+	for _, extra := range [][]string{nil, {"-x", "COMMPROF_COORD=127.0.0.1:" + strconv.Itoa(freePort(t))}} {
+		args := append([]string{"--allow-run-as-root", "--oversubscribe", "-np", "4"}, extra...)
+		args = append(args, bin, "bench", "allreduce", "--min", "8", "--max", "4M", "--iters", "3", "--warmup", "1", "--json")
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		cmd := exec.CommandContext(ctx, mpirun, args...)
+		cmd.Env = cleanEnv()
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			t.Fatalf("mpirun %v: %v\n%s", extra, err, e.String())
+		}
+		var rows []bench.Result
+		if err := json.Unmarshal(out, &rows); err != nil {
+			t.Fatalf("mpirun %v: output is not the JSON of one rank: %v\n%s", extra, err, out)
+		}
+		if len(rows) != 10 || rows[0].Ranks != 4 {
+			t.Fatalf("mpirun %v: %d rows on %d ranks", extra, len(rows), rows[0].Ranks)
+		}
+		for _, r := range rows {
+			if r.Wrong != 0 {
+				t.Errorf("mpirun %v: wrong results %+v", extra, r)
+			}
+		}
+	}
+}
