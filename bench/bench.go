@@ -88,20 +88,6 @@ func (s Spec) Sizes() []int64 {
 	return out
 }
 
-// input is rank r's value at element i; every reduction of it over up to
-// thousands of ranks is exact in float32.
-func input(r, i int) float64 { return float64((r + 1) * (i%7 + 1)) }
-
-func expected(op collectives.ReduceOp, n, i int) float64 {
-	switch op {
-	case collectives.Max:
-		return input(n-1, i)
-	case collectives.Min:
-		return input(0, i)
-	}
-	return float64(n*(n+1)/2) * float64(i%7+1)
-}
-
 // Run measures every size of s on communicator c and calls each with every
 // rank's result for a size (only rank 0 needs to print them).
 func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Result)) error {
@@ -126,28 +112,8 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 		if s.Op == collectives.OpAllGather || s.Op == collectives.OpReduceScatter {
 			part = collectives.NewBuffer(s.DType, hi-lo)
 		}
-		var total time.Duration
 		var wrong int64
-		for it := range s.Warmup + s.Iters {
-			// Fill, time the collective alone, then check.
-			switch s.Op {
-			case collectives.OpAllGather:
-				fill(part, func(j int) float64 { return input(r, lo+j) })
-				fill(full, func(int) float64 { return -1 })
-			case collectives.OpReduceScatter:
-				fill(full, func(i int) float64 { return input(r, i) })
-				fill(part, func(int) float64 { return -1 })
-			case collectives.OpBroadcast:
-				fill(full, func(i int) float64 {
-					if r == s.Root {
-						return input(r, i)
-					}
-					return -1
-				})
-			default:
-				fill(full, func(i int) float64 { return input(r, i) })
-			}
-			t0 := time.Now()
+		once := func() error {
 			var err error
 			switch s.Op {
 			case collectives.OpAllReduce:
@@ -161,27 +127,78 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 			case collectives.OpReduceScatter:
 				err = c.ReduceScatter(ctx, full, part, s.Reduce)
 			}
-			dt := time.Since(t0)
 			if err != nil {
 				return fmt.Errorf("%s of %d bytes: %w", s.Op, size, err)
 			}
-			if it >= s.Warmup {
-				total += dt
+			return nil
+		}
+		red := float64(n * (n + 1) / 2) // scale of the expected reduction
+		switch s.Reduce {
+		case collectives.Max:
+			red = float64(n)
+		case collectives.Min:
+			red = 1
+		}
+		// As nccl-tests: checked warm-up iterations, a barrier, the timed
+		// iterations back to back under one timer, then one more checked
+		// iteration. Timing each call apart would time the ranks' skew
+		// from filling and checking too.
+		checked := func() error {
+			switch s.Op {
+			case collectives.OpAllGather:
+				pattern(part, float64(r+1), lo)
+				constant(full, -1)
+			case collectives.OpReduceScatter:
+				pattern(full, float64(r+1), 0)
+				constant(part, -1)
+			case collectives.OpBroadcast:
+				if r == s.Root {
+					pattern(full, float64(r+1), 0)
+				} else {
+					constant(full, -1)
+				}
+			default:
+				pattern(full, float64(r+1), 0)
+			}
+			if err := once(); err != nil {
+				return err
 			}
 			switch s.Op {
 			case collectives.OpAllReduce:
-				wrong += countWrong(full, func(i int) float64 { return expected(s.Reduce, n, i) })
+				wrong += mismatches(full, red, 0)
 			case collectives.OpReduce:
 				if r == s.Root {
-					wrong += countWrong(full, func(i int) float64 { return expected(s.Reduce, n, i) })
+					wrong += mismatches(full, red, 0)
 				}
 			case collectives.OpBroadcast:
-				wrong += countWrong(full, func(i int) float64 { return input(s.Root, i) })
+				wrong += mismatches(full, float64(s.Root+1), 0)
 			case collectives.OpAllGather:
-				wrong += countWrong(full, func(i int) float64 { return input(owner(count, n, i), i) })
+				for q := range n {
+					qlo, qhi := collectives.BlockRange(count, n, q)
+					wrong += mismatches(full.Slice(qlo, qhi), float64(q+1), qlo)
+				}
 			case collectives.OpReduceScatter:
-				wrong += countWrong(part, func(j int) float64 { return expected(s.Reduce, n, lo+j) })
+				wrong += mismatches(part, red, lo)
 			}
+			return nil
+		}
+		for range s.Warmup {
+			if err := checked(); err != nil {
+				return err
+			}
+		}
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		for range s.Iters {
+			if err := once(); err != nil {
+				return err
+			}
+		}
+		total := time.Since(t0)
+		if err := checked(); err != nil {
+			return err
 		}
 		// The slowest rank's mean time, and the wrong results of all ranks.
 		stats := []float64{total.Seconds() / float64(s.Iters), float64(wrong)}
@@ -205,69 +222,91 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 	return nil
 }
 
-func owner(count, n, i int) int {
-	for q := range n {
-		if lo, hi := collectives.BlockRange(count, n, q); i >= lo && i < hi {
-			return q
-		}
-	}
-	return -1
-}
+// The benchmark's data: rank r holds (r+1)·((i mod 7)+1) at element i, so
+// every sum, max and min over ranks is exact and of the same form.
 
-func fill(b collectives.Buffer, f func(i int) float64) {
+// pattern sets b[j] = scale·(((off+j) mod 7)+1).
+func pattern(b collectives.Buffer, scale float64, off int) {
 	switch b.DType() {
 	case collectives.Float32:
-		x := b.Float32s()
-		for i := range x {
-			x[i] = float32(f(i))
-		}
+		patternT(b.Float32s(), float32(scale), off)
 	case collectives.Float64:
-		x := b.Float64s()
-		for i := range x {
-			x[i] = f(i)
-		}
+		patternT(b.Float64s(), scale, off)
 	case collectives.Int32:
-		x := b.Int32s()
-		for i := range x {
-			x[i] = int32(f(i))
-		}
+		patternT(b.Int32s(), int32(scale), off)
 	case collectives.Int64:
-		x := b.Int64s()
-		for i := range x {
-			x[i] = int64(f(i))
+		patternT(b.Int64s(), int64(scale), off)
+	}
+}
+
+// mismatches counts the elements that differ from pattern(b, scale, off).
+func mismatches(b collectives.Buffer, scale float64, off int) int64 {
+	switch b.DType() {
+	case collectives.Float32:
+		return mismatchesT(b.Float32s(), float32(scale), off)
+	case collectives.Float64:
+		return mismatchesT(b.Float64s(), scale, off)
+	case collectives.Int32:
+		return mismatchesT(b.Int32s(), int32(scale), off)
+	case collectives.Int64:
+		return mismatchesT(b.Int64s(), int64(scale), off)
+	}
+	return 0
+}
+
+func constant(b collectives.Buffer, v float64) {
+	switch b.DType() {
+	case collectives.Float32:
+		fillT(b.Float32s(), float32(v))
+	case collectives.Float64:
+		fillT(b.Float64s(), v)
+	case collectives.Int32:
+		fillT(b.Int32s(), int32(v))
+	case collectives.Int64:
+		fillT(b.Int64s(), int64(v))
+	}
+}
+
+type number interface {
+	~float32 | ~float64 | ~int32 | ~int64
+}
+
+func patternT[T number](x []T, scale T, off int) {
+	var vals [7]T
+	for k := range vals {
+		vals[k] = scale * T(k+1)
+	}
+	j := off % 7
+	for i := range x {
+		x[i] = vals[j]
+		if j++; j == 7 {
+			j = 0
 		}
 	}
 }
 
-func countWrong(b collectives.Buffer, want func(i int) float64) int64 {
+func mismatchesT[T number](x []T, scale T, off int) int64 {
+	var vals [7]T
+	for k := range vals {
+		vals[k] = scale * T(k+1)
+	}
 	var bad int64
-	switch b.DType() {
-	case collectives.Float32:
-		for i, v := range b.Float32s() {
-			if float64(v) != want(i) {
-				bad++
-			}
+	j := off % 7
+	for i := range x {
+		if x[i] != vals[j] {
+			bad++
 		}
-	case collectives.Float64:
-		for i, v := range b.Float64s() {
-			if v != want(i) {
-				bad++
-			}
-		}
-	case collectives.Int32:
-		for i, v := range b.Int32s() {
-			if float64(v) != want(i) {
-				bad++
-			}
-		}
-	case collectives.Int64:
-		for i, v := range b.Int64s() {
-			if float64(v) != want(i) {
-				bad++
-			}
+		if j++; j == 7 {
+			j = 0
 		}
 	}
 	return bad
+}
+
+func fillT[T number](x []T, v T) {
+	for i := range x {
+		x[i] = v
+	}
 }
 
 // TableHeader writes the comment line and column heads of the table.

@@ -2,6 +2,7 @@ package collectives
 
 import (
 	"context"
+	"errors"
 	"math/bits"
 	"sync"
 )
@@ -72,27 +73,31 @@ func (k *call) ring(data []byte, d DType, rs, ag bool, op ReduceOp) error {
 	sub := *k
 	sub.ctx = ctx
 
+	// The sender sends item i's segment j once item i-1's segment j has
+	// been processed (reduced, or received in the allgather phase): one
+	// token per processed segment, in order. This goroutine posts receives
+	// up to nslots segments ahead, so the transport reads each segment
+	// straight into its slot (or into place) while earlier ones are reduced.
+	// An allgather step receives into a block that an earlier
+	// reduce-scatter step reduced, so a receive may be posted only after
+	// that reduce: nslots <= n*nseg guarantees it.
 	total := len(items) * nseg
-	tokens := make(chan struct{}, total) // one per processed segment, in order
-	// Slots bound how far the receiver runs ahead of the reducer. An
-	// allgather step writes a block that an earlier reduce-scatter step
-	// reduced into, so the receiver must not post it before that reduce is
-	// done: with at most n*nseg slots the slot hand-back orders the two.
+	tokens := make(chan struct{}, total)
 	nslots := min(4, n*nseg)
-	slots := make(chan *[]byte, nslots)
-	for range nslots {
-		slots <- getPayload(segMax)
+	slots := make([]*[]byte, nslots)
+	for i := range slots {
+		slots[i] = getPayload(segMax)
 	}
-	type arrived struct {
-		tmp *[]byte
-		n   int
-	}
-	ready := make(chan arrived, nslots)
+	defer func() {
+		for _, s := range slots {
+			putPayload(s)
+		}
+	}()
 
 	var wg sync.WaitGroup
-	var serr, rerr error
-	wg.Add(2)
-	go func() { // sender
+	var serr error
+	wg.Add(1)
+	go func() {
 		defer wg.Done()
 		for i, it := range items {
 			for j := range nseg {
@@ -110,68 +115,55 @@ func (k *call) ring(data []byte, d DType, rs, ag bool, op ReduceOp) error {
 			}
 		}
 	}()
-	go func() { // receiver
-		defer wg.Done()
-		for i, it := range items {
-			for j := range nseg {
-				dst := seg(it.recv, j)
-				var tmp *[]byte
-				select {
-				case tmp = <-slots:
-				case <-ctx.Done():
-					return
-				}
-				if it.reduce {
-					dst = (*tmp)[:len(dst)]
-				}
-				if rerr = sub.recv(left, i, dst); rerr != nil {
-					cancel()
-					return
-				}
-				select {
-				case ready <- arrived{tmp, len(dst)}:
-				case <-ctx.Done():
-					return
-				}
-			}
+
+	pending := make([]Receive, nslots)
+	posted := 0
+	post := func(f int) {
+		it, j := items[f/nseg], f%nseg
+		dst := seg(it.recv, j)
+		if it.reduce {
+			dst = (*slots[f%nslots])[:len(dst)]
 		}
-	}()
-	var err error
-loop:
-	for _, it := range items {
-		for j := range nseg {
-			var a arrived
-			select {
-			case a = <-ready:
-			case <-ctx.Done():
-				break loop
-			}
-			if it.reduce {
-				reduceInto(seg(it.recv, j), (*a.tmp)[:a.n], d, op)
-			}
-			slots <- a.tmp
-			tokens <- struct{}{}
-		}
+		pending[f%nslots] = sub.post(left, f/nseg, dst)
 	}
-	if ctx.Err() != nil {
-		err = ctx.Err()
-		cancel()
+	var rerr error
+	for f := range total {
+		for ; posted < total && posted < f+nslots; posted++ {
+			post(posted)
+		}
+		_, rerr = pending[f%nslots].Wait(ctx)
+		pending[f%nslots] = nil
+		if rerr != nil {
+			cancel()
+			break
+		}
+		it, j := items[f/nseg], f%nseg
+		if it.reduce {
+			rb := seg(it.recv, j)
+			reduceInto(rb, (*slots[f%nslots])[:len(rb)], d, op)
+		}
+		tokens <- struct{}{}
+	}
+	if rerr != nil {
+		// Withdraw the receives still posted before their buffers go back.
+		for _, r := range pending {
+			if r != nil {
+				_, _ = r.Wait(ctx)
+			}
+		}
 	}
 	wg.Wait() // the sender may still be sending the last step
 	cancel()
-	close(slots)
-	for s := range slots {
-		putPayload(s)
-	}
 	switch {
-	case rerr != nil:
-		return rerr
-	case serr != nil:
+	case rerr != nil && k.ctx.Err() == nil && serr != nil && errors.Is(rerr, context.Canceled):
 		return serr
-	case k.ctx.Err() != nil:
-		return k.ctx.Err()
+	case rerr != nil:
+		if k.ctx.Err() != nil {
+			return k.ctx.Err()
+		}
+		return rerr
 	}
-	return err
+	return serr
 }
 
 func mod(a, n int) int { return ((a % n) + n) % n }

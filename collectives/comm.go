@@ -306,29 +306,29 @@ func (k *call) send(to, chunk int, p []byte) error {
 	return k.c.t.Send(k.ctx, k.c.ranks[to], h, p)
 }
 
-func (k *call) recv(from, chunk int, p []byte) error {
+func (k *call) post(from, chunk int, p []byte) Receive {
 	h := k.h
 	h.Chunk = int32(chunk)
-	_, err := k.c.t.Recv(k.ctx, k.c.ranks[from], h, p)
+	return k.c.t.Post(k.c.ranks[from], h, p)
+}
+
+func (k *call) recv(from, chunk int, p []byte) error {
+	_, err := k.post(from, chunk, p).Wait(k.ctx)
 	return err
 }
 
-// eagerMax is the size up to which a send completes without waiting for
-// the receiver on every transport, so sendrecv can send then receive.
+// eagerMax is the block size up to which the ring runs without its
+// pipeline goroutines.
 const eagerMax = 64 << 10
 
-// sendrecv sends sp to rank to and receives rp from rank from at once.
+// sendrecv sends sp to rank to and receives rp from rank from at once. The
+// receive is posted first, so the transport fills rp directly while this
+// goroutine sends; transports drain every connection, so the send cannot
+// block on a receiver that is itself sending.
 func (k *call) sendrecv(to int, sp []byte, from int, rp []byte, chunk int) error {
-	if len(sp) <= eagerMax {
-		if err := k.send(to, chunk, sp); err != nil {
-			return err
-		}
-		return k.recv(from, chunk, rp)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- k.send(to, chunk, sp) }()
-	rerr := k.recv(from, chunk, rp)
-	serr := <-errc
+	r := k.post(from, chunk, rp)
+	serr := k.send(to, chunk, sp)
+	_, rerr := r.Wait(k.ctx)
 	if serr != nil {
 		return serr
 	}
@@ -527,7 +527,7 @@ func (c *Comm) Recv(ctx context.Context, buf Buffer, from, tag int) error {
 	if err != nil {
 		return fmt.Errorf("recv: %w", err)
 	}
-	if _, err := c.t.Recv(ctx, c.ranks[from], h, buf.b); err != nil {
+	if _, err := Recv(ctx, c.t, c.ranks[from], h, buf.b); err != nil {
 		return fmt.Errorf("recv from rank %d tag %d: %w", from, tag, err)
 	}
 	return nil

@@ -53,11 +53,11 @@ func (t *localTransport) Send(ctx context.Context, to int, h Header, p []byte) e
 	return nil
 }
 
-func (t *localTransport) Recv(ctx context.Context, from int, h Header, p []byte) (RecvInfo, error) {
+func (t *localTransport) Post(from int, h Header, p []byte) Receive {
 	if from < 0 || from >= len(t.w.boxes) {
-		return RecvInfo{}, fmt.Errorf("recv from rank %d: no such rank in a world of %d", from, len(t.w.boxes))
+		return failedReceive{fmt.Errorf("recv from rank %d: no such rank in a world of %d", from, len(t.w.boxes))}
 	}
-	return t.w.boxes[t.rank][from].recv(ctx, h, p)
+	return t.w.boxes[t.rank][from].post(h, p)
 }
 
 // Close makes every receive from this rank, on any rank, fail.

@@ -16,9 +16,9 @@ type mkey struct {
 
 func keyOf(h Header) mkey { return mkey{h.Comm, h.p2p(), h.Seq} }
 
-// recvReq is a posted receive. Requests are pooled: after done has been
-// signalled and read, the owner puts it back.
+// recvReq is a posted receive. Requests are pooled: Wait puts it back.
 type recvReq struct {
+	box  *mailbox
 	h    Header
 	buf  []byte
 	info RecvInfo
@@ -59,8 +59,20 @@ var reqPool = sync.Pool{New: func() any { return &recvReq{done: make(chan struct
 
 var msgPool = sync.Pool{New: func() any { return new(message) }}
 
-// Payload buffers for unexpected messages, by power-of-two size class.
-var payloadPools [40]sync.Pool
+// Scratch and unexpected-message buffers come from a free list by
+// power-of-two size class. Unlike a sync.Pool it is not emptied by the
+// garbage collector: fresh memory costs page faults, and a collective that
+// allocated its scratch anew each call would be slowed by them. The list
+// keeps at most maxPooled bytes.
+const maxPooled = 512 << 20
+
+type bufferPool struct {
+	mu      sync.Mutex
+	classes [41][]*[]byte
+	bytes   int
+}
+
+var payloads bufferPool
 
 func getPayload(n int) *[]byte {
 	if n == 0 {
@@ -68,10 +80,16 @@ func getPayload(n int) *[]byte {
 		return &b
 	}
 	c := bits.Len(uint(n - 1))
-	if p, ok := payloadPools[c].Get().(*[]byte); ok {
+	payloads.mu.Lock()
+	if l := payloads.classes[c]; len(l) > 0 {
+		p := l[len(l)-1]
+		payloads.classes[c] = l[:len(l)-1]
+		payloads.bytes -= cap(*p)
+		payloads.mu.Unlock()
 		*p = (*p)[:n]
 		return p
 	}
+	payloads.mu.Unlock()
 	b := make([]byte, n, 1<<c)
 	return &b
 }
@@ -81,12 +99,20 @@ func putPayload(p *[]byte) {
 	if n == 0 || n&(n-1) != 0 {
 		return
 	}
-	payloadPools[bits.Len(uint(n-1))].Put(p)
+	c := bits.Len(uint(n - 1))
+	payloads.mu.Lock()
+	if payloads.bytes+n <= maxPooled {
+		payloads.classes[c] = append(payloads.classes[c], p)
+		payloads.bytes += n
+	}
+	payloads.mu.Unlock()
 }
 
-// recv posts a receive for h into p and waits for it. If a matching message
-// is already waiting, it is copied at once.
-func (m *mailbox) recv(ctx context.Context, h Header, p []byte) (RecvInfo, error) {
+// post registers a receive for h into p. If a matching message is already
+// waiting it is copied at once and the returned request is complete.
+func (m *mailbox) post(h Header, p []byte) *recvReq {
+	r := reqPool.Get().(*recvReq)
+	r.box, r.h, r.buf, r.next, r.err = m, h, p, nil, nil
 	k := keyOf(h)
 	m.mu.Lock()
 	if l := m.unexp[k]; l.head != nil {
@@ -102,41 +128,52 @@ func (m *mailbox) recv(ctx context.Context, h Header, p []byte) (RecvInfo, error
 		if err == nil {
 			copy(p, msg.data)
 		}
-		info := RecvInfo{Arrived: msg.arrived}
+		arrived := msg.arrived
 		freeMessage(msg)
-		return info, err
+		complete(r, arrived, err)
+		return r
 	}
 	if m.err != nil {
 		err := m.err
 		m.mu.Unlock()
-		return RecvInfo{}, err
+		complete(r, time.Time{}, err)
+		return r
 	}
-	r := reqPool.Get().(*recvReq)
-	r.h, r.buf, r.next, r.err = h, p, nil, nil
-	l := m.posted[k]
-	if l.tail == nil {
-		l.head = r
+	pl := m.posted[k]
+	if pl.tail == nil {
+		pl.head = r
 	} else {
-		l.tail.next = r
+		pl.tail.next = r
 	}
-	l.tail = r
-	m.posted[k] = l
+	pl.tail = r
+	m.posted[k] = pl
 	m.mu.Unlock()
+	return r
+}
 
+// Wait implements Receive.
+func (r *recvReq) Wait(ctx context.Context) (RecvInfo, error) {
 	select {
 	case <-r.done:
-	case <-ctx.Done():
-		if m.unpost(k, r) {
-			r.buf = nil
-			reqPool.Put(r)
-			return RecvInfo{}, ctx.Err()
+	default:
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			if r.box.unpost(keyOf(r.h), r) {
+				r.release()
+				return RecvInfo{}, ctx.Err()
+			}
+			<-r.done // already being filled: wait for it, the buffer is in use
 		}
-		<-r.done // already being filled: wait for it, the buffer is in use
 	}
 	info, err := r.info, r.err
-	r.buf = nil
-	reqPool.Put(r)
+	r.release()
 	return info, err
+}
+
+func (r *recvReq) release() {
+	r.buf, r.box = nil, nil
+	reqPool.Put(r)
 }
 
 // unpost removes r if no message has claimed it yet.

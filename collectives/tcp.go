@@ -217,15 +217,15 @@ func (t *TCP) Send(ctx context.Context, to int, h Header, p []byte) error {
 	return nil
 }
 
-// Recv implements Transport.
-func (t *TCP) Recv(ctx context.Context, from int, h Header, p []byte) (RecvInfo, error) {
+// Post implements Transport.
+func (t *TCP) Post(from int, h Header, p []byte) Receive {
 	if from < 0 || from >= t.size {
-		return RecvInfo{}, fmt.Errorf("recv from rank %d: no such rank in a world of %d", from, t.size)
+		return failedReceive{fmt.Errorf("recv from rank %d: no such rank in a world of %d", from, t.size)}
 	}
 	if from == t.rank {
-		return t.self.recv(ctx, h, p)
+		return t.self.post(h, p)
 	}
-	return t.peers[from].box.recv(ctx, h, p)
+	return t.peers[from].box.post(h, p)
 }
 
 func (t *TCP) readLoop(pc *peerConn) {
@@ -278,7 +278,7 @@ func (t *TCP) readLoop(pc *peerConn) {
 				complete(r, arrived, err)
 				continue
 			}
-			if _, err := io.ReadFull(pc.br, r.buf); err != nil {
+			if _, err := pc.readPayload(r.buf); err != nil {
 				pe := t.readFailed(pc, err)
 				complete(r, arrived, pe)
 				return
@@ -287,13 +287,17 @@ func (t *TCP) readLoop(pc *peerConn) {
 			continue
 		}
 		buf := getPayload(int(n))
-		if _, err := io.ReadFull(pc.br, *buf); err != nil {
+		if _, err := pc.readPayload(*buf); err != nil {
 			putPayload(buf)
 			t.readFailed(pc, err)
 			return
 		}
 		pc.box.deliver(h, *buf, buf, arrived)
 	}
+}
+
+func (pc *peerConn) readPayload(p []byte) (int, error) {
+	return io.ReadFull(pc.br, p)
 }
 
 // readFailed turns a read error into the failure of the peer (or of the

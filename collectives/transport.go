@@ -35,21 +35,42 @@ type RecvInfo struct {
 // safe for concurrent use: any number of goroutines may send and receive at
 // once, and messages with different headers never mix.
 //
-// Send returns once p may be reused. Recv blocks until a message from peer
-// with a matching header has been copied into p; the message must have
-// exactly len(p) bytes. Messages from one peer with the same (Comm, Seq) are
-// received in the order they were sent.
+// Send returns once p may be reused. Post registers a receive of a message
+// from peer with a matching header into p and returns at once; the
+// message must have exactly len(p) bytes, and p must not be touched until
+// the Receive's Wait returns. Posting before the peer sends lets the
+// transport read the message straight into p. Messages from one peer with
+// the same (Comm, Seq) are matched to receives in the order they were sent
+// and posted.
 //
-// When a peer fails, every pending and later Send and Recv returns a
+// When a peer fails, every pending and later Send and receive returns a
 // *PeerError naming it.
 type Transport interface {
 	Rank() int
 	Size() int
 	Send(ctx context.Context, to int, h Header, p []byte) error
-	Recv(ctx context.Context, from int, h Header, p []byte) (RecvInfo, error)
+	Post(from int, h Header, p []byte) Receive
 	// Close releases the transport's connections. Pending calls fail.
 	Close() error
 }
+
+// Receive is a posted receive.
+type Receive interface {
+	// Wait blocks until the message has been received into the posted
+	// buffer, or ctx ends (the receive is then withdrawn). Call it exactly
+	// once.
+	Wait(ctx context.Context) (RecvInfo, error)
+}
+
+// Recv posts a receive on t and waits for it.
+func Recv(ctx context.Context, t Transport, from int, h Header, p []byte) (RecvInfo, error) {
+	return t.Post(from, h, p).Wait(ctx)
+}
+
+// failedReceive is a receive that could not be posted.
+type failedReceive struct{ err error }
+
+func (f failedReceive) Wait(context.Context) (RecvInfo, error) { return RecvInfo{}, f.err }
 
 // PeerError reports that a peer of this rank failed or broke the protocol.
 type PeerError struct {

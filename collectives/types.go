@@ -3,6 +3,9 @@ package collectives
 import (
 	"fmt"
 	"unsafe"
+
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
 )
 
 // DType is the element type of a Buffer.
@@ -202,6 +205,16 @@ func reduceT[T number](d, s []T, op ReduceOp) {
 	s = s[:len(d)]
 	switch op {
 	case Sum:
+		// gonum's assembly kernels add float32 and float64 about twice as
+		// fast as a Go loop; y += 1·x is exact, so results do not change.
+		switch d := any(d).(type) {
+		case []float32:
+			blas32.Axpy(1, blas32.Vector{N: len(d), Inc: 1, Data: any(s).([]float32)}, blas32.Vector{N: len(d), Inc: 1, Data: d})
+			return
+		case []float64:
+			blas64.Axpy(1, blas64.Vector{N: len(d), Inc: 1, Data: any(s).([]float64)}, blas64.Vector{N: len(d), Inc: 1, Data: d})
+			return
+		}
 		i := 0
 		for ; i+4 <= len(d); i += 4 {
 			d0, s0 := d[i:i+4:i+4], s[i:i+4:i+4]

@@ -11,12 +11,14 @@
  *   -n      timed iterations per size (default 20)
  *   -w      untimed warm-up iterations per size (default 5)
  *
- * For every size, out of place: warm up, MPI_Barrier, then time each
- * iteration with MPI_Wtime around MPI_Allreduce only. Every result of every
- * iteration (warm-up included) is checked element by element, outside the
- * timed region. time(us) is the maximum over ranks of each rank's mean
- * iteration time; algbw = bytes / time; busbw = algbw * 2(n-1)/n;
- * #wrong is the number of wrong elements summed over iterations and ranks.
+ * For every size, out of place, the same way as `commprof bench` and
+ * nccl-tests: warm-up iterations, each checked; MPI_Barrier; ITERS
+ * iterations back to back under one MPI_Wtime timer; then one more checked
+ * iteration. Checks fill the receive buffer with NaN first and compare
+ * every element, outside the timed region. time(us) is the maximum over
+ * ranks of each rank's mean iteration time; algbw = bytes / time;
+ * busbw = algbw * 2(n-1)/n; #wrong is the number of wrong elements summed
+ * over the checked iterations and ranks.
  * Exit status: 0 ok, 1 some result was wrong, 2 bad command line.
  */
 #define _POSIX_C_SOURCE 200809L /* for getopt() */
@@ -87,16 +89,12 @@ static long long check(const float *recv, int count, const float *expect)
 }
 
 /* One checked MPI_Allreduce; adds its duration to *elapsed if non-NULL. */
-static long long run_once(const float *send, float *recv, int count,
-                          const float *expect, double *elapsed)
+static long long run_checked(const float *send, float *recv, int count,
+                             const float *expect)
 {
     /* All-ones bytes are a NaN, so a result that was never written fails. */
     memset(recv, 0xff, (size_t)count * sizeof(float));
-    double t0 = MPI_Wtime();
     MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double t1 = MPI_Wtime();
-    if (elapsed != NULL)
-        *elapsed += t1 - t0;
     return check(recv, count, expect);
 }
 
@@ -189,10 +187,13 @@ int main(int argc, char **argv)
         double elapsed = 0.0;
 
         for (int it = 0; it < warmup; it++)
-            wrong += run_once(send, recv, count, expect, NULL);
+            wrong += run_checked(send, recv, count, expect);
         MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
         for (int it = 0; it < iters; it++)
-            wrong += run_once(send, recv, count, expect, &elapsed);
+            MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        elapsed = MPI_Wtime() - t0;
+        wrong += run_checked(send, recv, count, expect);
 
         /* Slowest rank's mean iteration time; wrong elements over ranks. */
         double mean = elapsed / iters, time;
