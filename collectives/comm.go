@@ -71,8 +71,12 @@ func BlockRange(n, size, i int) (lo, hi int) {
 type Tuning struct {
 	// AllReduce uses recursive doubling up to this size...
 	AllReduceRecursiveDoublingMax int
-	// ...then Rabenseifner up to this size, and the ring above it.
-	AllReduceRabenseifnerMax int
+	// ...then Rabenseifner up to this size when the rank count is a power
+	// of two, or up to AllReduceRabenseifnerMaxNonPow2 when it is not (the
+	// ranks beyond a power of two cost an extra full-buffer transfer), and
+	// the ring above it.
+	AllReduceRabenseifnerMax        int
+	AllReduceRabenseifnerMaxNonPow2 int
 	// Broadcast uses a binomial tree up to this size and a pipelined chain above.
 	BroadcastTreeMax int
 	// SegmentBytes is the pipelining unit of the ring and the chain.
@@ -83,23 +87,25 @@ type Tuning struct {
 // (docs/collectives.md).
 func DefaultTuning() Tuning {
 	return Tuning{
-		AllReduceRecursiveDoublingMax: 32 << 10,
-		AllReduceRabenseifnerMax:      1 << 20,
-		BroadcastTreeMax:              512 << 10,
-		SegmentBytes:                  512 << 10,
+		AllReduceRecursiveDoublingMax:   32 << 10,
+		AllReduceRabenseifnerMax:        8 << 20,
+		AllReduceRabenseifnerMaxNonPow2: 1 << 20,
+		BroadcastTreeMax:                512 << 10,
+		SegmentBytes:                    1 << 20,
 	}
 }
 
 var tuningKeys = map[string]func(*Tuning) *int{
-	"allreduce_rd_max":  func(t *Tuning) *int { return &t.AllReduceRecursiveDoublingMax },
-	"allreduce_rab_max": func(t *Tuning) *int { return &t.AllReduceRabenseifnerMax },
-	"bcast_tree_max":    func(t *Tuning) *int { return &t.BroadcastTreeMax },
-	"segment":           func(t *Tuning) *int { return &t.SegmentBytes },
+	"allreduce_rd_max":        func(t *Tuning) *int { return &t.AllReduceRecursiveDoublingMax },
+	"allreduce_rab_max":       func(t *Tuning) *int { return &t.AllReduceRabenseifnerMax },
+	"allreduce_rab_max_npow2": func(t *Tuning) *int { return &t.AllReduceRabenseifnerMaxNonPow2 },
+	"bcast_tree_max":          func(t *Tuning) *int { return &t.BroadcastTreeMax },
+	"segment":                 func(t *Tuning) *int { return &t.SegmentBytes },
 }
 
 // Set applies overrides written as "key=size[,key=size...]", with sizes
 // such as 64K or 4M; keys are allreduce_rd_max, allreduce_rab_max,
-// bcast_tree_max and segment.
+// allreduce_rab_max_npow2, bcast_tree_max and segment.
 func (t *Tuning) Set(s string) error {
 	for _, kv := range strings.Split(s, ",") {
 		kv = strings.TrimSpace(kv)
@@ -228,10 +234,15 @@ func (c *Comm) Algorithm(op Op, bytes int) Algo {
 	}
 	switch op {
 	case OpAllReduce:
+		p := len(c.ranks)
+		rabMax := c.tune.AllReduceRabenseifnerMax
+		if p&(p-1) != 0 {
+			rabMax = c.tune.AllReduceRabenseifnerMaxNonPow2
+		}
 		switch {
-		case bytes <= c.tune.AllReduceRecursiveDoublingMax || len(c.ranks) <= 2 && bytes <= c.tune.AllReduceRabenseifnerMax:
+		case bytes <= c.tune.AllReduceRecursiveDoublingMax || p <= 2 && bytes <= c.tune.AllReduceRabenseifnerMaxNonPow2:
 			return AlgoRecursiveDoubling
-		case bytes <= c.tune.AllReduceRabenseifnerMax:
+		case bytes <= rabMax:
 			return AlgoRabenseifner
 		}
 		return AlgoRing

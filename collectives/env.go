@@ -26,7 +26,7 @@ const (
 // launchers lists the rank and size variables of the launchers commprof
 // recognises, in the order they are tried.
 var launchers = []struct{ name, rank, size, localSize string }{
-	{"commprof", EnvRank, EnvSize, ""},
+	{"commprof", EnvRank, EnvSize, "COMMPROF_LOCAL_SIZE"},
 	{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
 	{"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
 	{"slurm", "SLURM_PROCID", "SLURM_NTASKS", ""},
@@ -36,6 +36,8 @@ var launchers = []struct{ name, rank, size, localSize string }{
 // Job is how this process joins a job started by a launcher.
 type Job struct {
 	Launcher string // commprof, openmpi, pmi, slurm or torchrun
+	// LocalSize is the number of ranks on this host, if the launcher says.
+	LocalSize int
 	JoinConfig
 }
 
@@ -58,6 +60,9 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 			return job, true, fmt.Errorf("%s launched this process with %s=%q and %s=%q: not a rank of a world", l.name, l.rank, rs, l.size, ss)
 		}
 		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(EnvSecret)}}
+		if l.localSize != "" {
+			job.LocalSize, _ = strconv.Atoi(getenv(l.localSize))
+		}
 		job.JobID = firstOf(getenv, EnvJobID, "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_JOBID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
 		if id := getenv("SLURM_STEP_ID"); id != "" && job.JobID == getenv("SLURM_JOB_ID") {
 			job.JobID += "." + id

@@ -108,6 +108,7 @@ func Run(ctx context.Context, s Spec) error {
 			"COMMPROF_RANK="+strconv.Itoa(i),
 			"COMMPROF_SIZE="+strconv.Itoa(s.Ranks),
 			"COMMPROF_LOCAL_RANK="+strconv.Itoa(i),
+			"COMMPROF_LOCAL_SIZE="+strconv.Itoa(s.Ranks),
 			"COMMPROF_COORD="+lnAddr(lf),
 			"COMMPROF_SECRET="+hex.EncodeToString(secret),
 			"COMMPROF_JOB_ID="+jobID,

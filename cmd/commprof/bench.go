@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 
@@ -183,6 +184,12 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 			return fmt.Errorf("COMMPROF_CPUPROFILE: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	// Ranks sharing a host share its cores: a Go runtime per rank with
+	// every core would have idle threads wake and fight for them, which
+	// costs latency. MPI ranks are one thread each for the same reason.
+	if os.Getenv("GOMAXPROCS") == "" && job.LocalSize > 0 {
+		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/job.LocalSize))
 	}
 	tr, _, err := collectives.Join(ctx, job.JoinConfig)
 	if err != nil {
