@@ -24,6 +24,10 @@ type TCPConfig struct {
 	PeerTimeout time.Duration
 	// SocketBuffer is the send and receive buffer size of each socket (default 4 MiB).
 	SocketBuffer int
+	// MaxUnexpected is the largest message buffered when it arrives before
+	// its receive is posted (default 1 GiB); a larger one fails the peer,
+	// so a broken or hostile peer cannot make this rank allocate at will.
+	MaxUnexpected int
 }
 
 func (c TCPConfig) withDefaults() TCPConfig {
@@ -35,6 +39,9 @@ func (c TCPConfig) withDefaults() TCPConfig {
 	}
 	if c.PeerTimeout < 2*c.Heartbeat {
 		c.PeerTimeout = 2 * c.Heartbeat
+	}
+	if c.MaxUnexpected <= 0 {
+		c.MaxUnexpected = 1 << 30
 	}
 	if c.SocketBuffer <= 0 {
 		c.SocketBuffer = 4 << 20
@@ -246,11 +253,19 @@ func (t *TCP) readLoop(pc *peerConn) {
 			continue
 		case frameAbort:
 			buf := make([]byte, min(n, 1<<16))
-			if _, err := io.ReadFull(pc.br, buf); err != nil || len(buf) < 4 {
+			if _, err := io.ReadFull(pc.br, buf); err != nil {
 				t.readFailed(pc, err)
 				return
 			}
+			if len(buf) < 4 {
+				t.fail(&PeerError{Rank: pc.rank, Reporter: -1, Reason: "sent a malformed frame (an abort without a rank)"})
+				return
+			}
 			cause := int(int32(binary.LittleEndian.Uint32(buf)))
+			if cause < 0 || cause >= t.size {
+				t.fail(&PeerError{Rank: pc.rank, Reporter: -1, Reason: "sent a malformed frame (an abort naming no rank)"})
+				return
+			}
 			pe := &PeerError{Rank: cause, Reporter: pc.rank, Reason: string(buf[4:])}
 			if cause == pc.rank {
 				pe.Reporter = -1
@@ -285,6 +300,12 @@ func (t *TCP) readLoop(pc *peerConn) {
 			}
 			complete(r, arrived, nil)
 			continue
+		}
+		if n > uint64(t.cfg.MaxUnexpected) {
+			t.fail(&PeerError{Rank: pc.rank, Reporter: -1, Reason: fmt.Sprintf(
+				"sent a %d-byte message (%s #%d) before this rank posted its receive; at most %d bytes are buffered",
+				n, h.Op, h.Seq, t.cfg.MaxUnexpected)})
+			return
 		}
 		buf := getPayload(int(n))
 		if _, err := pc.readPayload(*buf); err != nil {
