@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/apache/arrow/go/v15 v15.0.2 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )

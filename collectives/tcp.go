@@ -120,7 +120,8 @@ type peerConn struct {
 	small     [hdrLen + smallFrame]byte
 	iov       [2][]byte
 	bufs      net.Buffers
-	lastWrite atomic.Int64 // unix ns
+	lastWrite atomic.Int64  // unix ns
+	readDone  chan struct{} // closed when the reader goroutine ends
 }
 
 // NewTCP builds a transport from connections already established and
@@ -136,7 +137,7 @@ func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) *TCP {
 		_ = c.SetNoDelay(true)
 		_ = c.SetReadBuffer(cfg.SocketBuffer)
 		_ = c.SetWriteBuffer(cfg.SocketBuffer)
-		p := &peerConn{rank: i, conn: c, box: newMailbox(i)}
+		p := &peerConn{rank: i, conn: c, box: newMailbox(i), readDone: make(chan struct{})}
 		p.br = bufio.NewReaderSize(deadlineReader{c, cfg.PeerTimeout}, 64<<10)
 		p.lastWrite.Store(time.Now().UnixNano())
 		t.peers[i] = p
@@ -214,6 +215,13 @@ func (t *TCP) Send(ctx context.Context, to int, h Header, p []byte) error {
 		if t.closed.Load() {
 			return ErrClosed
 		}
+		// The peer may have closed the connection because it is aborting
+		// for another rank's failure: its abort frame is then waiting to
+		// be read, and names the real culprit.
+		select {
+		case <-pc.readDone:
+		case <-time.After(time.Second):
+		}
 		if e := t.err(); e != nil {
 			return e
 		}
@@ -237,6 +245,7 @@ func (t *TCP) Post(from int, h Header, p []byte) Receive {
 
 func (t *TCP) readLoop(pc *peerConn) {
 	defer t.wg.Done()
+	defer close(pc.readDone)
 	var hb [hdrLen]byte
 	for {
 		if _, err := io.ReadFull(pc.br, hb[:]); err != nil {
