@@ -1,0 +1,240 @@
+package trace
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ManifestFile is the name of a run's manifest in its directory.
+const ManifestFile = "run.json"
+
+// RankFile returns the name of rank r's stream in a run directory.
+func RankFile(r int) string { return fmt.Sprintf("rank-%05d.arrows", r) }
+
+var rankFileRE = regexp.MustCompile(`^rank-(\d{5,})\.arrows$`)
+
+// Run statuses in the manifest.
+const (
+	StatusRunning     = "running"
+	StatusComplete    = "complete"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// Manifest describes a run; it is run.json beside the rank streams.
+type Manifest struct {
+	FormatVersion   int                `json:"format_version"`
+	CommprofVersion string             `json:"commprof_version"`
+	RunID           string             `json:"run_id"`
+	Name            string             `json:"name"`
+	WorldSize       int                `json:"world_size"`
+	Launcher        string             `json:"launcher"`
+	Command         []string           `json:"command"`
+	Config          map[string]string  `json:"config,omitempty"`
+	Metrics         map[string]float64 `json:"metrics,omitempty"`
+	Codec           Codec              `json:"codec"`
+	Start           time.Time          `json:"start"`
+	End             time.Time          `json:"end,omitzero"`
+	Status          string             `json:"status"`
+	Error           string             `json:"error,omitempty"`
+	Clock           Clock              `json:"clock"`
+	Ranks           []RankEntry        `json:"ranks"`
+}
+
+// Clock describes how the ranks' clocks were aligned.
+type Clock struct {
+	// Method: "same-host" when every rank reads one monotonic clock, else
+	// "ping-pong" (rank 0 measured each other host's offset).
+	Method string `json:"method"`
+	// UncertaintyNS bounds the error of any rank's offset (half the best
+	// round trip of its measurement).
+	UncertaintyNS int64 `json:"uncertainty_ns"`
+}
+
+// RankEntry is one rank in the manifest.
+type RankEntry struct {
+	Rank int    `json:"rank"`
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+	File string `json:"file"`
+	// ClockOffsetNS is added to this rank's times to put them on rank 0's
+	// clock, as measured at SyncedAtNS (this rank's trace time) ...
+	ClockOffsetNS      int64 `json:"clock_offset_ns"`
+	ClockUncertaintyNS int64 `json:"clock_uncertainty_ns"`
+	SyncedAtNS         int64 `json:"synced_at_ns"`
+	// ... and ClockDrift is how much the offset grows per ns after it,
+	// from a second measurement at the end of the run (0 if none).
+	ClockDrift float64 `json:"clock_drift"`
+	// ExitStatus is the rank's exit status when its launcher knew it.
+	ExitStatus *int `json:"exit_status,omitempty"`
+}
+
+// WriteManifest writes m to dir/run.json atomically.
+func WriteManifest(dir string, m *Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the run manifest: %w", err)
+	}
+	tmp := filepath.Join(dir, ManifestFile+".tmp"+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the run manifest: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing the run manifest: %w", err)
+	}
+	return nil
+}
+
+// ReadManifest reads dir/run.json.
+func ReadManifest(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("reading the run manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s is not a run manifest: %v", ErrNotTrace, filepath.Join(dir, ManifestFile), err)
+	}
+	if m.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("%w: %s has format version %d, this commprof reads version %d", ErrVersion, filepath.Join(dir, ManifestFile), m.FormatVersion, FormatVersion)
+	}
+	return &m, nil
+}
+
+// Run is a whole run read back, with times on the aligned clock.
+type Run struct {
+	Dir      string
+	Manifest *Manifest // nil if the run has no manifest
+	Ranks    []Rank    // by rank
+	// Problems lists what was wrong but not fatal: cut streams, missing
+	// ranks, a missing manifest. Their events are still in Ranks.
+	Problems []error
+}
+
+// Rank is one rank's events.
+type Rank struct {
+	Info      RankInfo
+	File      string
+	Bytes     int64 // size of the stream on disk
+	Events    []Event
+	Truncated *TruncatedError // non-nil if the stream was cut
+}
+
+// NumEvents returns the number of events in the run.
+func (r *Run) NumEvents() int {
+	n := 0
+	for _, rk := range r.Ranks {
+		n += len(rk.Events)
+	}
+	return n
+}
+
+// ReadRun reads every rank stream in dir, in parallel, and moves every
+// event onto rank 0's clock using the manifest (or, without one, the
+// offsets in the streams' metadata).
+func ReadRun(dir string) (*Run, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading run %s: %w", dir, err)
+	}
+	run := &Run{Dir: dir}
+	m, err := ReadManifest(dir)
+	switch {
+	case err == nil:
+		run.Manifest = m
+	case errors.Is(err, fs.ErrNotExist):
+		run.Problems = append(run.Problems, fmt.Errorf("%s has no %s: clock drift and the run's configuration are unknown", dir, ManifestFile))
+	default:
+		return nil, err
+	}
+	var files []string
+	for _, e := range ents {
+		if rankFileRE.MatchString(e.Name()) {
+			files = append(files, e.Name())
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: %s holds no rank-NNNNN.arrows streams", ErrNotTrace, dir)
+	}
+	sort.Strings(files)
+	run.Ranks = make([]Rank, len(files))
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			p := filepath.Join(dir, f)
+			info, evs, err := ReadFile(p)
+			rk := Rank{Info: info, File: f, Events: evs}
+			if st, serr := os.Stat(p); serr == nil {
+				rk.Bytes = st.Size()
+			}
+			var te *TruncatedError
+			if errors.As(err, &te) {
+				rk.Truncated, err = te, nil
+			}
+			run.Ranks[i], errs[i] = rk, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	sort.Slice(run.Ranks, func(i, j int) bool { return run.Ranks[i].Info.Rank < run.Ranks[j].Info.Rank })
+	world := run.Ranks[0].Info.WorldSize
+	if m != nil {
+		world = m.WorldSize
+	}
+	seen := map[int]bool{}
+	for i := range run.Ranks {
+		rk := &run.Ranks[i]
+		if seen[rk.Info.Rank] {
+			return nil, fmt.Errorf("%w: two streams in %s claim rank %d", ErrNotTrace, dir, rk.Info.Rank)
+		}
+		seen[rk.Info.Rank] = true
+		if rk.Truncated != nil {
+			run.Problems = append(run.Problems, fmt.Errorf("rank %d (%s): %w", rk.Info.Rank, rk.File, rk.Truncated))
+		}
+		align(rk, m)
+	}
+	for r := range world {
+		if !seen[r] {
+			run.Problems = append(run.Problems, fmt.Errorf("rank %d has no stream in %s", r, dir))
+		}
+	}
+	return run, nil
+}
+
+// align moves a rank's events onto rank 0's clock.
+func align(rk *Rank, m *Manifest) {
+	off, drift, at := rk.Info.ClockOffsetNS, 0.0, int64(0)
+	if m != nil {
+		for _, e := range m.Ranks {
+			if e.Rank == rk.Info.Rank {
+				off, drift, at = e.ClockOffsetNS, e.ClockDrift, e.SyncedAtNS
+			}
+		}
+	}
+	if off == 0 && drift == 0 {
+		return
+	}
+	for i := range rk.Events {
+		e := &rk.Events[i]
+		e.Start += off + int64(drift*float64(e.Start-at))
+	}
+}

@@ -1,0 +1,277 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// sample returns n events of every kind, with names that appear in later
+// batches only, so dictionaries grow across batches.
+func sample(rank int32, n int, batch int) []Event {
+	evs := make([]Event, 0, n)
+	for i := range n {
+		e := Event{Rank: rank, Start: int64(i) * 1000, Dur: int64(i%7) * 10, Peer: -1, Seq: -1, Step: -1, Root: -1, Chunk: -1, Comm: "world"}
+		switch i % 6 {
+		case 0:
+			e.Kind, e.Name, e.Bytes, e.Seq, e.Algo, e.DType = KindCollective, "allreduce", 1<<20, int64(i), "ring", "float32"
+		case 1:
+			e.Kind, e.Name, e.Bytes, e.Peer, e.Seq, e.Chunk, e.Algo, e.DType = KindSend, "allreduce", 4096, (rank+1)%4, int64(i-1), int32(i%6), "ring", "float32"
+		case 2:
+			e.Kind, e.Name, e.Bytes, e.Peer, e.Seq, e.Chunk, e.Wait, e.Algo, e.DType = KindRecv, "allreduce", 4096, (rank+3)%4, int64(i-2), int32(i%6), 5, "ring", "float32"
+		case 3:
+			e.Kind, e.Name, e.Step = KindCompute, fmt.Sprintf("backward/layer%d", batch), int32(i/6)
+		case 4:
+			e.Kind, e.Name, e.Step = KindStep, "step", int32(i/6)
+		case 5:
+			e.Kind, e.Name, e.Value, e.Comm = KindMark, "test_accuracy", 0.5+float64(i)/1e6, "world/c1"
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+func write(t testing.TB, mem memory.Allocator, codec Codec, batches [][]Event, closeIt bool) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, RankInfo{Rank: 2, WorldSize: 4, Host: "node<1>", PID: 42, ClockOffsetNS: -17, RunID: "run-x"}, WriterOptions{Codec: codec, Alloc: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if err := w.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if closeIt {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func readAll(t testing.TB, mem memory.Allocator, data []byte) (RankInfo, []Event, error) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data), ReaderOptions{Alloc: mem, Limit: int64(len(data)) + 1<<20})
+	if err != nil {
+		return RankInfo{}, nil, err
+	}
+	defer r.Release()
+	var evs []Event
+	for {
+		evs, err = r.Next(evs)
+		if err == io.EOF {
+			return r.Info(), evs, nil
+		}
+		if err != nil {
+			return r.Info(), evs, err
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, codec := range []Codec{Zstd, LZ4, None} {
+		t.Run(string(codec), func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			batches := [][]Event{sample(2, 100, 0), sample(2, 1, 1), sample(2, 250, 2)}
+			data := write(t, mem, codec, batches, true)
+			info, got, err := readAll(t, mem, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append(append(append([]Event{}, batches[0]...), batches[1]...), batches[2]...)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("events differ: got %d events, want %d; first got %+v want %+v", len(got), len(want), got[0], want[0])
+			}
+			if info != (RankInfo{Rank: 2, WorldSize: 4, Host: "node<1>", PID: 42, ClockOffsetNS: -17, RunID: "run-x"}) {
+				t.Fatalf("info %+v", info)
+			}
+		})
+	}
+}
+
+// TestTruncated cuts a stream at every length: every cut must read back as
+// the complete batches before it and an ErrTruncated, never a panic.
+func TestTruncated(t *testing.T) {
+	batches := [][]Event{sample(1, 10, 0), sample(1, 15, 1), sample(1, 20, 2)}
+	// Uncompressed, so that cutting every byte is quick; the cut handling
+	// does not depend on the codec (TestRoundTrip covers the codecs).
+	full := write(t, memory.NewGoAllocator(), None, batches, true)
+	open := write(t, memory.NewGoAllocator(), None, batches, false)
+	if !bytes.Equal(full[:len(open)], open) {
+		t.Fatal("closing changed the batches")
+	}
+	if _, evs, err := readAll(t, memory.NewGoAllocator(), open); !errors.Is(err, ErrTruncated) || len(evs) != 45 {
+		t.Fatalf("stream without its end marker: %d events, %v; want 45 and ErrTruncated", len(evs), err)
+	}
+	lastCount := -1
+	for n := 0; n < len(full); n++ {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		_, evs, err := readAll(t, mem, full[:n])
+		mem.AssertSize(t, 0)
+		switch {
+		case errors.Is(err, ErrNotTrace):
+			if len(evs) != 0 {
+				t.Fatalf("cut at %d: not a trace, yet %d events", n, len(evs))
+			}
+		case errors.Is(err, ErrTruncated):
+			if c := len(evs); c != 0 && c != 10 && c != 25 && c != 45 {
+				t.Fatalf("cut at %d: %d events, not a whole number of batches", n, c)
+			}
+			if len(evs) < lastCount {
+				t.Fatalf("cut at %d: fewer events (%d) than a shorter cut (%d)", n, len(evs), lastCount)
+			}
+			lastCount = len(evs)
+		default:
+			t.Fatalf("cut at %d of %d: error %v", n, len(full), err)
+		}
+	}
+	if lastCount != 45 {
+		t.Fatalf("the longest cut kept %d events", lastCount)
+	}
+}
+
+func TestForeignInput(t *testing.T) {
+	// An Arrow stream, but not ours.
+	var other bytes.Buffer
+	s := arrow.NewSchema([]arrow.Field{{Name: "rank", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	w := ipc.NewWriter(&other, ipc.WithSchema(s))
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.Append(1)
+	col := b.NewArray()
+	rec := array.NewRecord(s, []arrow.Array{col}, 1)
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	rec.Release()
+	col.Release()
+	b.Release()
+	// Ours, from a future version.
+	var future bytes.Buffer
+	md := arrow.NewMetadata([]string{MetaVersion, MetaRank, MetaWorldSize}, []string{"9", "0", "1"})
+	fw := ipc.NewWriter(&future, ipc.WithSchema(arrow.NewSchema(fields, &md)))
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		data []byte
+		want error
+	}{
+		"empty":         {nil, ErrNotTrace},
+		"json":          {[]byte(`{"traceEvents": []}`), ErrNotTrace},
+		"other arrow":   {other.Bytes(), ErrNotTrace},
+		"random":        {bytes.Repeat([]byte{0xff, 0xff, 0xff, 0xff, 0x10, 0, 0, 0}, 10), ErrNotTrace},
+		"future format": {future.Bytes(), ErrVersion},
+	} {
+		_, _, err := readAll(t, memory.NewGoAllocator(), tc.data)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+// TestGolden reads a stream committed in testdata, so that a change that
+// breaks reading existing traces fails here. -update rewrites it.
+func TestGolden(t *testing.T) {
+	path := filepath.Join("testdata", "golden", "rank-00002.arrows")
+	evs := sample(2, 12, 0)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data := write(t, memory.NewGoAllocator(), Zstd, [][]Event{evs[:5], evs[5:]}, true)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		js, _ := json.MarshalIndent(evs, "", " ")
+		if err := os.WriteFile(path+".json", js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, got, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := os.ReadFile(path + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Event
+	if err := json.Unmarshal(js, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || info.Rank != 2 || info.Host != "node<1>" {
+		t.Fatalf("golden stream reads back differently: %d events, info %+v", len(got), info)
+	}
+}
+
+func TestRunDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for r := range 3 {
+		data := write(t, memory.NewGoAllocator(), Zstd, [][]Event{sample(int32(r), 30, 0)}, r != 1)
+		// The writer's metadata says rank 2; rewrite per rank through a fresh writer.
+		var buf bytes.Buffer
+		w, _ := NewWriter(&buf, RankInfo{Rank: r, WorldSize: 4, ClockOffsetNS: int64(r) * 100}, WriterOptions{})
+		_ = w.Write(sample(int32(r), 30, 0))
+		if r != 1 {
+			_ = w.Close()
+		}
+		_ = data
+		if err := os.WriteFile(filepath.Join(dir, RankFile(r)), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &Manifest{FormatVersion: FormatVersion, RunID: "r", WorldSize: 4, Status: StatusComplete,
+		Ranks: []RankEntry{{Rank: 0}, {Rank: 1, ClockOffsetNS: 1000}, {Rank: 2, ClockOffsetNS: 2000, ClockDrift: 1e-3, SyncedAtNS: 0}}}
+	if err := WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	run, err := ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Ranks) != 3 || run.NumEvents() != 90 || run.Manifest.RunID != "r" {
+		t.Fatalf("run: %d ranks, %d events", len(run.Ranks), run.NumEvents())
+	}
+	if run.Ranks[1].Truncated == nil {
+		t.Error("rank 1's stream has no end marker but was not reported as cut")
+	}
+	if len(run.Problems) != 2 { // rank 1 cut, rank 3 missing
+		t.Errorf("problems: %v", run.Problems)
+	}
+	// Offsets from the manifest: rank 1 +1000; rank 2 +2000 and 1e-3 drift.
+	if got := run.Ranks[1].Events[1].Start; got != 1000+1000 {
+		t.Errorf("rank 1 event at 1000 aligned to %d, want 2000", got)
+	}
+	if got := run.Ranks[2].Events[2].Start; got != 2000+2000+2 {
+		t.Errorf("rank 2 event at 2000 aligned to %d, want 4002", got)
+	}
+}
+
+// FuzzReader feeds arbitrary bytes to the reader: it may refuse them, but
+// must not panic, hang or exhaust memory.
+func FuzzReader(f *testing.F) {
+	f.Add(write(f, memory.NewGoAllocator(), Zstd, [][]Event{sample(0, 10, 0), sample(0, 5, 1)}, true))
+	f.Add(write(f, memory.NewGoAllocator(), None, [][]Event{sample(0, 3, 0)}, false))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _, _ = readAll(t, memory.NewGoAllocator(), data)
+	})
+}
