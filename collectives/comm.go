@@ -224,6 +224,9 @@ func (c *Comm) ID() uint32 { return c.id }
 // WorldRank maps a rank of this communicator to its rank in the world.
 func (c *Comm) WorldRank(rank int) int { return c.ranks[rank] }
 
+// Seq returns the sequence number the next collective will take.
+func (c *Comm) Seq() uint64 { return c.seq.Load() }
+
 // Transport returns the transport the communicator sends through.
 func (c *Comm) Transport() Transport { return c.t }
 

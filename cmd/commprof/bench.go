@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/pprof"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/bench"
 	"github.com/commprof/commprof/collectives"
-	"github.com/commprof/commprof/launch"
 )
 
 type benchOptions struct {
@@ -132,12 +128,14 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 		if o.root >= o.ranks || o.root < 0 {
 			return usagef("--root %d is not one of the %d ranks", o.root, o.ranks)
 		}
-		return startRanks(ctx, o.ranks, o.argv, o.stdout, o.stderr)
+		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr)
 	}
 	if ranksSet && o.ranks != job.Size {
 		return usagef("--ranks %d, but %s started %d ranks", o.ranks, job.Launcher, job.Size)
 	}
-	return rankMain(ctx, job, cfg, func(ctx context.Context, c collectives.Communicator) error {
+	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
+		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}
+	return rankMain(ctx, job, cfg, config, func(ctx context.Context, c collectives.Communicator) error {
 		var rows []bench.Result
 		if c.Rank() == 0 && !o.json {
 			bench.TableHeader(o.stdout, s, c.Size(), o.algo)
@@ -162,59 +160,3 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	})
 }
 
-// startRanks runs this same command line on n local ranks.
-func startRanks(ctx context.Context, n int, argv []string, stdout, stderr io.Writer) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding the commprof binary to start ranks: %w", err)
-	}
-	return launch.Run(ctx, launch.Spec{Ranks: n, Path: exe, Args: argv, Stdout: stdout, Stderr: stderr})
-}
-
-// rankMain joins the job, runs f on the world communicator, and on failure
-// aborts the job so every other rank stops with this rank's reason.
-func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, f func(context.Context, collectives.Communicator) error) error {
-	if prefix := os.Getenv("COMMPROF_CPUPROFILE"); prefix != "" {
-		f, err := os.Create(fmt.Sprintf("%s.rank%d", prefix, job.Rank))
-		if err != nil {
-			return fmt.Errorf("COMMPROF_CPUPROFILE: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("COMMPROF_CPUPROFILE: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	// Ranks sharing a host share its cores: a Go runtime per rank with
-	// every core would have idle threads wake and fight for them, which
-	// costs latency. MPI ranks are one thread each for the same reason.
-	if os.Getenv("GOMAXPROCS") == "" && job.LocalSize > 0 {
-		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/job.LocalSize))
-	}
-	tr, _, err := collectives.Join(ctx, job.JoinConfig)
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	c, err := collectives.New(tr, cfg)
-	if err != nil {
-		tr.Abort(err)
-		return err
-	}
-	// Every rank is connected to every other once this returns.
-	err = c.Barrier(ctx)
-	if err == nil {
-		err = f(ctx, c)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("rank %d interrupted: %w", job.Rank, ctx.Err())
-		}
-		tr.Abort(err)
-		if !strings.HasPrefix(err.Error(), "rank ") {
-			err = fmt.Errorf("rank %d: %w", job.Rank, err)
-		}
-		return err
-	}
-	return nil
-}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/interpose"
+	"github.com/commprof/commprof/launch"
+	"github.com/commprof/commprof/trace"
+)
+
+// Variables `commprof record` hands the ranks (directly, or through a
+// launcher such as mpirun) so that they record.
+const (
+	envTraceDir = "COMMPROF_TRACE_DIR"
+	envRunID    = "COMMPROF_RUN_ID"
+	envRunName  = "COMMPROF_RUN_NAME"
+	envCodec    = "COMMPROF_CODEC"
+	envCommand  = "COMMPROF_COMMAND" // the recorded command line, as a JSON array
+)
+
+// startRanks runs this same command line on n local ranks.
+func startRanks(ctx context.Context, n int, argv []string, env []string, stdout, stderr io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the commprof binary to start ranks: %w", err)
+	}
+	return launch.Run(ctx, launch.Spec{Ranks: n, Path: exe, Args: argv, Env: env, Stdout: stdout, Stderr: stderr})
+}
+
+// rankMain joins the job, runs f on the world communicator (recording it
+// when COMMPROF_TRACE_DIR is set), and on failure aborts the job so every
+// other rank stops with this rank's reason. config describes the run for
+// the manifest.
+func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, config map[string]string, f func(context.Context, collectives.Communicator) error) error {
+	if prefix := os.Getenv("COMMPROF_CPUPROFILE"); prefix != "" {
+		pf, err := os.Create(fmt.Sprintf("%s.rank%d", prefix, job.Rank))
+		if err != nil {
+			return fmt.Errorf("COMMPROF_CPUPROFILE: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("COMMPROF_CPUPROFILE: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	// Ranks sharing a host share its cores: a Go runtime per rank with
+	// every core would have idle threads wake and fight for them, which
+	// costs latency. MPI ranks are one thread each for the same reason.
+	if os.Getenv("GOMAXPROCS") == "" && job.LocalSize > 0 {
+		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/job.LocalSize))
+	}
+	tr, peers, err := collectives.Join(ctx, job.JoinConfig)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	fail := func(err error) error {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("rank %d interrupted: %w", job.Rank, ctx.Err())
+		}
+		tr.Abort(err)
+		if !strings.HasPrefix(err.Error(), "rank ") {
+			err = fmt.Errorf("rank %d: %w", job.Rank, err)
+		}
+		return err
+	}
+
+	var transport collectives.Transport = tr
+	var session *interpose.Session
+	if dir := os.Getenv(envTraceDir); dir != "" {
+		codec, err := trace.ParseCodec(os.Getenv(envCodec))
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", envCodec, err))
+		}
+		m := trace.Manifest{CommprofVersion: versionString(), RunID: os.Getenv(envRunID), Name: os.Getenv(envRunName),
+			Launcher: job.Launcher, Config: config, Command: os.Args}
+		if js := os.Getenv(envCommand); js != "" {
+			_ = json.Unmarshal([]byte(js), &m.Command)
+		}
+		if m.Name == "" {
+			m.Name = filepath.Base(dir)
+		}
+		session, err = interpose.Start(ctx, tr, interpose.SessionConfig{Dir: dir, Codec: codec, Manifest: m, Peers: peers})
+		if err != nil {
+			return fail(err)
+		}
+		transport = session.Transport()
+	}
+	comm, err := collectives.New(transport, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	var c collectives.Communicator = comm
+	if session != nil {
+		c = interpose.WrapComm(comm, session.Recorder(), session.Transport())
+	}
+	// Every rank is connected to every other once this returns.
+	err = c.Barrier(ctx)
+	if err == nil {
+		err = f(ctx, c)
+	}
+	if session != nil {
+		if ferr := session.Finish(ctx, err); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}

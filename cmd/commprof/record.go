@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/launch"
+	"github.com/commprof/commprof/trace"
+)
+
+type recordOptions struct {
+	argv   []string
+	ranks  int
+	out    string
+	name   string
+	codec  string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// rankCommands are commprof's own commands that run as ranks.
+var rankCommands = map[string]bool{"bench": true, "train": true}
+
+func newRecordCmd(argv []string) *cobra.Command {
+	o := &recordOptions{argv: argv}
+	cmd := &cobra.Command{
+		Use:   "record [--ranks N] [--out DIR] [--name NAME] -- COMMAND [ARGS...]",
+		Short: "Record every collective and message of a job into a run directory",
+		Long: `record runs COMMAND with every rank recording its collectives, messages and
+compute spans into DIR/rank-NNNNN.arrows, with DIR/run.json describing the run.
+
+COMMAND is a commprof command that runs as ranks (bench, train), which record
+starts on --ranks local processes, or a launcher (mpirun, srun, ...) whose
+command line starts commprof ranks; the ranks then find the run directory in
+COMMPROF_TRACE_DIR (with mpirun across hosts, pass it on with -x).`,
+		Example: `  commprof record --ranks 4 -- bench allreduce
+  commprof record --out runs/mpi -- mpirun -np 4 commprof bench allreduce`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if len(args) == 0 {
+				return usagef("record needs a command after --, e.g. commprof record --ranks 4 -- bench allreduce")
+			}
+			if cmd.ArgsLenAtDash() != 0 {
+				return usagef("put the command to record after --: commprof record [flags] -- %s", strings.Join(args, " "))
+			}
+			return runRecord(cmd.Context(), o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&o.ranks, "ranks", "n", 4, "local ranks to start, for a commprof command")
+	f.StringVarP(&o.out, "out", "o", "", "run directory (default runs/NAME-YYYYMMDD-HHMMSS)")
+	f.StringVar(&o.name, "name", "", "run name (default from the command, e.g. bench-allreduce)")
+	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
+	return cmd
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func defaultName(args []string) string {
+	var parts []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		parts = append(parts, filepath.Base(a))
+		if len(parts) == 2 {
+			break
+		}
+	}
+	return strings.Trim(unsafeName.ReplaceAllString(strings.Join(parts, "-"), "-"), "-")
+}
+
+func runRecord(ctx context.Context, o *recordOptions, args []string) error {
+	codec, err := trace.ParseCodec(o.codec)
+	if err != nil {
+		return usageError{fmt.Errorf("--codec: %w", err)}
+	}
+	name := o.name
+	if name == "" {
+		name = defaultName(args)
+	}
+	started := time.Now()
+	dir := o.out
+	if dir == "" {
+		dir = filepath.Join("runs", fmt.Sprintf("%s-%s", name, started.Format("20060102-150405")))
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("run directory %s is not empty; choose another --out", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the run directory: %w", err)
+	}
+	absDir, _ := filepath.Abs(dir)
+	id := make([]byte, 6)
+	_, _ = rand.Read(id)
+	runID := name + "-" + hex.EncodeToString(id)
+	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
+	env := []string{envTraceDir + "=" + absDir, envRunID + "=" + runID, envRunName + "=" + name,
+		envCodec + "=" + string(codec), envCommand + "=" + string(cmdline)}
+
+	var runErr error
+	local := rankCommands[args[0]]
+	if local {
+		if o.ranks < 1 {
+			return usagef("--ranks %d: want at least 1", o.ranks)
+		}
+		runErr = startRanks(ctx, o.ranks, args, env, o.stdout, o.stderr)
+	} else {
+		c := exec.Command(args[0], args[1:]...)
+		c.Env = append(os.Environ(), env...)
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, o.stdout, o.stderr
+		if err := c.Start(); err != nil {
+			return fmt.Errorf("starting %s: %w", args[0], err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		select {
+		case runErr = <-done:
+		case <-ctx.Done():
+			_ = c.Process.Signal(os.Interrupt)
+			select {
+			case runErr = <-done:
+			case <-time.After(10 * time.Second):
+				_ = c.Process.Kill()
+				runErr = <-done
+			}
+		}
+		if runErr != nil {
+			runErr = fmt.Errorf("%s: %w", args[0], runErr)
+		}
+	}
+	interrupted := ctx.Err() != nil
+	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started); merr != nil {
+		fmt.Fprintf(o.stderr, "commprof: %v\n", merr)
+	}
+	summarize(o.stdout, o.stderr, dir, started)
+	if interrupted {
+		return fmt.Errorf("recording interrupted; what was recorded is in %s: %w", dir, context.Canceled)
+	}
+	return runErr
+}
+
+// finishManifest records what only the launcher knows: each local rank's
+// exit status and whether the run was interrupted. If rank 0 never wrote a
+// manifest (it died first), it writes one from what it knows.
+func finishManifest(dir, name, runID string, args []string, o *recordOptions, local bool, runErr error, interrupted bool, started time.Time) error {
+	m, err := trace.ReadManifest(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		m = &trace.Manifest{FormatVersion: trace.FormatVersion, CommprofVersion: versionString(), RunID: runID, Name: name,
+			Command: append([]string{"commprof", "record", "--"}, args...), Start: started, Status: trace.StatusFailed}
+		if local {
+			m.WorldSize, m.Launcher = o.ranks, "commprof"
+			for r := range o.ranks {
+				m.Ranks = append(m.Ranks, trace.RankEntry{Rank: r, File: trace.RankFile(r)})
+			}
+		}
+	}
+	if m.End.IsZero() {
+		m.End = time.Now()
+	}
+	var re *launch.RankError
+	if local {
+		for i := range m.Ranks {
+			code := 0
+			if errors.As(runErr, &re) && re.Rank == m.Ranks[i].Rank {
+				code = re.ExitCode
+				if code < 0 {
+					code = 128 + int(re.Signal)
+				}
+			}
+			if runErr == nil || code != 0 {
+				m.Ranks[i].ExitStatus = &code
+			}
+		}
+	}
+	switch {
+	case interrupted:
+		m.Status = trace.StatusInterrupted
+	case runErr != nil:
+		m.Status = trace.StatusFailed
+		if m.Error == "" {
+			m.Error = runErr.Error()
+		}
+	case m.Status == trace.StatusRunning:
+		m.Status = trace.StatusFailed
+		m.Error = "rank 0 did not finish the manifest"
+	}
+	return trace.WriteManifest(dir, m)
+}
+
+func summarize(stdout, stderr io.Writer, dir string, started time.Time) {
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "commprof: the run in %s could not be read back: %v\n", dir, err)
+		return
+	}
+	var bytes int64
+	for _, r := range run.Ranks {
+		bytes += r.Bytes
+	}
+	status := "unknown"
+	if run.Manifest != nil {
+		status = run.Manifest.Status
+	}
+	n := run.NumEvents()
+	perEvent := 0.0
+	if n > 0 {
+		perEvent = float64(bytes) / float64(n)
+	}
+	fmt.Fprintf(stdout, "\nrecorded %s: %d ranks, %d events, %s on disk (%.1f B/event), %s, %s\n",
+		dir, len(run.Ranks), n, humanBytes(bytes), perEvent, time.Since(started).Round(time.Millisecond), status)
+	for _, p := range run.Problems {
+		fmt.Fprintf(stderr, "commprof: warning: %v\n", p)
+	}
+	fmt.Fprintf(stdout, "next: commprof dump %s --limit 20\n", dir)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

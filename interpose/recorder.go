@@ -1,0 +1,204 @@
+package interpose
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	_ "unsafe" // for go:linkname
+
+	"github.com/commprof/commprof/trace"
+)
+
+// nanotime is the runtime's monotonic clock (CLOCK_MONOTONIC on Linux, read
+// through the vDSO): the same clock for every process on a host, which is
+// what lets ranks on one host share a time base without measurement.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// Monotonic returns the host's monotonic clock in ns.
+func Monotonic() int64 { return nanotime() }
+
+// RecorderOptions size a Recorder's buffers.
+type RecorderOptions struct {
+	ChunkEvents int           // events per buffer (default 4096)
+	Chunks      int           // buffers (default 16): memory is bounded by ChunkEvents·Chunks events
+	FlushEvery  time.Duration // longest time an event waits before it is written (default 1s)
+}
+
+// Recorder buffers one rank's events and writes them in the background.
+// Record and the span helpers are safe for concurrent use and never
+// allocate; when every buffer is waiting to be written, Record waits (and
+// the wait is counted in Stalled), so memory stays bounded however long
+// the run.
+type Recorder struct {
+	rank  int32
+	epoch int64 // monotonic ns of the run's epoch
+	step  atomic.Int32
+
+	mu   sync.Mutex
+	cur  []trace.Event
+	free chan []trace.Event
+	full chan []trace.Event
+
+	w       *trace.Writer
+	stop    chan struct{}
+	done    chan struct{}
+	err     error
+	closed  bool
+	stalled atomic.Int64 // ns Record spent waiting for a buffer
+	events  atomic.Int64
+}
+
+// NewRecorder starts recording rank's events into w; times are written as
+// ns since epoch (a Monotonic reading). The Recorder owns w and closes it.
+func NewRecorder(w *trace.Writer, rank int, epoch int64, opt RecorderOptions) *Recorder {
+	if opt.ChunkEvents <= 0 {
+		opt.ChunkEvents = 4096
+	}
+	if opt.Chunks < 2 {
+		opt.Chunks = 16
+	}
+	if opt.FlushEvery <= 0 {
+		opt.FlushEvery = time.Second
+	}
+	r := &Recorder{rank: int32(rank), epoch: epoch, w: w,
+		free: make(chan []trace.Event, opt.Chunks), full: make(chan []trace.Event, opt.Chunks),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	r.step.Store(-1)
+	r.cur = make([]trace.Event, 0, opt.ChunkEvents)
+	for range opt.Chunks - 1 {
+		r.free <- make([]trace.Event, 0, opt.ChunkEvents)
+	}
+	go r.writer(opt.FlushEvery)
+	return r
+}
+
+// Now returns the time in ns since the run's epoch on this rank's clock.
+func (r *Recorder) Now() int64 { return nanotime() - r.epoch }
+
+// SetStep sets the training step that later events are tagged with (-1
+// for none).
+func (r *Recorder) SetStep(step int) { r.step.Store(int32(step)) }
+
+// Step returns the current training step.
+func (r *Recorder) Step() int32 { return r.step.Load() }
+
+// Record appends an event; its Rank is set to the recorder's.
+func (r *Recorder) Record(e *trace.Event) {
+	e.Rank = r.rank
+	r.mu.Lock()
+	r.cur = append(r.cur, *e)
+	if len(r.cur) == cap(r.cur) {
+		r.swapLocked()
+	}
+	r.mu.Unlock()
+}
+
+// swapLocked hands the current buffer to the writer and takes a free one,
+// waiting for the writer if there is none.
+func (r *Recorder) swapLocked() {
+	r.full <- r.cur
+	select {
+	case r.cur = <-r.free:
+	default:
+		t0 := nanotime()
+		r.cur = <-r.free
+		r.stalled.Add(nanotime() - t0)
+	}
+}
+
+// Compute records a compute span that started at start (a Now reading)
+// and ends now.
+func (r *Recorder) Compute(name string, start int64) {
+	r.Record(&trace.Event{Kind: trace.KindCompute, Name: name, Start: start, Dur: r.Now() - start,
+		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1})
+}
+
+// StepSpan records training step number step, from start to now.
+func (r *Recorder) StepSpan(step int, start int64) {
+	r.Record(&trace.Event{Kind: trace.KindStep, Name: "step", Start: start, Dur: r.Now() - start,
+		Peer: -1, Seq: -1, Step: int32(step), Root: -1, Chunk: -1})
+}
+
+// Mark records an instant with a value, such as an epoch's test accuracy.
+func (r *Recorder) Mark(name string, value float64) {
+	r.Record(&trace.Event{Kind: trace.KindMark, Name: name, Start: r.Now(),
+		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1, Value: value})
+}
+
+// Events returns the number of events written so far.
+func (r *Recorder) Events() int64 { return r.events.Load() }
+
+// Stalled returns how long Record waited for the writer in total.
+func (r *Recorder) Stalled() time.Duration { return time.Duration(r.stalled.Load()) }
+
+func (r *Recorder) writer(every time.Duration) {
+	defer close(r.done)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	write := func(c []trace.Event) {
+		if r.err == nil && len(c) > 0 {
+			if err := r.w.Write(c); err != nil {
+				r.err = err
+			} else {
+				r.events.Add(int64(len(c)))
+			}
+		}
+		r.free <- c[:0]
+	}
+	for {
+		select {
+		case c := <-r.full:
+			write(c)
+		case <-tick.C:
+			// Flush what has gathered, if a free buffer can take its place.
+			r.mu.Lock()
+			var c []trace.Event
+			if len(r.cur) > 0 {
+				select {
+				case nb := <-r.free:
+					c, r.cur = r.cur, nb
+				default:
+				}
+			}
+			r.mu.Unlock()
+			if c != nil {
+				write(c)
+			}
+		case <-r.stop:
+			for {
+				select {
+				case c := <-r.full:
+					write(c)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// Close writes every recorded event, ends the stream and closes it.
+// Record must not be called after Close.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return r.err
+	}
+	r.closed = true
+	r.full <- r.cur
+	r.cur = nil
+	r.mu.Unlock()
+	close(r.stop)
+	<-r.done
+	if err := r.w.Close(); err != nil && r.err == nil {
+		r.err = err
+	}
+	if r.err != nil {
+		return fmt.Errorf("recording rank %d: %w", r.rank, r.err)
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package interpose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/trace"
+)
+
+// SessionConfig describes one rank's recording.
+type SessionConfig struct {
+	Dir   string      // the run directory, shared by all ranks (or at least by rank 0 and this rank's host)
+	Codec trace.Codec // default zstd
+	// Manifest is the template rank 0 completes and writes: name, run id,
+	// command, configuration, launcher, commprof version.
+	Manifest trace.Manifest
+	Peers    []collectives.Peer // from collectives.Join
+	Recorder RecorderOptions
+}
+
+// Session is one rank's recording of a run.
+type Session struct {
+	cfg   SessionConfig
+	raw   collectives.Transport
+	rank  int
+	file  *os.File
+	rec   *Recorder
+	wt    *Transport
+	epoch int64
+	start time.Time
+	// Clock samples: rank 0 holds every rank's; the others their own.
+	clocks []clockSample
+}
+
+type clockSample struct {
+	offset, rtt, at int64 // ns; at is the sample's time on the rank's trace clock
+}
+
+// clockComm is the communicator id of the clock exchanges, apart from
+// every communicator a program can make (their ids are odd or 0).
+const clockComm = 0xC10C0000
+
+// Start aligns this rank's clock with rank 0's over the raw transport (all
+// ranks must call it), opens the rank's stream and starts recording.
+func Start(ctx context.Context, raw collectives.Transport, cfg SessionConfig) (*Session, error) {
+	rank, size := raw.Rank(), raw.Size()
+	s := &Session{cfg: cfg, raw: raw, rank: rank, start: time.Now()}
+	if len(cfg.Peers) != size {
+		return nil, fmt.Errorf("recording: %d peers for %d ranks", len(cfg.Peers), size)
+	}
+	epoch, clocks, err := s.alignClocks(ctx, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("recording: aligning clocks: %w", err)
+	}
+	s.epoch, s.clocks = epoch, clocks
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("recording: %w", err)
+	}
+	path := filepath.Join(cfg.Dir, trace.RankFile(rank))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("recording: %w (is the run directory reused?)", err)
+	}
+	mine := s.mineSample()
+	host, _ := os.Hostname()
+	w, err := trace.NewWriter(f, trace.RankInfo{Rank: rank, WorldSize: size, Host: host, PID: os.Getpid(),
+		ClockOffsetNS: mine.offset, RunID: cfg.Manifest.RunID}, trace.WriterOptions{Codec: cfg.Codec})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.file = f
+	s.rec = NewRecorder(w, rank, epoch, cfg.Recorder)
+	s.wt = WrapTransport(raw, s.rec)
+	if rank == 0 {
+		if err := trace.WriteManifest(cfg.Dir, s.manifest(trace.StatusRunning, nil, nil)); err != nil {
+			s.rec.Close()
+			f.Close()
+			return nil, fmt.Errorf("recording: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Transport returns the recording transport to build communicators on.
+func (s *Session) Transport() *Transport { return s.wt }
+
+// Recorder returns the rank's recorder.
+func (s *Session) Recorder() *Recorder { return s.rec }
+
+// Path returns the rank's stream.
+func (s *Session) Path() string { return filepath.Join(s.cfg.Dir, trace.RankFile(s.rank)) }
+
+func (s *Session) mineSample() clockSample {
+	if s.rank == 0 {
+		return clockSample{}
+	}
+	return s.clocks[0]
+}
+
+// alignClocks runs the clock exchange: rank 0 sends its epoch, then, for
+// each rank on another host, ping-pongs a few times and keeps the offset
+// of the fastest round trip; every rank learns its own offset. Ranks on
+// rank 0's host read the same monotonic clock: offset 0.
+func (s *Session) alignClocks(ctx context.Context, round uint64, epoch int64) (int64, []clockSample, error) {
+	const pings = 16
+	size := s.raw.Size()
+	h := collectives.Header{Comm: clockComm, Op: collectives.OpSendRecv, Algo: collectives.AlgoDirect, DType: collectives.Int64}
+	msg := make([]int64, 3)
+	buf := collectives.Int64s(msg).Bytes()
+	tag := func(i uint64) collectives.Header { h.Seq = round<<32 | i; return h }
+	sameHost := func(r int) bool { return s.cfg.Peers[r].Host == s.cfg.Peers[0].Host }
+	if s.rank == 0 {
+		if round == 0 {
+			epoch = nanotime()
+		}
+		clocks := make([]clockSample, size)
+		for r := 1; r < size; r++ {
+			best := clockSample{rtt: math.MaxInt64}
+			if sameHost(r) {
+				best = clockSample{at: nanotime() - epoch}
+			} else {
+				for i := range uint64(pings) {
+					t0 := nanotime()
+					msg[0] = t0
+					if err := s.raw.Send(ctx, r, tag(i), buf); err != nil {
+						return 0, nil, err
+					}
+					if _, err := collectives.Recv(ctx, s.raw, r, tag(i), buf); err != nil {
+						return 0, nil, err
+					}
+					t1 := nanotime()
+					if rtt := t1 - t0; rtt < best.rtt {
+						// The peer read its clock (msg[1]) halfway through the round trip.
+						best = clockSample{offset: (t0+t1)/2 - msg[1], rtt: rtt, at: msg[1] - epoch}
+					}
+				}
+			}
+			clocks[r] = best
+			msg[0], msg[1], msg[2] = epoch, best.offset, best.rtt
+			if err := s.raw.Send(ctx, r, tag(pings), buf); err != nil {
+				return 0, nil, err
+			}
+		}
+		return epoch, clocks, nil
+	}
+	if !sameHost(s.rank) {
+		for i := range uint64(pings) {
+			if _, err := collectives.Recv(ctx, s.raw, 0, tag(i), buf); err != nil {
+				return 0, nil, err
+			}
+			msg[1] = nanotime()
+			if err := s.raw.Send(ctx, 0, tag(i), buf); err != nil {
+				return 0, nil, err
+			}
+		}
+	}
+	if _, err := collectives.Recv(ctx, s.raw, 0, tag(pings), buf); err != nil {
+		return 0, nil, err
+	}
+	return msg[0], []clockSample{{offset: msg[1], rtt: msg[2]}}, nil
+}
+
+// manifest builds rank 0's manifest.
+func (s *Session) manifest(status string, end []clockSample, runErr error) *trace.Manifest {
+	m := s.cfg.Manifest
+	m.FormatVersion = trace.FormatVersion
+	m.WorldSize = s.raw.Size()
+	m.Codec = s.cfg.Codec
+	if m.Codec == "" {
+		m.Codec = trace.Zstd
+	}
+	m.Start = s.start
+	m.Status = status
+	if runErr != nil {
+		m.Error = runErr.Error()
+	}
+	if status != trace.StatusRunning {
+		m.End = time.Now()
+	}
+	m.Clock = trace.Clock{Method: "same-host"}
+	m.Ranks = make([]trace.RankEntry, len(s.cfg.Peers))
+	for r, p := range s.cfg.Peers {
+		c := s.clocks[r]
+		e := trace.RankEntry{Rank: r, Host: p.Host, PID: p.PID, File: trace.RankFile(r),
+			ClockOffsetNS: c.offset, ClockUncertaintyNS: c.rtt / 2, SyncedAtNS: c.at}
+		if c.rtt > 0 {
+			m.Clock.Method = "ping-pong"
+			m.Clock.UncertaintyNS = max(m.Clock.UncertaintyNS, c.rtt/2)
+		}
+		if end != nil && end[r].rtt > 0 && end[r].at != c.at {
+			e.ClockDrift = float64(end[r].offset-c.offset) / float64(end[r].at-c.at)
+		}
+		m.Ranks[r] = e
+	}
+	return &m
+}
+
+// Finish ends the recording: when the run went well, every rank measures
+// its clock again (so rank 0 can record the drift); the stream is flushed
+// and closed; rank 0 writes the final manifest. runErr is the run's
+// outcome; ctx's end marks the run interrupted.
+func (s *Session) Finish(ctx context.Context, runErr error) error {
+	var end []clockSample
+	if runErr == nil && ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, clocks, err := s.alignClocks(sctx, 1, s.epoch)
+		cancel()
+		if err == nil && s.rank == 0 {
+			end = clocks
+		}
+	}
+	err := s.rec.Close()
+	if cerr := s.file.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("recording: closing %s: %w", s.Path(), cerr)
+	}
+	if s.rank == 0 {
+		status := trace.StatusComplete
+		switch {
+		case ctx.Err() != nil || errors.Is(runErr, context.Canceled):
+			status = trace.StatusInterrupted
+		case runErr != nil:
+			status = trace.StatusFailed
+		}
+		if merr := trace.WriteManifest(s.cfg.Dir, s.manifest(status, end, runErr)); merr != nil && err == nil {
+			err = fmt.Errorf("recording: %w", merr)
+		}
+	}
+	return err
+}

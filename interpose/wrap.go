@@ -1,0 +1,284 @@
+package interpose
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/trace"
+)
+
+// comms names communicators by id for the events of their messages.
+type comms struct{ names sync.Map } // uint32 -> string
+
+func (c *comms) name(id uint32) string {
+	if v, ok := c.names.Load(id); ok {
+		return v.(string)
+	}
+	if id == 0 {
+		return "world"
+	}
+	n := fmt.Sprintf("comm-%08x", id)
+	c.names.Store(id, n)
+	return n
+}
+
+// Transport records every message that passes through it.
+type Transport struct {
+	inner collectives.Transport
+	rec   *Recorder
+	comms *comms
+}
+
+var _ collectives.Transport = (*Transport)(nil)
+
+// WrapTransport returns a transport that records each Send as a send event
+// and each completed receive as a recv event.
+func WrapTransport(t collectives.Transport, rec *Recorder) *Transport {
+	return &Transport{inner: t, rec: rec, comms: &comms{}}
+}
+
+// Rank implements collectives.Transport.
+func (t *Transport) Rank() int { return t.inner.Rank() }
+
+// Size implements collectives.Transport.
+func (t *Transport) Size() int { return t.inner.Size() }
+
+// Close implements collectives.Transport.
+func (t *Transport) Close() error { return t.inner.Close() }
+
+// Inner returns the wrapped transport.
+func (t *Transport) Inner() collectives.Transport { return t.inner }
+
+func (t *Transport) event(k trace.Kind, h collectives.Header, peer, n int, start, end int64) trace.Event {
+	return trace.Event{Kind: k, Name: h.Op.String(), Start: start, Dur: end - start, Bytes: int64(n),
+		Peer: int32(peer), Seq: int64(h.Seq), Step: t.rec.Step(), Algo: h.Algo.String(), DType: h.DType.String(),
+		Root: -1, Chunk: h.Chunk, Comm: t.comms.name(h.Comm)}
+}
+
+// Send implements collectives.Transport.
+func (t *Transport) Send(ctx context.Context, to int, h collectives.Header, p []byte) error {
+	start := t.rec.Now()
+	err := t.inner.Send(ctx, to, h, p)
+	if err == nil {
+		e := t.event(trace.KindSend, h, to, len(p), start, t.rec.Now())
+		t.rec.Record(&e)
+	}
+	return err
+}
+
+// Post implements collectives.Transport.
+func (t *Transport) Post(from int, h collectives.Header, p []byte) collectives.Receive {
+	r := recvPool.Get().(*receive)
+	r.t, r.from, r.h, r.n = t, from, h, len(p)
+	r.start = t.rec.Now()
+	r.inner = t.inner.Post(from, h, p)
+	return r
+}
+
+type receive struct {
+	t     *Transport
+	inner collectives.Receive
+	from  int
+	h     collectives.Header
+	n     int
+	start int64
+}
+
+var recvPool = sync.Pool{New: func() any { return new(receive) }}
+
+// Wait implements collectives.Receive. The recv event spans from the post
+// to the end of the copy; Wait is the part before the message's first
+// byte arrived, that is, time spent waiting for the sender.
+func (r *receive) Wait(ctx context.Context) (collectives.RecvInfo, error) {
+	info, err := r.inner.Wait(ctx)
+	t := r.t
+	if err == nil {
+		end := t.rec.Now()
+		e := t.event(trace.KindRecv, r.h, r.from, r.n, r.start, end)
+		if !info.Arrived.IsZero() {
+			if arrived := end - int64(time.Since(info.Arrived)); arrived > r.start {
+				e.Wait = min(arrived-r.start, e.Dur)
+			}
+		}
+		t.rec.Record(&e)
+	}
+	r.t, r.inner = nil, nil
+	recvPool.Put(r)
+	return info, err
+}
+
+// Comm records every collective called on it.
+type Comm struct {
+	inner collectives.Communicator
+	rec   *Recorder
+	comms *comms
+	name  string
+}
+
+var _ collectives.Communicator = (*Comm)(nil)
+
+// WrapComm returns a communicator that records each collective call on c
+// as a collective event. t is the recording transport c sends through, if
+// any, so that messages of sub-communicators are named like them.
+func WrapComm(c collectives.Communicator, rec *Recorder, t *Transport) *Comm {
+	cs := &comms{}
+	if t != nil {
+		cs = t.comms
+	}
+	return &Comm{inner: c, rec: rec, comms: cs, name: "world"}
+}
+
+type seqer interface{ Seq() uint64 }
+
+func (c *Comm) seq() int64 {
+	if s, ok := c.inner.(seqer); ok {
+		return int64(s.Seq())
+	}
+	return -1
+}
+
+func (c *Comm) record(op collectives.Op, buf collectives.Buffer, root int, seq, start int64) {
+	n := len(buf.Bytes())
+	dt := ""
+	if buf.DType() != 0 {
+		dt = buf.DType().String()
+	}
+	e := trace.Event{Kind: trace.KindCollective, Name: op.String(), Start: start, Dur: c.rec.Now() - start,
+		Bytes: int64(n), Peer: -1, Seq: seq, Step: c.rec.Step(), Algo: c.inner.Algorithm(op, n).String(),
+		DType: dt, Root: int32(root), Chunk: -1, Comm: c.name}
+	c.rec.Record(&e)
+}
+
+// Rank implements collectives.Communicator.
+func (c *Comm) Rank() int { return c.inner.Rank() }
+
+// Size implements collectives.Communicator.
+func (c *Comm) Size() int { return c.inner.Size() }
+
+// Algorithm implements collectives.Communicator.
+func (c *Comm) Algorithm(op collectives.Op, bytes int) collectives.Algo {
+	return c.inner.Algorithm(op, bytes)
+}
+
+// WorldRank implements collectives.Communicator.
+func (c *Comm) WorldRank(r int) int { return c.inner.WorldRank(r) }
+
+// Recorder returns the recorder, for the program's own spans.
+func (c *Comm) Recorder() *Recorder { return c.rec }
+
+// AllReduce implements collectives.Communicator.
+func (c *Comm) AllReduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp) error {
+	seq, start := c.seq(), c.rec.Now()
+	err := c.inner.AllReduce(ctx, buf, op)
+	if err == nil {
+		c.record(collectives.OpAllReduce, buf, -1, seq, start)
+	}
+	return err
+}
+
+// IAllReduce implements collectives.Communicator; the event ends when the
+// collective completes.
+func (c *Comm) IAllReduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp) *collectives.Request {
+	seq, start := c.seq(), c.rec.Now()
+	req := c.inner.IAllReduce(ctx, buf, op)
+	c.whenDone(req, collectives.OpAllReduce, buf, -1, seq, start)
+	return req
+}
+
+func (c *Comm) whenDone(req *collectives.Request, op collectives.Op, buf collectives.Buffer, root int, seq, start int64) {
+	go func() {
+		if req.Wait() == nil {
+			c.record(op, buf, root, seq, start)
+		}
+	}()
+}
+
+// Broadcast implements collectives.Communicator.
+func (c *Comm) Broadcast(ctx context.Context, buf collectives.Buffer, root int) error {
+	seq, start := c.seq(), c.rec.Now()
+	err := c.inner.Broadcast(ctx, buf, root)
+	if err == nil {
+		c.record(collectives.OpBroadcast, buf, root, seq, start)
+	}
+	return err
+}
+
+// IBroadcast implements collectives.Communicator.
+func (c *Comm) IBroadcast(ctx context.Context, buf collectives.Buffer, root int) *collectives.Request {
+	seq, start := c.seq(), c.rec.Now()
+	req := c.inner.IBroadcast(ctx, buf, root)
+	c.whenDone(req, collectives.OpBroadcast, buf, root, seq, start)
+	return req
+}
+
+// Reduce implements collectives.Communicator.
+func (c *Comm) Reduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp, root int) error {
+	seq, start := c.seq(), c.rec.Now()
+	err := c.inner.Reduce(ctx, buf, op, root)
+	if err == nil {
+		c.record(collectives.OpReduce, buf, root, seq, start)
+	}
+	return err
+}
+
+// AllGather implements collectives.Communicator; bytes are the whole
+// output buffer's, as nccl-tests counts them.
+func (c *Comm) AllGather(ctx context.Context, in, out collectives.Buffer) error {
+	seq, start := c.seq(), c.rec.Now()
+	err := c.inner.AllGather(ctx, in, out)
+	if err == nil {
+		c.record(collectives.OpAllGather, out, -1, seq, start)
+	}
+	return err
+}
+
+// ReduceScatter implements collectives.Communicator; bytes are the whole
+// input buffer's.
+func (c *Comm) ReduceScatter(ctx context.Context, in, out collectives.Buffer, op collectives.ReduceOp) error {
+	seq, start := c.seq(), c.rec.Now()
+	err := c.inner.ReduceScatter(ctx, in, out, op)
+	if err == nil {
+		c.record(collectives.OpReduceScatter, in, -1, seq, start)
+	}
+	return err
+}
+
+// Barrier implements collectives.Communicator.
+func (c *Comm) Barrier(ctx context.Context) error {
+	seq, start := c.seq(), c.rec.Now()
+	err := c.inner.Barrier(ctx)
+	if err == nil {
+		c.record(collectives.OpBarrier, collectives.Buffer{}, -1, seq, start)
+	}
+	return err
+}
+
+// Send implements collectives.Communicator; the message is recorded by the
+// transport.
+func (c *Comm) Send(ctx context.Context, buf collectives.Buffer, to, tag int) error {
+	return c.inner.Send(ctx, buf, to, tag)
+}
+
+// Recv implements collectives.Communicator.
+func (c *Comm) Recv(ctx context.Context, buf collectives.Buffer, from, tag int) error {
+	return c.inner.Recv(ctx, buf, from, tag)
+}
+
+type ider interface{ ID() uint32 }
+
+// Split implements collectives.Communicator; the sub-communicator records
+// too, named after this one and its color ("world/1").
+func (c *Comm) Split(ctx context.Context, color, key int) (collectives.Communicator, error) {
+	sub, err := c.inner.Split(ctx, color, key)
+	if err != nil || sub == nil {
+		return sub, err
+	}
+	name := fmt.Sprintf("%s/%d", c.name, color)
+	if s, ok := sub.(ider); ok {
+		c.comms.names.Store(s.ID(), name)
+	}
+	return &Comm{inner: sub, rec: c.rec, comms: c.comms, name: name}, nil
+}
