@@ -159,4 +159,3 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 		return nil
 	})
 }
-
