@@ -9,7 +9,7 @@ LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := openmpi-bin libopenmpi-dev iproute2
 
-.PHONY: all build demo test deps go-deps system-deps bench bench-go bench-mpi vet fmt clean
+.PHONY: all build demo test deps go-deps system-deps web-deps bench bench-go bench-mpi vet fmt clean
 
 all: build
 
@@ -20,10 +20,15 @@ build: go-deps
 demo: build
 	$(BIN) bench allreduce --ranks 4
 
-deps: go-deps system-deps
+deps: go-deps system-deps web-deps
 
 go-deps:
 	$(GO) mod download
+
+# Arrow JS and its codecs, pinned by web/package-lock.json: the tests read
+# traces with them as an independent Arrow implementation.
+web-deps: system-deps
+	npm ci --prefix web --no-audit --no-fund --loglevel=error
 
 # Debian packages the tests use; installed only when missing.
 system-deps:
@@ -32,6 +37,8 @@ system-deps:
 		echo "installing Debian packages:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+	@command -v npm >/dev/null || { echo "installing Debian packages: nodejs npm"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm; }
 
 vet:
 	$(GO) vet ./...
@@ -57,4 +64,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin bench/mpi/mpi_allreduce
+	rm -rf bin bench/mpi/mpi_allreduce web/node_modules

@@ -22,8 +22,8 @@ func Monotonic() int64 { return nanotime() }
 
 // RecorderOptions size a Recorder's buffers.
 type RecorderOptions struct {
-	ChunkEvents int           // events per buffer (default 4096)
-	Chunks      int           // buffers (default 16): memory is bounded by ChunkEvents·Chunks events
+	ChunkEvents int           // events per buffer, and so per record batch at most (default 16384)
+	Chunks      int           // buffers (default 6): memory is bounded by ChunkEvents·Chunks events (about 15 MB)
 	FlushEvery  time.Duration // longest time an event waits before it is written (default 1s)
 }
 
@@ -55,10 +55,10 @@ type Recorder struct {
 // ns since epoch (a Monotonic reading). The Recorder owns w and closes it.
 func NewRecorder(w *trace.Writer, rank int, epoch int64, opt RecorderOptions) *Recorder {
 	if opt.ChunkEvents <= 0 {
-		opt.ChunkEvents = 4096
+		opt.ChunkEvents = 16384
 	}
 	if opt.Chunks < 2 {
-		opt.Chunks = 16
+		opt.Chunks = 6
 	}
 	if opt.FlushEvery <= 0 {
 		opt.FlushEvery = time.Second
@@ -154,7 +154,11 @@ func (r *Recorder) writer(every time.Duration) {
 			write(c)
 		case <-tick.C:
 			// Flush what has gathered, if a free buffer can take its place.
-			r.mu.Lock()
+			// A recorder holding the lock may be waiting for this goroutine
+			// to free a buffer, so never wait for the lock here.
+			if !r.mu.TryLock() {
+				continue
+			}
 			var c []trace.Event
 			if len(r.cur) > 0 {
 				select {

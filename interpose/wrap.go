@@ -140,14 +140,22 @@ func (c *Comm) seq() int64 {
 	return -1
 }
 
-func (c *Comm) record(op collectives.Op, buf collectives.Buffer, root int, seq, start int64) {
+// call is what a collective's event takes from the moment it was called.
+type call struct {
+	seq, start int64
+	step       int32
+}
+
+func (c *Comm) begin() call { return call{seq: c.seq(), start: c.rec.Now(), step: c.rec.Step()} }
+
+func (c *Comm) record(op collectives.Op, buf collectives.Buffer, root int, k call) {
 	n := len(buf.Bytes())
 	dt := ""
 	if buf.DType() != 0 {
 		dt = buf.DType().String()
 	}
-	e := trace.Event{Kind: trace.KindCollective, Name: op.String(), Start: start, Dur: c.rec.Now() - start,
-		Bytes: int64(n), Peer: -1, Seq: seq, Step: c.rec.Step(), Algo: c.inner.Algorithm(op, n).String(),
+	e := trace.Event{Kind: trace.KindCollective, Name: op.String(), Start: k.start, Dur: c.rec.Now() - k.start,
+		Bytes: int64(n), Peer: -1, Seq: k.seq, Step: k.step, Algo: c.inner.Algorithm(op, n).String(),
 		DType: dt, Root: int32(root), Chunk: -1, Comm: c.name}
 	c.rec.Record(&e)
 }
@@ -171,10 +179,10 @@ func (c *Comm) Recorder() *Recorder { return c.rec }
 
 // AllReduce implements collectives.Communicator.
 func (c *Comm) AllReduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp) error {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	err := c.inner.AllReduce(ctx, buf, op)
 	if err == nil {
-		c.record(collectives.OpAllReduce, buf, -1, seq, start)
+		c.record(collectives.OpAllReduce, buf, -1, k)
 	}
 	return err
 }
@@ -182,44 +190,44 @@ func (c *Comm) AllReduce(ctx context.Context, buf collectives.Buffer, op collect
 // IAllReduce implements collectives.Communicator; the event ends when the
 // collective completes.
 func (c *Comm) IAllReduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp) *collectives.Request {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	req := c.inner.IAllReduce(ctx, buf, op)
-	c.whenDone(req, collectives.OpAllReduce, buf, -1, seq, start)
+	c.whenDone(req, collectives.OpAllReduce, buf, -1, k)
 	return req
 }
 
-func (c *Comm) whenDone(req *collectives.Request, op collectives.Op, buf collectives.Buffer, root int, seq, start int64) {
+func (c *Comm) whenDone(req *collectives.Request, op collectives.Op, buf collectives.Buffer, root int, k call) {
 	go func() {
 		if req.Wait() == nil {
-			c.record(op, buf, root, seq, start)
+			c.record(op, buf, root, k)
 		}
 	}()
 }
 
 // Broadcast implements collectives.Communicator.
 func (c *Comm) Broadcast(ctx context.Context, buf collectives.Buffer, root int) error {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	err := c.inner.Broadcast(ctx, buf, root)
 	if err == nil {
-		c.record(collectives.OpBroadcast, buf, root, seq, start)
+		c.record(collectives.OpBroadcast, buf, root, k)
 	}
 	return err
 }
 
 // IBroadcast implements collectives.Communicator.
 func (c *Comm) IBroadcast(ctx context.Context, buf collectives.Buffer, root int) *collectives.Request {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	req := c.inner.IBroadcast(ctx, buf, root)
-	c.whenDone(req, collectives.OpBroadcast, buf, root, seq, start)
+	c.whenDone(req, collectives.OpBroadcast, buf, root, k)
 	return req
 }
 
 // Reduce implements collectives.Communicator.
 func (c *Comm) Reduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp, root int) error {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	err := c.inner.Reduce(ctx, buf, op, root)
 	if err == nil {
-		c.record(collectives.OpReduce, buf, root, seq, start)
+		c.record(collectives.OpReduce, buf, root, k)
 	}
 	return err
 }
@@ -227,10 +235,10 @@ func (c *Comm) Reduce(ctx context.Context, buf collectives.Buffer, op collective
 // AllGather implements collectives.Communicator; bytes are the whole
 // output buffer's, as nccl-tests counts them.
 func (c *Comm) AllGather(ctx context.Context, in, out collectives.Buffer) error {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	err := c.inner.AllGather(ctx, in, out)
 	if err == nil {
-		c.record(collectives.OpAllGather, out, -1, seq, start)
+		c.record(collectives.OpAllGather, out, -1, k)
 	}
 	return err
 }
@@ -238,20 +246,20 @@ func (c *Comm) AllGather(ctx context.Context, in, out collectives.Buffer) error 
 // ReduceScatter implements collectives.Communicator; bytes are the whole
 // input buffer's.
 func (c *Comm) ReduceScatter(ctx context.Context, in, out collectives.Buffer, op collectives.ReduceOp) error {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	err := c.inner.ReduceScatter(ctx, in, out, op)
 	if err == nil {
-		c.record(collectives.OpReduceScatter, in, -1, seq, start)
+		c.record(collectives.OpReduceScatter, in, -1, k)
 	}
 	return err
 }
 
 // Barrier implements collectives.Communicator.
 func (c *Comm) Barrier(ctx context.Context) error {
-	seq, start := c.seq(), c.rec.Now()
+	k := c.begin()
 	err := c.inner.Barrier(ctx)
 	if err == nil {
-		c.record(collectives.OpBarrier, collectives.Buffer{}, -1, seq, start)
+		c.record(collectives.OpBarrier, collectives.Buffer{}, -1, k)
 	}
 	return err
 }

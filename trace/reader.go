@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -178,91 +179,94 @@ func ReadFile(path string) (RankInfo, []Event, error) {
 
 func decode(rec arrow.Record, cols *[numCols]int, dst []Event) ([]Event, error) {
 	n := int(rec.NumRows())
-	col := func(i int) arrow.Array { return rec.Column(cols[i]) }
 	var err error
-	i32 := func(i int) []int32 {
-		a, ok := col(i).(*array.Int32)
-		if !ok {
-			err = fmt.Errorf("column %s is %T", fields[i].Name, col(i))
-			return make([]int32, n)
+	col := func(i int) arrow.Array { return rec.Column(cols[i]) }
+	bad := func(i int) {
+		if err == nil {
+			err = fmt.Errorf("column %s is %T of %d rows in a batch of %d", fields[i].Name, col(i), col(i).Len(), n)
 		}
-		return a.Int32Values()
+	}
+	i32 := func(i int) []int32 {
+		if a, ok := col(i).(*array.Int32); ok && a.Len() == n && a.NullN() == 0 {
+			return a.Int32Values()
+		}
+		bad(i)
+		return make([]int32, n)
 	}
 	i64 := func(i int) []int64 {
-		a, ok := col(i).(*array.Int64)
-		if !ok {
-			err = fmt.Errorf("column %s is %T", fields[i].Name, col(i))
-			return make([]int64, n)
+		if a, ok := col(i).(*array.Int64); ok && a.Len() == n && a.NullN() == 0 {
+			return a.Int64Values()
 		}
-		return a.Int64Values()
+		bad(i)
+		return make([]int64, n)
 	}
-	strs := func(i int) []string {
-		out := make([]string, n)
+	// dict returns a dictionary column as indices into its values; every
+	// index is checked here, so the loop below cannot go out of range.
+	dict := func(i int) ([]int32, []string) {
+		idx := make([]int32, n)
 		d, ok := col(i).(*array.Dictionary)
-		if !ok {
-			err = fmt.Errorf("column %s is %T", fields[i].Name, col(i))
-			return out
+		if !ok || d.Len() != n || d.NullN() != 0 {
+			bad(i)
+			return idx, []string{""}
 		}
 		vals, ok := d.Dictionary().(*array.String)
-		if !ok {
-			err = fmt.Errorf("column %s has a %T dictionary", fields[i].Name, d.Dictionary())
-			return out
+		if !ok || vals.Len() == 0 {
+			bad(i)
+			return idx, []string{""}
 		}
-		dict := make([]string, vals.Len())
-		for j := range dict {
-			dict[j] = vals.Value(j)
-		}
-		get := func(j int, k int) {
-			if k < 0 || k >= len(dict) {
-				err = fmt.Errorf("column %s: dictionary index %d out of %d", fields[i].Name, k, len(dict))
-				return
-			}
-			out[j] = dict[k]
+		strs := make([]string, vals.Len())
+		for j := range strs {
+			strs[j] = vals.Value(j)
 		}
 		switch ix := d.Indices().(type) {
 		case *array.Int8:
 			for j, k := range ix.Int8Values() {
-				get(j, int(k))
+				idx[j] = int32(k)
 			}
 		case *array.Int32:
-			for j, k := range ix.Int32Values() {
-				get(j, int(k))
-			}
+			copy(idx, ix.Int32Values())
 		default:
-			err = fmt.Errorf("column %s has %T indices", fields[i].Name, ix)
+			bad(i)
 		}
-		return out
+		for _, k := range idx {
+			if k < 0 || int(k) >= len(strs) {
+				if err == nil {
+					err = fmt.Errorf("column %s: dictionary index %d out of %d values", fields[i].Name, k, len(strs))
+				}
+				return make([]int32, n), []string{""}
+			}
+		}
+		return idx, strs
 	}
 	rank, start, dur, bytes := i32(0), i64(3), i64(4), i64(5)
 	peer, seq, step := i32(6), i64(7), i32(8)
 	root, chunk, wait := i32(11), i32(12), i64(14)
-	kind, name, algo, dtype, comm := strs(1), strs(2), strs(9), strs(10), strs(13)
-	va, ok := col(15).(*array.Float64)
-	if !ok {
-		return dst, fmt.Errorf("column value is %T", col(15))
+	kindIx, kindStr := dict(1)
+	nameIx, names := dict(2)
+	algoIx, algos := dict(9)
+	dtypeIx, dtypes := dict(10)
+	commIx, comms := dict(13)
+	var value []float64
+	if a, ok := col(15).(*array.Float64); ok && a.Len() == n {
+		value = a.Float64Values()
+	} else {
+		bad(15)
 	}
-	value := va.Float64Values()
 	if err != nil {
 		return dst, err
 	}
-	kinds := map[string]Kind{}
-	for _, k := range kind {
-		if _, seen := kinds[k]; !seen {
-			kk, err := ParseKind(k)
-			if err != nil {
-				return dst, err
-			}
-			kinds[k] = kk
+	kinds := make([]Kind, len(kindStr))
+	for j, k := range kindStr {
+		if kinds[j], err = ParseKind(k); err != nil {
+			return dst, err
 		}
 	}
-	if len(rank) < n || len(start) < n || len(value) < n {
-		return dst, errors.New("columns shorter than the batch")
-	}
+	dst = slices.Grow(dst, n)
 	for j := range n {
 		dst = append(dst, Event{
-			Rank: rank[j], Kind: kinds[kind[j]], Name: name[j], Start: start[j], Dur: dur[j], Bytes: bytes[j],
-			Peer: peer[j], Seq: seq[j], Step: step[j], Algo: algo[j], DType: dtype[j], Root: root[j],
-			Chunk: chunk[j], Comm: comm[j], Wait: wait[j], Value: value[j],
+			Rank: rank[j], Kind: kinds[kindIx[j]], Name: names[nameIx[j]], Start: start[j], Dur: dur[j], Bytes: bytes[j],
+			Peer: peer[j], Seq: seq[j], Step: step[j], Algo: algos[algoIx[j]], DType: dtypes[dtypeIx[j]], Root: root[j],
+			Chunk: chunk[j], Comm: comms[commIx[j]], Wait: wait[j], Value: value[j],
 		})
 	}
 	return dst, nil

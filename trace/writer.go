@@ -49,6 +49,7 @@ type Writer struct {
 	// Dictionaries only grow, so each batch's is an extension of the last
 	// and the stream carries deltas.
 	kinds, names, algos, dtypes, comms memo
+	cols                               cols
 	events                             int64
 	closed                             bool
 }
@@ -56,13 +57,18 @@ type Writer struct {
 type memo struct {
 	index  map[string]int
 	values []string
+	last   int
 	max    int
 }
 
 func newMemo(max int) memo { return memo{index: map[string]int{}, max: max} }
 
 func (m *memo) id(s string) (int, error) {
+	if len(m.values) > 0 && s == m.values[m.last] {
+		return m.last, nil // runs of one value are the common case
+	}
 	if i, ok := m.index[s]; ok {
+		m.last = i
 		return i, nil
 	}
 	if len(m.values) >= m.max {
@@ -70,7 +76,8 @@ func (m *memo) id(s string) (int, error) {
 	}
 	m.index[s] = len(m.values)
 	m.values = append(m.values, s)
-	return len(m.values) - 1, nil
+	m.last = len(m.values) - 1
+	return m.last, nil
 }
 
 // NewWriter starts a stream on w. The caller closes w after Close.
@@ -121,34 +128,34 @@ func (w *Writer) Write(evs []Event) error {
 	return nil
 }
 
+// cols holds one batch's columns as Go slices, reused from batch to
+// batch; the Arrow arrays of a batch are views of them.
+type cols struct {
+	rank, name, peer, step, root, chunk, comm []int32
+	kind, algo, dtype                         []int8
+	start, dur, bytes, seq, wait              []int64
+	value                                     []float64
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func (c *cols) resize(n int) {
+	c.rank, c.name, c.peer, c.step = grow(c.rank, n), grow(c.name, n), grow(c.peer, n), grow(c.step, n)
+	c.root, c.chunk, c.comm = grow(c.root, n), grow(c.chunk, n), grow(c.comm, n)
+	c.kind, c.algo, c.dtype = grow(c.kind, n), grow(c.algo, n), grow(c.dtype, n)
+	c.start, c.dur, c.bytes, c.seq, c.wait = grow(c.start, n), grow(c.dur, n), grow(c.bytes, n), grow(c.seq, n), grow(c.wait, n)
+	c.value = grow(c.value, n)
+}
+
 func (w *Writer) record(evs []Event) (arrow.Record, error) {
 	n := len(evs)
-	mem := w.mem
-	rank := array.NewInt32Builder(mem)
-	kind := array.NewInt8Builder(mem)
-	name := array.NewInt32Builder(mem)
-	start := array.NewInt64Builder(mem)
-	dur := array.NewInt64Builder(mem)
-	bytes := array.NewInt64Builder(mem)
-	peer := array.NewInt32Builder(mem)
-	seq := array.NewInt64Builder(mem)
-	step := array.NewInt32Builder(mem)
-	algo := array.NewInt8Builder(mem)
-	dtype := array.NewInt8Builder(mem)
-	root := array.NewInt32Builder(mem)
-	chunk := array.NewInt32Builder(mem)
-	comm := array.NewInt32Builder(mem)
-	wait := array.NewInt64Builder(mem)
-	value := array.NewFloat64Builder(mem)
-	builders := []array.Builder{rank, kind, name, start, dur, bytes, peer, seq, step, algo, dtype, root, chunk, comm, wait, value}
-	defer func() {
-		for _, b := range builders {
-			b.Release()
-		}
-	}()
-	for _, b := range builders {
-		b.Reserve(n)
-	}
+	c := &w.cols
+	c.resize(n)
 	for i := range evs {
 		e := &evs[i]
 		k, err1 := w.kinds.id(e.Kind.String())
@@ -156,60 +163,57 @@ func (w *Writer) record(evs []Event) (arrow.Record, error) {
 		al, err3 := w.algos.id(e.Algo)
 		dt, err4 := w.dtypes.id(e.DType)
 		cm, err5 := w.comms.id(e.Comm)
-		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
-			return nil, err
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
+			return nil, errors.Join(err1, err2, err3, err4, err5)
 		}
-		rank.UnsafeAppend(e.Rank)
-		kind.UnsafeAppend(int8(k))
-		name.UnsafeAppend(int32(nm))
-		start.UnsafeAppend(e.Start)
-		dur.UnsafeAppend(e.Dur)
-		bytes.UnsafeAppend(e.Bytes)
-		peer.UnsafeAppend(e.Peer)
-		seq.UnsafeAppend(e.Seq)
-		step.UnsafeAppend(e.Step)
-		algo.UnsafeAppend(int8(al))
-		dtype.UnsafeAppend(int8(dt))
-		root.UnsafeAppend(e.Root)
-		chunk.UnsafeAppend(e.Chunk)
-		comm.UnsafeAppend(int32(cm))
-		wait.UnsafeAppend(e.Wait)
-		value.UnsafeAppend(e.Value)
+		c.rank[i], c.kind[i], c.name[i], c.start[i], c.dur[i], c.bytes[i] = e.Rank, int8(k), int32(nm), e.Start, e.Dur, e.Bytes
+		c.peer[i], c.seq[i], c.step[i], c.algo[i], c.dtype[i], c.root[i] = e.Peer, e.Seq, e.Step, int8(al), int8(dt), e.Root
+		c.chunk[i], c.comm[i], c.wait[i], c.value[i] = e.Chunk, int32(cm), e.Wait, e.Value
 	}
-	cols := make([]arrow.Array, 0, numCols)
+	arrs := []arrow.Array{
+		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.rank), n),
+		w.dictionary(1, arrow.PrimitiveTypes.Int8, arrow.Int8Traits.CastToBytes(c.kind), &w.kinds, n),
+		w.dictionary(2, arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.name), &w.names, n),
+		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.start), n),
+		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.dur), n),
+		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.bytes), n),
+		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.peer), n),
+		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.seq), n),
+		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.step), n),
+		w.dictionary(9, arrow.PrimitiveTypes.Int8, arrow.Int8Traits.CastToBytes(c.algo), &w.algos, n),
+		w.dictionary(10, arrow.PrimitiveTypes.Int8, arrow.Int8Traits.CastToBytes(c.dtype), &w.dtypes, n),
+		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.root), n),
+		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.chunk), n),
+		w.dictionary(13, arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.comm), &w.comms, n),
+		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.wait), n),
+		primitive(arrow.PrimitiveTypes.Float64, arrow.Float64Traits.CastToBytes(c.value), n),
+	}
 	defer func() {
-		for _, c := range cols {
-			c.Release()
+		for _, a := range arrs {
+			a.Release()
 		}
 	}()
-	for i, b := range builders {
-		arr := b.NewArray()
-		var m *memo
-		switch fields[i].Name {
-		case ColKind:
-			m = &w.kinds
-		case ColName:
-			m = &w.names
-		case ColAlgo:
-			m = &w.algos
-		case ColDType:
-			m = &w.dtypes
-		case ColComm:
-			m = &w.comms
-		}
-		if m != nil {
-			sb := array.NewStringBuilder(mem)
-			sb.AppendValues(m.values, nil)
-			d := sb.NewArray()
-			sb.Release()
-			da := array.NewDictionaryArray(fields[i].Type, arr, d)
-			arr.Release()
-			d.Release()
-			arr = da
-		}
-		cols = append(cols, arr)
-	}
-	return array.NewRecord(w.schema, cols, int64(n)), nil
+	return array.NewRecord(w.schema, arrs, int64(n)), nil
+}
+
+// primitive wraps Go memory as an Arrow array without copying; the memory
+// must stay untouched until the batch is written.
+func primitive(t arrow.DataType, b []byte, n int) arrow.Array {
+	data := array.NewData(t, n, []*memory.Buffer{nil, memory.NewBufferBytes(b)}, nil, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
+}
+
+// dictionary builds column i from its indices and the memo's values so far.
+func (w *Writer) dictionary(i int, index arrow.DataType, b []byte, m *memo, n int) arrow.Array {
+	idx := primitive(index, b, n)
+	defer idx.Release()
+	sb := array.NewStringBuilder(w.mem)
+	defer sb.Release()
+	sb.AppendValues(m.values, nil)
+	d := sb.NewArray()
+	defer d.Release()
+	return array.NewDictionaryArray(fields[i].Type, idx, d)
 }
 
 // Close ends the stream (writing the end-of-stream marker that tells a

@@ -382,7 +382,7 @@ func TestExternalLaunchers(t *testing.T) {
 func TestUnderMpirun(t *testing.T) {
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_MPI") != "" {
+		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
 			t.Fatal("mpirun not found; `make test` installs openmpi-bin")
 		}
 		t.Skip("mpirun not installed")

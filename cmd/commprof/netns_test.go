@@ -18,7 +18,7 @@ func netns(t *testing.T) (a, b string) {
 		t.Skip("network namespaces need root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_MPI") != "" {
+		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
 			t.Fatal("ip not found; `make test` installs iproute2")
 		}
 		t.Skip("iproute2 not installed")

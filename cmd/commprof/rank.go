@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/interpose"
@@ -25,6 +26,7 @@ const (
 	envRunName  = "COMMPROF_RUN_NAME"
 	envCodec    = "COMMPROF_CODEC"
 	envCommand  = "COMMPROF_COMMAND" // the recorded command line, as a JSON array
+	envFlush    = "COMMPROF_FLUSH"   // longest time an event waits before it is written (default 1s)
 )
 
 // startRanks runs this same command line on n local ranks.
@@ -89,7 +91,13 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 		if m.Name == "" {
 			m.Name = filepath.Base(dir)
 		}
-		session, err = interpose.Start(ctx, tr, interpose.SessionConfig{Dir: dir, Codec: codec, Manifest: m, Peers: peers})
+		var ropt interpose.RecorderOptions
+		if v := os.Getenv(envFlush); v != "" {
+			if ropt.FlushEvery, err = time.ParseDuration(v); err != nil || ropt.FlushEvery <= 0 {
+				return fail(fmt.Errorf("%s=%q: want a duration such as 1s", envFlush, v))
+			}
+		}
+		session, err = interpose.Start(ctx, tr, interpose.SessionConfig{Dir: dir, Codec: codec, Manifest: m, Peers: peers, Recorder: ropt})
 		if err != nil {
 			return fail(err)
 		}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/commprof/commprof/trace"
+)
+
+// checkMessages checks that every send recorded in the run was received
+// exactly once, by the peer it names: for the collectives both ranks
+// finished (an interrupted run ends with some in flight).
+func checkMessages(t *testing.T, run *trace.Run) {
+	t.Helper()
+	type coll struct {
+		rank int32
+		comm string
+		seq  int64
+	}
+	done := map[coll]bool{}
+	for _, rk := range run.Ranks {
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindCollective {
+				done[coll{e.Rank, e.Comm, e.Seq}] = true
+			}
+		}
+	}
+	type key struct {
+		from, to int32
+		comm     string
+		seq      int64
+		chunk    int32
+		bytes    int64
+	}
+	count := map[key]int{}
+	n := 0
+	for _, rk := range run.Ranks {
+		for _, e := range rk.Events {
+			if !done[coll{e.Rank, e.Comm, e.Seq}] || !done[coll{e.Peer, e.Comm, e.Seq}] {
+				continue
+			}
+			switch e.Kind {
+			case trace.KindSend:
+				count[key{e.Rank, e.Peer, e.Comm, e.Seq, e.Chunk, e.Bytes}]++
+				n++
+			case trace.KindRecv:
+				count[key{e.Peer, e.Rank, e.Comm, e.Seq, e.Chunk, e.Bytes}]--
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no messages recorded")
+	}
+	for k, c := range count {
+		if c != 0 {
+			t.Errorf("message %+v: %d more sends than recvs", k, c)
+		}
+	}
+}
+
+func TestRecordBench(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := commprof(t, nil, "record", "--ranks", "3", "--out", dir, "--", "bench", "allreduce", "--max", "1M", "--iters", "3", "--warmup", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "recorded "+dir+": 3 ranks,") || !strings.Contains(r.stdout, "next: commprof") {
+		t.Errorf("no summary:\n%s", r.stdout)
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := run.Manifest
+	if len(run.Problems) != 0 || m.Status != trace.StatusComplete || m.WorldSize != 3 || m.Config["op"] != "allreduce" || m.Command[3] != "bench" {
+		t.Fatalf("problems %v, manifest %+v", run.Problems, m)
+	}
+	for _, e := range m.Ranks {
+		if e.ExitStatus == nil || *e.ExitStatus != 0 {
+			t.Errorf("rank %d exit status %v", e.Rank, e.ExitStatus)
+		}
+	}
+	// 9 sizes (8 B..1 MiB by 4) × (1 warm-up + 3 timed + 1 checked) allreduces,
+	// plus 2 per size for the statistics and a barrier per size and at the start.
+	for _, rk := range run.Ranks {
+		n := 0
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindCollective && e.Name == "allreduce" {
+				n++
+			}
+		}
+		if n != 9*(5+2) {
+			t.Errorf("rank %d: %d allreduce events, want %d", rk.Info.Rank, n, 9*7)
+		}
+	}
+	checkMessages(t, run)
+
+	d := commprof(t, nil, "dump", dir, "--kind", "collective", "--rank", "1", "--limit", "5", "--format", "json")
+	var evs []map[string]any
+	if err := json.Unmarshal([]byte(d.stdout), &evs); err != nil || len(evs) != 5 {
+		t.Fatalf("dump json: %v, %d events\n%s", err, len(evs), d.stdout)
+	}
+	for _, e := range evs {
+		if e["rank"] != 1.0 || e["kind"] != "collective" {
+			t.Errorf("dump filtered badly: %v", e)
+		}
+	}
+	if d := commprof(t, nil, "dump", dir, "--rank", "7"); d.code != exitError || !strings.Contains(d.stderr, "has no rank 7") {
+		t.Errorf("dump of a missing rank: %d %q", d.code, d.stderr)
+	}
+	if d := commprof(t, nil, "dump", t.TempDir()); d.code != exitError || !strings.Contains(d.stderr, "holds no rank-NNNNN.arrows") {
+		t.Errorf("dump of an empty directory: %d %q", d.code, d.stderr)
+	}
+	if r := commprof(t, nil, "record", "--out", dir, "--", "bench", "allreduce"); r.code != exitError || !strings.Contains(r.stderr, "is not empty") {
+		t.Errorf("record into a used directory: %d %q", r.code, r.stderr)
+	}
+}
+
+// TestRecordArrowJS reads recorded runs with Apache Arrow JS, an
+// implementation independent of commprof's, for every codec.
+func TestRecordArrowJS(t *testing.T) {
+	node, err := exec.LookPath("node")
+	tool, _ := filepath.Abs("../../web/tools/read-trace.mjs")
+	if _, serr := os.Stat("../../web/node_modules/apache-arrow"); err != nil || serr != nil {
+		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+			t.Fatal("node or web/node_modules missing; `make test` installs them")
+		}
+		t.Skip("node or web/node_modules missing (make web-deps)")
+	}
+	for _, codec := range []string{"zstd", "lz4", "none"} {
+		t.Run(codec, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			r := commprof(t, []string{"COMMPROF_FLUSH=20ms"}, "record", "--ranks", "2", "--codec", codec, "--out", dir, "--",
+				"bench", "allreduce", "--min", "64K", "--max", "256K", "--iters", "200")
+			if r.code != 0 {
+				t.Fatalf("record: %d\n%s", r.code, r.stderr)
+			}
+			out, err := exec.Command(node, tool, dir).Output()
+			if err != nil {
+				t.Fatalf("arrow js: %v", err)
+			}
+			var js struct {
+				Ranks []struct {
+					File     string            `json:"file"`
+					Rows     int               `json:"rows"`
+					Batches  int               `json:"batches"`
+					Metadata map[string]string `json:"metadata"`
+					Kinds    map[string]int    `json:"kinds"`
+					Bytes    string            `json:"bytes"`
+					First    map[string]any    `json:"first"`
+				} `json:"ranks"`
+			}
+			if err := json.Unmarshal(out, &js); err != nil {
+				t.Fatal(err)
+			}
+			run, err := trace.ReadRun(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(js.Ranks) != len(run.Ranks) {
+				t.Fatalf("arrow js saw %d ranks, commprof %d", len(js.Ranks), len(run.Ranks))
+			}
+			for i, jr := range js.Ranks {
+				rk := run.Ranks[i]
+				kinds := map[string]int{}
+				var bytes int64
+				for _, e := range rk.Events {
+					kinds[e.Kind.String()]++
+					bytes += e.Bytes
+				}
+				if jr.Rows != len(rk.Events) || fmt.Sprint(jr.Kinds) != fmt.Sprint(kinds) || jr.Bytes != strconv.FormatInt(bytes, 10) {
+					t.Errorf("%s: arrow js %d rows %v %s bytes; commprof %d %v %d", jr.File, jr.Rows, jr.Kinds, jr.Bytes, len(rk.Events), kinds, bytes)
+				}
+				if jr.Batches < 2 {
+					t.Errorf("%s: %d batches; the test wants dictionary deltas across several", jr.File, jr.Batches)
+				}
+				if jr.Metadata[trace.MetaRank] != strconv.Itoa(rk.Info.Rank) || jr.Metadata[trace.MetaVersion] != "1" {
+					t.Errorf("%s: metadata %v", jr.File, jr.Metadata)
+				}
+				e := rk.Events[0]
+				if jr.First["kind"] != e.Kind.String() || jr.First["name"] != e.Name || jr.First["start_ns"] != strconv.FormatInt(e.Start, 10) || jr.First["comm"] != e.Comm {
+					t.Errorf("%s: first row %v, commprof %+v", jr.File, jr.First, e)
+				}
+			}
+		})
+	}
+}
+
+// startRecording starts a long 4-rank recording and waits until every
+// rank has flushed a batch. It returns the record process and the ranks.
+func startRecording(t *testing.T, dir string) (*exec.Cmd, *bytes.Buffer, map[int]int) {
+	t.Helper()
+	cmd := exec.Command(bin, "record", "--ranks", "4", "--out", dir, "--", "bench", "allreduce", "--min", "1M", "--max", "1M", "--iters", "1000000")
+	cmd.Env = append(cleanEnv(), "COMMPROF_FLUSH=50ms")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "# commprof bench") {
+		t.Fatalf("no header: %q %v\n%s", line, err, stderr.String())
+	}
+	go func() { _, _ = bufio.NewReader(stdout).WriteTo(&bytes.Buffer{}) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for r := range 4 {
+		for {
+			if st, err := os.Stat(filepath.Join(dir, trace.RankFile(r))); err == nil && st.Size() > 4096 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %d flushed nothing in 20s", r)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return cmd, &stderr, rankPIDs(t, cmd.Process.Pid)
+}
+
+// TestRecordKilledRank kills a rank during a recording: its stream keeps
+// every batch it flushed, the others are complete, and the manifest says
+// which rank failed.
+func TestRecordKilledRank(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd, stderr, pids := startRecording(t, dir)
+	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := waitExit(t, cmd, 30*time.Second); code == 0 {
+		t.Fatalf("record exited 0 after a rank was killed\n%s", stderr)
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rk := range run.Ranks {
+		if (rk.Truncated != nil) != (rk.Info.Rank == 2) {
+			t.Errorf("rank %d: truncated %v", rk.Info.Rank, rk.Truncated)
+		}
+		if len(rk.Events) == 0 {
+			t.Errorf("rank %d: no events", rk.Info.Rank)
+		}
+	}
+	m := run.Manifest
+	if m.Status != trace.StatusFailed || m.Ranks[2].ExitStatus == nil || *m.Ranks[2].ExitStatus != 128+9 {
+		t.Errorf("manifest status %s, rank 2 exit %v", m.Status, m.Ranks[2].ExitStatus)
+	}
+	if !strings.Contains(stderr.String(), "rank 2 (rank-00002.arrows): trace stream was cut") {
+		t.Errorf("record did not report the cut stream:\n%s", stderr)
+	}
+}
+
+// TestRecordInterrupt stops a recording with SIGINT: every rank closes its
+// stream and the manifest says the run was interrupted.
+func TestRecordInterrupt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd, stderr, _ := startRecording(t, dir)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := waitExit(t, cmd, 30*time.Second); code != exitInterrupted {
+		t.Fatalf("exit %d after SIGINT\n%s", code, stderr)
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Problems) != 0 || run.Manifest.Status != trace.StatusInterrupted {
+		t.Fatalf("problems %v, status %s\n%s", run.Problems, run.Manifest.Status, stderr)
+	}
+	checkMessages(t, run)
+}
+
+// TestRecordUnderMpirun lets mpirun start the ranks; they find the run
+// directory in their environment.
+func TestRecordUnderMpirun(t *testing.T) {
+	mpirun, err := exec.LookPath("mpirun")
+	if err != nil {
+		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+			t.Fatal("mpirun not found")
+		}
+		t.Skip("mpirun not installed")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	r := commprof(t, nil, "record", "--out", dir, "--", mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "3",
+		bin, "bench", "allreduce", "--max", "64K", "--iters", "2")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Ranks) != 3 || len(run.Problems) != 0 || run.Manifest.Launcher != "openmpi" || run.Manifest.Status != trace.StatusComplete {
+		t.Fatalf("%d ranks, problems %v, manifest %+v", len(run.Ranks), run.Problems, run.Manifest)
+	}
+	checkMessages(t, run)
+}
