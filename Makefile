@@ -16,9 +16,10 @@ all: build
 build: go-deps
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/commprof
 
-# The main job: a 4-rank allreduce benchmark over loopback TCP.
+# The main job: a 4-rank allreduce benchmark over loopback TCP, recorded
+# into runs/ (until the reference trainer lands).
 demo: build
-	$(BIN) bench allreduce --ranks 4
+	$(BIN) record --ranks 4 -- bench allreduce
 
 deps: go-deps system-deps web-deps
 

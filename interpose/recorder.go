@@ -1,7 +1,9 @@
 package interpose
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,6 +141,9 @@ func (r *Recorder) writer(every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	write := func(c []trace.Event) {
+		// Events are appended as they end; in start order the time
+		// columns compress better and readers get batches in time order.
+		slices.SortStableFunc(c, func(a, b trace.Event) int { return cmp.Compare(a.Start, b.Start) })
 		if r.err == nil && len(c) > 0 {
 			if err := r.w.Write(c); err != nil {
 				r.err = err
