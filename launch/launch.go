@@ -164,16 +164,19 @@ func Run(ctx context.Context, s Spec) error {
 			exited <- r
 		}()
 	}
-	var first *RankError
-	interrupted := false
+	// Failures before this launcher sent any signal, in the order reaped.
+	var failures []*RankError
+	interrupted, signalled := false, false
 	var linger, term, kill <-chan time.Time
 	for left := len(ranks); left > 0; {
 		select {
 		case r := <-exited:
 			left--
-			if r.err != nil && first == nil && !interrupted {
-				first = rankError(r)
-				linger = time.After(s.Linger)
+			if r.err != nil && !interrupted && !signalled {
+				failures = append(failures, rankError(r))
+				if len(failures) == 1 {
+					linger = time.After(s.Linger)
+				}
 			}
 		case <-ctx.Done():
 			ctx = context.Background() // once
@@ -182,7 +185,7 @@ func Run(ctx context.Context, s Spec) error {
 		case <-linger:
 			linger, term = nil, time.After(0)
 		case <-term:
-			term = nil
+			term, signalled = nil, true
 			for _, r := range ranks {
 				signalRank(r, syscall.SIGTERM)
 				signalRank(r, syscall.SIGCONT) // a stopped rank handles SIGTERM only once resumed
@@ -199,10 +202,22 @@ func Run(ctx context.Context, s Spec) error {
 	switch {
 	case interrupted:
 		return fmt.Errorf("launch: %w: stopped %d ranks", context.Canceled, len(ranks))
-	case first != nil:
-		return first
+	case len(failures) > 0:
+		return culprit(failures)
 	}
 	return nil
+}
+
+// culprit picks the rank to blame among those that failed on their own.
+// A rank killed by a signal is the likeliest cause: the others fail
+// because it disappeared, and may be reaped before it.
+func culprit(failures []*RankError) *RankError {
+	for _, f := range failures {
+		if f.ExitCode < 0 {
+			return f
+		}
+	}
+	return failures[0]
 }
 
 func lnAddr(f *os.File) string {
