@@ -165,14 +165,25 @@ func ReadFile(path string) (RankInfo, []Event, error) {
 		return RankInfo{}, nil, fmt.Errorf("reading trace %s: %w", path, err)
 	}
 	defer r.Release()
+	evs, err := r.ReadAll()
+	if err != nil {
+		err = fmt.Errorf("reading trace %s: %w", path, err)
+	}
+	return r.Info(), evs, err
+}
+
+// ReadAll reads the remaining batches. If the stream was cut it returns
+// every complete batch's events together with a *TruncatedError.
+func (r *Reader) ReadAll() ([]Event, error) {
 	var evs []Event
 	for {
+		var err error
 		evs, err = r.Next(evs)
 		if err == io.EOF {
-			return r.Info(), evs, nil
+			return evs, nil
 		}
 		if err != nil {
-			return r.Info(), evs, fmt.Errorf("reading trace %s: %w", path, err)
+			return evs, err
 		}
 	}
 }

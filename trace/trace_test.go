@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -72,16 +71,8 @@ func readAll(t testing.TB, mem memory.Allocator, data []byte) (RankInfo, []Event
 		return RankInfo{}, nil, err
 	}
 	defer r.Release()
-	var evs []Event
-	for {
-		evs, err = r.Next(evs)
-		if err == io.EOF {
-			return r.Info(), evs, nil
-		}
-		if err != nil {
-			return r.Info(), evs, err
-		}
-	}
+	evs, err := r.ReadAll()
+	return r.Info(), evs, err
 }
 
 func TestRoundTrip(t *testing.T) {

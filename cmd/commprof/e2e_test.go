@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -184,7 +185,16 @@ func TestVersion(t *testing.T) {
 // until its ranks are up. It returns the launcher and the ranks' pids.
 func startLong(t *testing.T, env []string) (*exec.Cmd, *bytes.Buffer, map[int]int) {
 	t.Helper()
-	cmd := exec.Command(bin, "bench", "allreduce", "--ranks", "4", "--min", "4M", "--max", "4M", "--iters", "1000000")
+	return startJob(t, env, "bench", "allreduce", "--ranks", "4", "--min", "4M", "--max", "4M", "--iters", "1000000")
+}
+
+// startJob starts commprof with args, a job of 4 local ranks, and waits
+// until rank 0 has printed its header, which it does once every rank has
+// joined. It returns the launcher, its standard error (to read once it has
+// exited) and the ranks' pids.
+func startJob(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, map[int]int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(cleanEnv(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -196,12 +206,12 @@ func startLong(t *testing.T, env []string) (*exec.Cmd, *bytes.Buffer, map[int]in
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	// Rank 0 prints the table header once every rank has joined.
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	br := bufio.NewReader(stdout)
+	line, err := br.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "# commprof bench") {
-		t.Fatalf("no header from rank 0: %q %v\n%s", line, err, stderr.String())
+		t.Fatalf("no header from rank 0: %q %v", line, err)
 	}
-	go func() { _, _ = bufio.NewReader(stdout).WriteTo(&bytes.Buffer{}) }()
+	go func() { _, _ = br.WriteTo(io.Discard) }()
 	return cmd, &stderr, rankPIDs(t, cmd.Process.Pid)
 }
 

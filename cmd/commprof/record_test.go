@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -200,22 +199,8 @@ func TestRecordArrowJS(t *testing.T) {
 // rank has flushed a batch. It returns the record process and the ranks.
 func startRecording(t *testing.T, dir string) (*exec.Cmd, *bytes.Buffer, map[int]int) {
 	t.Helper()
-	cmd := exec.Command(bin, "record", "--ranks", "4", "--out", dir, "--", "bench", "allreduce", "--min", "1M", "--max", "1M", "--iters", "1000000")
-	cmd.Env = append(cleanEnv(), "COMMPROF_FLUSH=50ms")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "# commprof bench") {
-		t.Fatalf("no header: %q %v\n%s", line, err, stderr.String())
-	}
-	go func() { _, _ = bufio.NewReader(stdout).WriteTo(&bytes.Buffer{}) }()
+	cmd, stderr, pids := startJob(t, []string{"COMMPROF_FLUSH=50ms"}, "record", "--ranks", "4", "--out", dir, "--",
+		"bench", "allreduce", "--min", "1M", "--max", "1M", "--iters", "1000000")
 	deadline := time.Now().Add(20 * time.Second)
 	for r := range 4 {
 		for {
@@ -228,7 +213,7 @@ func startRecording(t *testing.T, dir string) (*exec.Cmd, *bytes.Buffer, map[int
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return cmd, &stderr, rankPIDs(t, cmd.Process.Pid)
+	return cmd, stderr, pids
 }
 
 // TestRecordKilledRank kills a rank during a recording: its stream keeps
