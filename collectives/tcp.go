@@ -302,7 +302,7 @@ func (t *TCP) readLoop(pc *peerConn) {
 				complete(r, arrived, err)
 				continue
 			}
-			if _, err := pc.readPayload(r.buf); err != nil {
+			if _, err := io.ReadFull(pc.br, r.buf); err != nil {
 				pe := t.readFailed(pc, err)
 				complete(r, arrived, pe)
 				return
@@ -317,17 +317,13 @@ func (t *TCP) readLoop(pc *peerConn) {
 			return
 		}
 		buf := getPayload(int(n))
-		if _, err := pc.readPayload(*buf); err != nil {
+		if _, err := io.ReadFull(pc.br, *buf); err != nil {
 			putPayload(buf)
 			t.readFailed(pc, err)
 			return
 		}
 		pc.box.deliver(h, *buf, buf, arrived)
 	}
-}
-
-func (pc *peerConn) readPayload(p []byte) (int, error) {
-	return io.ReadFull(pc.br, p)
 }
 
 // readFailed turns a read error into the failure of the peer (or of the

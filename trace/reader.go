@@ -74,7 +74,7 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 	if opt.Limit <= 0 {
 		opt.Limit = 1 << 30
 	}
-	src := &eosReader{r: r}
+	src := &eosReader{r: newMessageGuard(r, opt.Limit)}
 	defer func() {
 		if p := recover(); p != nil {
 			rd, err = nil, fmt.Errorf("%w: %v", ErrNotTrace, p)
