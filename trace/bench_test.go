@@ -3,6 +3,8 @@ package trace
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -94,6 +96,38 @@ func BenchmarkRead(b *testing.B) {
 				read += len(dst)
 			}
 			b.ReportMetric(float64(read)/time.Since(start).Seconds()/1e6, "Mevents/s")
+		})
+	}
+}
+
+// BenchmarkReadRun reads a 4-rank run directory (ranks in parallel) and
+// moves its events onto the aligned clock, as the analyzer will.
+func BenchmarkReadRun(b *testing.B) {
+	for _, codec := range []Codec{Zstd, LZ4} {
+		b.Run(string(codec), func(b *testing.B) {
+			dir := b.TempDir()
+			evs := realistic(1 << 18)
+			for r := range 4 {
+				var out bytes.Buffer
+				w, _ := NewWriter(&out, RankInfo{Rank: r, WorldSize: 4}, WriterOptions{Codec: codec})
+				for j := 0; j < len(evs); j += batch {
+					_ = w.Write(evs[j : j+batch])
+				}
+				_ = w.Close()
+				if err := os.WriteFile(filepath.Join(dir, RankFile(r)), out.Bytes(), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			n := 0
+			for range b.N {
+				run, err := ReadRun(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += run.NumEvents()
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds()/1e6, "Mevents/s")
 		})
 	}
 }

@@ -175,17 +175,33 @@ func ReadFile(path string) (RankInfo, []Event, error) {
 // ReadAll reads the remaining batches. If the stream was cut it returns
 // every complete batch's events together with a *TruncatedError.
 func (r *Reader) ReadAll() ([]Event, error) {
-	var evs []Event
+	// Batches are read into slices of their own and joined once: growing
+	// one slice batch by batch spends most of the time copying and zeroing.
+	var batches [][]Event
+	total := 0
+	var err error
 	for {
-		var err error
-		evs, err = r.Next(evs)
-		if err == io.EOF {
-			return evs, nil
+		var b []Event
+		b, err = r.Next(nil)
+		total += len(b)
+		if len(b) > 0 {
+			batches = append(batches, b)
 		}
 		if err != nil {
-			return evs, err
+			break
 		}
 	}
+	if err == io.EOF {
+		err = nil
+	}
+	if len(batches) == 1 {
+		return batches[0], err
+	}
+	evs := make([]Event, 0, total)
+	for _, b := range batches {
+		evs = append(evs, b...)
+	}
+	return evs, err
 }
 
 func decode(rec arrow.Record, cols *[numCols]int, dst []Event) ([]Event, error) {
