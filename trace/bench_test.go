@@ -131,3 +131,39 @@ func BenchmarkReadRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadBatches decodes one stream into columns, without an Event
+// per row.
+func BenchmarkReadBatches(b *testing.B) {
+	for _, codec := range []Codec{Zstd, LZ4, None} {
+		b.Run(string(codec), func(b *testing.B) {
+			evs := realistic(1 << 18)
+			var out bytes.Buffer
+			w, _ := NewWriter(&out, RankInfo{WorldSize: 1}, WriterOptions{Codec: codec})
+			for j := 0; j < len(evs); j += batch {
+				_ = w.Write(evs[j : j+batch])
+			}
+			_ = w.Close()
+			data := out.Bytes()
+			b.ResetTimer()
+			read := 0
+			var bt Batch
+			for range b.N {
+				r, err := NewReader(bytes.NewReader(data), ReaderOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if err := r.NextBatch(&bt); err == io.EOF {
+						break
+					} else if err != nil {
+						b.Fatal(err)
+					}
+					read += bt.Len
+				}
+				r.Release()
+			}
+			b.ReportMetric(float64(read)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+		})
+	}
+}

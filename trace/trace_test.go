@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -265,4 +266,32 @@ func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _, _ = readAll(t, memory.NewGoAllocator(), data)
 	})
+}
+
+// TestBatches reads a stream as columns and checks them against the events.
+func TestBatches(t *testing.T) {
+	batches := [][]Event{sample(1, 40, 0), sample(1, 25, 3)}
+	data := write(t, memory.NewGoAllocator(), Zstd, batches, true)
+	r, err := NewReader(bytes.NewReader(data), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var b Batch
+	for i, want := range batches {
+		if err := r.NextBatch(&b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Len != len(want) {
+			t.Fatalf("batch %d: %d rows, want %d", i, b.Len, len(want))
+		}
+		for j := range want {
+			if got := b.Event(j); !reflect.DeepEqual(got, want[j]) {
+				t.Fatalf("batch %d row %d: %+v, want %+v", i, j, got, want[j])
+			}
+		}
+	}
+	if err := r.NextBatch(&b); err != io.EOF {
+		t.Fatalf("after the last batch: %v", err)
+	}
 }
