@@ -4,6 +4,7 @@ go 1.24.0
 
 require (
 	github.com/apache/arrow/go/v15 v15.0.2
+	github.com/klauspost/compress v1.16.7
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/gonum v0.17.0
@@ -13,7 +14,6 @@ require (
 	github.com/goccy/go-json v0.10.2 // indirect
 	github.com/google/flatbuffers v23.5.26+incompatible // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/klauspost/compress v1.16.7 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.5 // indirect
 	github.com/pierrec/lz4/v4 v4.1.18 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // messageGuard sits between a stream and Arrow's IPC reader and checks the
@@ -13,12 +15,13 @@ import (
 // counts Arrow allocates by (fields, children, metadata), which a corrupt
 // file could set to billions. Arrow reads what passes unchanged.
 type messageGuard struct {
-	r        io.Reader
-	limit    int64 // largest body or metadata accepted
-	pending  []byte
-	first    bool
-	consumed int64
-	err      error
+	r       io.Reader
+	limit   int64 // largest body or metadata accepted
+	pending []byte
+	first   bool
+	err     error
+	zstd    *zstd.Decoder // one for the stream, made on first use
+	scratch []byte
 }
 
 func newMessageGuard(r io.Reader, limit int64) *messageGuard {
@@ -26,6 +29,13 @@ func newMessageGuard(r io.Reader, limit int64) *messageGuard {
 }
 
 var errFraming = errors.New("corrupt message framing")
+
+func (g *messageGuard) close() {
+	if g.zstd != nil {
+		g.zstd.Close()
+		g.zstd = nil
+	}
+}
 
 func (g *messageGuard) Read(p []byte) (int, error) {
 	if len(g.pending) == 0 {
@@ -84,10 +94,114 @@ func (g *messageGuard) next() error {
 		copy(full, buf)
 		n, err = io.ReadFull(g.r, full[len(buf):])
 		g.pending = full[:len(buf)+n]
-		return err
+		if err != nil {
+			return err
+		}
+		if out, ok, err := g.inflate(meta, full[len(buf):]); err != nil {
+			return err
+		} else if ok {
+			g.pending = append(buf, out...)
+		}
+		return nil
 	}
 	g.pending = buf
 	return nil
+}
+
+// inflate decompresses a zstd-compressed batch's buffers with one decoder
+// kept for the whole stream, and rewrites the message in place as an
+// uncompressed one (buffer offsets and lengths, body length, and the
+// compression field dropped from the table's vtable). Arrow Go v15 would
+// otherwise make a new zstd decoder for every batch, which costs more than
+// the decoding. It reports ok == false for messages it leaves alone.
+func (g *messageGuard) inflate(meta, body []byte) (out []byte, ok bool, err error) {
+	const (
+		dictionaryBatch = 2
+		recordBatch     = 3
+		zstdCodec       = 1
+	)
+	f := &fb{b: meta}
+	msg := f.ref(0)
+	hp, tp := f.field(msg, 2), f.field(msg, 1)
+	if hp < 0 || tp < 0 || tp >= len(meta) || f.err != nil {
+		return nil, false, nil
+	}
+	rb := f.ref(hp)
+	switch meta[tp] {
+	case recordBatch:
+	case dictionaryBatch:
+		dp := f.field(rb, 1)
+		if dp < 0 {
+			return nil, false, nil
+		}
+		rb = f.ref(dp)
+	default:
+		return nil, false, nil
+	}
+	cp := f.field(rb, 3)
+	if cp < 0 || f.err != nil {
+		return nil, false, nil
+	}
+	comp := f.ref(cp)
+	if codec := f.field(comp, 0); codec < 0 || codec >= len(meta) || meta[codec] != zstdCodec {
+		return nil, false, nil // lz4 (or the default, lz4) is left to Arrow
+	}
+	bufs, nb := f.vector(rb, 2, 16)
+	if f.err != nil {
+		return nil, false, f.err
+	}
+	if g.zstd == nil {
+		if g.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1)); err != nil {
+			return nil, false, err
+		}
+	}
+	out = g.scratch[:0]
+	for i := range nb {
+		p := bufs + 16*i
+		off := int64(binary.LittleEndian.Uint64(meta[p:]))
+		ln := int64(binary.LittleEndian.Uint64(meta[p+8:]))
+		if off < 0 || ln < 0 || off+ln > int64(len(body)) {
+			return nil, false, fmt.Errorf("%w: a buffer lies outside its batch", errFraming)
+		}
+		for len(out)%8 != 0 {
+			out = append(out, 0)
+		}
+		start := len(out)
+		src := body[off : off+ln]
+		switch {
+		case ln == 0:
+		case ln < 8:
+			return nil, false, fmt.Errorf("%w: a compressed buffer without its length", errFraming)
+		case int64(binary.LittleEndian.Uint64(src)) == -1: // stored uncompressed
+			out = append(out, src[8:]...)
+		default:
+			want := int64(binary.LittleEndian.Uint64(src))
+			if want < 0 || want > g.limit*64 {
+				return nil, false, fmt.Errorf("%w: a buffer claims %d bytes uncompressed", errFraming, want)
+			}
+			if out, err = g.zstd.DecodeAll(src[8:], out); err != nil {
+				return nil, false, fmt.Errorf("%w: %v", errFraming, err)
+			}
+			if int64(len(out)-start) != want {
+				return nil, false, fmt.Errorf("%w: a buffer decompressed to %d bytes, not %d", errFraming, len(out)-start, want)
+			}
+		}
+		binary.LittleEndian.PutUint64(meta[p:], uint64(start))
+		binary.LittleEndian.PutUint64(meta[p+8:], uint64(len(out)-start))
+	}
+	for len(out)%8 != 0 {
+		out = append(out, 0)
+	}
+	// Drop the compression field: its vtable entry becomes "absent".
+	vt := rb - int(int32(f.u32(rb)))
+	binary.LittleEndian.PutUint16(meta[vt+4+2*3:], 0)
+	bl := f.field(msg, 3)
+	if bl < 0 || bl+8 > len(meta) || f.err != nil {
+		return nil, false, fmt.Errorf("%w: a batch without a body length", errFraming)
+	}
+	binary.LittleEndian.PutUint64(meta[bl:], uint64(len(out)))
+	g.scratch = out
+	return out, true, nil
 }
 
 // fb reads a flatbuffer with every access bounds-checked.

@@ -59,6 +59,7 @@ type ReaderOptions struct {
 type Reader struct {
 	r       *ipc.Reader
 	src     *eosReader
+	guard   *messageGuard
 	info    RankInfo
 	cols    [numCols]int
 	batches int
@@ -74,7 +75,8 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 	if opt.Limit <= 0 {
 		opt.Limit = 1 << 30
 	}
-	src := &eosReader{r: newMessageGuard(r, opt.Limit)}
+	guard := newMessageGuard(r, opt.Limit)
+	src := &eosReader{r: guard}
 	defer func() {
 		if p := recover(); p != nil {
 			rd, err = nil, fmt.Errorf("%w: %v", ErrNotTrace, p)
@@ -91,10 +93,11 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 	if err == nil {
 		var info RankInfo
 		if info, err = infoFrom(ir.Schema()); err == nil {
-			return &Reader{r: ir, src: src, info: info, cols: cols}, nil
+			return &Reader{r: ir, src: src, guard: guard, info: info, cols: cols}, nil
 		}
 	}
 	ir.Release()
+	guard.close()
 	return nil, err
 }
 
@@ -146,7 +149,10 @@ func (r *Reader) cut(err error) error {
 }
 
 // Release frees the reader's buffers.
-func (r *Reader) Release() { r.r.Release() }
+func (r *Reader) Release() {
+	r.r.Release()
+	r.guard.close()
+}
 
 // ReadFile reads a whole rank stream from path. If the stream was cut it
 // returns every complete batch's events together with a *TruncatedError.
