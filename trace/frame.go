@@ -151,7 +151,10 @@ func (g *messageGuard) inflate(meta, body []byte) (out []byte, ok bool, err erro
 		return nil, false, f.err
 	}
 	if g.zstd == nil {
-		if g.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1)); err != nil {
+		// A frame may declare any size; decode no more than a stream of
+		// this length could honestly hold.
+		maxMem := uint64(min(g.limit*64, 4<<30))
+		if g.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxMem)); err != nil {
 			return nil, false, err
 		}
 	}
