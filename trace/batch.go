@@ -63,6 +63,9 @@ func (r *Reader) NextBatch(b *Batch) (err error) {
 
 func fill(rec arrow.Record, cols *[numCols]int, b *Batch) error {
 	n := int(rec.NumRows())
+	if err := checkRows(rec, cols, n); err != nil {
+		return err
+	}
 	b.Len = n
 	var err error
 	col := func(i int) arrow.Array { return rec.Column(cols[i]) }
@@ -156,6 +159,19 @@ func fill(rec arrow.Record, cols *[numCols]int, b *Batch) error {
 	b.Kind = grow(b.Kind, n)
 	for j, k := range kindIx {
 		b.Kind[j] = kinds[k]
+	}
+	return nil
+}
+
+// checkRows makes sure the batch's row count is backed by data before
+// anything is allocated by it: a corrupt count could ask for terabytes.
+func checkRows(rec arrow.Record, cols *[numCols]int, n int) error {
+	a, ok := rec.Column(cols[0]).(*array.Int32)
+	if !ok || n < 0 || a.Len() != n {
+		return fmt.Errorf("a batch of %d rows whose rank column does not match", n)
+	}
+	if bufs := a.Data().Buffers(); len(bufs) < 2 || bufs[1] == nil || bufs[1].Len() < 4*n {
+		return fmt.Errorf("a batch of %d rows with a shorter rank column", n)
 	}
 	return nil
 }

@@ -212,6 +212,9 @@ func (r *Reader) ReadAll() ([]Event, error) {
 
 func decode(rec arrow.Record, cols *[numCols]int, dst []Event) ([]Event, error) {
 	n := int(rec.NumRows())
+	if err := checkRows(rec, cols, n); err != nil {
+		return dst, err
+	}
 	var err error
 	col := func(i int) arrow.Array { return rec.Column(cols[i]) }
 	bad := func(i int) {
