@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/commprof/commprof/collectives"
@@ -35,7 +36,20 @@ type Session struct {
 	epoch int64
 	start time.Time
 	// Clock samples: rank 0 holds every rank's; the others their own.
-	clocks []clockSample
+	clocks  []clockSample
+	mu      sync.Mutex
+	metrics map[string]float64
+}
+
+// SetMetric records a final figure of the run (an accuracy, a loss) for
+// the manifest; only rank 0's are written.
+func (s *Session) SetMetric(name string, v float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metrics == nil {
+		s.metrics = map[string]float64{}
+	}
+	s.metrics[name] = v
 }
 
 type clockSample struct {
@@ -184,6 +198,14 @@ func (s *Session) manifest(status string, end []clockSample, runErr error) *trac
 	if status != trace.StatusRunning {
 		m.End = time.Now()
 	}
+	s.mu.Lock()
+	for k, v := range s.metrics {
+		if m.Metrics == nil {
+			m.Metrics = map[string]float64{}
+		}
+		m.Metrics[k] = v
+	}
+	s.mu.Unlock()
 	m.Clock = trace.Clock{Method: "same-host"}
 	m.Ranks = make([]trace.RankEntry, len(s.cfg.Peers))
 	for r, p := range s.cfg.Peers {

@@ -135,7 +135,7 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	}
 	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
 		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}
-	return rankMain(ctx, job, cfg, config, func(ctx context.Context, c collectives.Communicator) error {
+	return rankMain(ctx, job, cfg, config, func(ctx context.Context, c collectives.Communicator, _ rankTools) error {
 		var rows []bench.Result
 		if c.Rank() == 0 && !o.json {
 			bench.TableHeader(o.stdout, s, c.Size(), o.algo)

@@ -38,11 +38,19 @@ func startRanks(ctx context.Context, n int, argv []string, env []string, stdout,
 	return launch.Run(ctx, launch.Spec{Ranks: n, Path: exe, Args: argv, Env: env, Stdout: stdout, Stderr: stderr})
 }
 
+// rankTools is what a rank's program gets besides its communicator.
+type rankTools struct {
+	// Rec records the program's own spans; nil when the run is not recorded.
+	Rec *interpose.Recorder
+	// SetMetric puts a final figure in the run's manifest (when recorded).
+	SetMetric func(name string, v float64)
+}
+
 // rankMain joins the job, runs f on the world communicator (recording it
 // when COMMPROF_TRACE_DIR is set), and on failure aborts the job so every
 // other rank stops with this rank's reason. config describes the run for
 // the manifest.
-func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, config map[string]string, f func(context.Context, collectives.Communicator) error) error {
+func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, config map[string]string, f func(context.Context, collectives.Communicator, rankTools) error) error {
 	if prefix := os.Getenv("COMMPROF_CPUPROFILE"); prefix != "" {
 		pf, err := os.Create(fmt.Sprintf("%s.rank%d", prefix, job.Rank))
 		if err != nil {
@@ -108,13 +116,15 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 		return fail(err)
 	}
 	var c collectives.Communicator = comm
+	tools := rankTools{SetMetric: func(string, float64) {}}
 	if session != nil {
 		c = interpose.WrapComm(comm, session.Recorder(), session.Transport())
+		tools = rankTools{Rec: session.Recorder(), SetMetric: session.SetMetric}
 	}
 	// Every rank is connected to every other once this returns.
 	err = c.Barrier(ctx)
 	if err == nil {
-		err = f(ctx, c)
+		err = f(ctx, c, tools)
 	}
 	if session != nil {
 		if ferr := session.Finish(ctx, err); ferr != nil && err == nil {

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/trainer"
+)
+
+type trainOptions struct {
+	argv         []string
+	ranks        int
+	hidden       string
+	batch        int
+	epochs       int
+	lr           float64
+	momentum     float64
+	scaling      string
+	warmup       float64
+	data         string
+	synthetic    int
+	seed         uint64
+	bucketMB     float64
+	overlap      bool
+	algo         string
+	quiet        bool
+	stdout, errw io.Writer
+}
+
+func newTrainCmd(argv []string) *cobra.Command {
+	o := &trainOptions{argv: argv}
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train the reference data-parallel model (an MLP on 28x28 images)",
+		Long: `train runs synchronous data-parallel SGD with momentum on --ranks local ranks
+(or the ranks a launcher started): parameters are broadcast from rank 0,
+gradients are averaged with allreduce in buckets started as soon as backward
+has produced them. The data is an embedded synthetic 10-class set of 28x28
+images unless --data names a directory of MNIST or Fashion-MNIST IDX files.
+Under commprof record, every step's compute spans and every epoch's loss and
+accuracy are recorded with the communication.`,
+		Example: `  commprof record --ranks 4 -- train
+  commprof train --ranks 2 --data /usr/share/datasets/fashion-mnist --epochs 5`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.stdout, o.errw = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return runTrain(cmd.Context(), o, cmd.Flags().Changed("ranks"))
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&o.ranks, "ranks", "n", 4, "local ranks to start (ignored under an external launcher)")
+	f.StringVar(&o.hidden, "hidden", "256,128", "hidden layer sizes of the MLP, comma-separated")
+	f.IntVar(&o.batch, "batch-size", 64, "images per rank per step")
+	f.IntVar(&o.epochs, "epochs", 3, "passes over the training set")
+	f.Float64Var(&o.lr, "lr", 0.05, "learning rate for one rank")
+	f.Float64Var(&o.momentum, "momentum", 0.9, "SGD momentum")
+	f.StringVar(&o.scaling, "lr-scaling", "none", "scale the learning rate by the rank count: none, linear or sqrt")
+	f.Float64Var(&o.warmup, "warmup-epochs", 0, "ramp the learning rate up to the scaled one over this many epochs")
+	f.StringVar(&o.data, "data", "", "directory of MNIST-format IDX files (default: the embedded synthetic set)")
+	f.IntVar(&o.synthetic, "synthetic-size", 20000, "training images of the synthetic set (plus a sixth as many test images)")
+	f.Uint64Var(&o.seed, "seed", 1, "seed of the initial weights, the synthetic set and the shuffling")
+	f.Float64Var(&o.bucketMB, "bucket-mb", 1, "gradient allreduce bucket size, MiB")
+	f.BoolVar(&o.overlap, "overlap", true, "overlap each bucket's allreduce with the rest of backward")
+	f.StringVar(&o.algo, "algo", "auto", "allreduce algorithm: auto, ring, recursive_doubling, rabenseifner, tree")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the final figures")
+	return cmd
+}
+
+func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
+	var cfg trainer.Config
+	for _, h := range strings.Split(o.hidden, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(h))
+		if err != nil {
+			return cfg, collectives.Config{}, usagef("--hidden %q: want sizes such as 256,128", o.hidden)
+		}
+		cfg.Hidden = append(cfg.Hidden, n)
+	}
+	cfg.BatchSize, cfg.Epochs, cfg.LR, cfg.Momentum = o.batch, o.epochs, o.lr, o.momentum
+	cfg.LRScaling, cfg.WarmupEpochs, cfg.Seed, cfg.Overlap = o.scaling, o.warmup, o.seed, o.overlap
+	cfg.BucketBytes = int(o.bucketMB * (1 << 20))
+	algo, err := collectives.ParseAlgo(o.algo)
+	if err != nil {
+		return cfg, collectives.Config{}, usagef("--algo: %v", err)
+	}
+	ccfg := collectives.Config{Algorithms: map[collectives.Op]collectives.Algo{collectives.OpAllReduce: algo}}
+	if o.synthetic < 100 {
+		return cfg, ccfg, usagef("--synthetic-size %d: want at least 100", o.synthetic)
+	}
+	if err := cfg.Validate(1, 1<<31); err != nil {
+		return cfg, ccfg, usageError{err}
+	}
+	return cfg, ccfg, nil
+}
+
+func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
+	cfg, ccfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	job, inJob, err := collectives.JobFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if !inJob {
+		if o.ranks < 1 {
+			return usagef("--ranks %d: want at least 1", o.ranks)
+		}
+		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.errw)
+	}
+	if ranksSet && o.ranks != job.Size {
+		return usagef("--ranks %d, but %s started %d ranks", o.ranks, job.Launcher, job.Size)
+	}
+	// Load the data before joining, so a bad --data stops every rank at once.
+	var train, test *trainer.Dataset
+	if o.data != "" {
+		if train, test, err = trainer.LoadIDX(o.data); err != nil {
+			return err
+		}
+	} else {
+		train, test = trainer.Synthetic(o.synthetic, o.seed), trainer.Synthetic(o.synthetic/6, o.seed+1000)
+	}
+	if err := cfg.Validate(job.Size, train.Len()); err != nil {
+		return err
+	}
+	data := o.data
+	if data == "" {
+		data = fmt.Sprintf("synthetic-%d", o.synthetic)
+	}
+	config := map[string]string{"program": "train", "model": "mlp", "hidden": o.hidden, "batch_size": strconv.Itoa(o.batch),
+		"global_batch": strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), "lr": fmt.Sprint(o.lr),
+		"momentum": fmt.Sprint(o.momentum), "lr_scaling": o.scaling, "warmup_epochs": fmt.Sprint(o.warmup),
+		"data": data, "seed": fmt.Sprint(o.seed), "bucket_mb": fmt.Sprint(o.bucketMB), "overlap": strconv.FormatBool(o.overlap),
+		"algo": o.algo, "ranks": strconv.Itoa(job.Size)}
+	return rankMain(ctx, job, ccfg, config, func(ctx context.Context, c collectives.Communicator, tools rankTools) error {
+		if err := agree(ctx, c, config); err != nil {
+			return err
+		}
+		var rec trainer.Recorder
+		if tools.Rec != nil {
+			rec = tools.Rec
+		}
+		tr, err := trainer.New(ctx, c, rec, cfg, train, test)
+		if err != nil {
+			return err
+		}
+		rank0 := c.Rank() == 0
+		if rank0 {
+			fmt.Fprintf(o.stdout, "# commprof train: mlp %d-%s-%d (%d parameters), %d ranks × batch %d = global batch %d, %d steps/epoch, data %s\n",
+				trainer.Pixels, strings.ReplaceAll(o.hidden, ",", "-"), trainer.Classes, len(tr.Model.Params), c.Size(), o.batch, o.batch*c.Size(), tr.StepsPerEpoch(), data)
+		}
+		var progress io.Writer
+		if rank0 && !o.quiet {
+			progress = o.errw
+		}
+		var last trainer.Epoch
+		err = tr.Run(ctx, progress, func(e trainer.Epoch) {
+			last = e
+			if rank0 {
+				fmt.Fprintf(o.stdout, "epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %.0f images/s  lr %.4g  waiting for gradients %.0f%%\n",
+					e.Epoch, e.Loss, e.TrainAcc, e.TestAcc, float64(e.Images)/e.Seconds, e.LR, 100*e.CommShare)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		tools.SetMetric("test_accuracy", last.TestAcc)
+		tools.SetMetric("train_accuracy", last.TrainAcc)
+		tools.SetMetric("loss", last.Loss)
+		tools.SetMetric("images_per_second", float64(last.Images)/last.Seconds)
+		return nil
+	})
+}
+
+// agree checks that every rank runs with the same configuration.
+func agree(ctx context.Context, c collectives.Communicator, config map[string]string) error {
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s=%s;", k, config[k])
+	}
+	v := int64(h.Sum64() >> 1)
+	both := []int64{v, -v}
+	if err := c.AllReduce(ctx, collectives.Int64s(both), collectives.Max); err != nil {
+		return fmt.Errorf("comparing configurations: %w", err)
+	}
+	if both[0] != v || both[1] != -v {
+		return fmt.Errorf("the ranks were started with different training configurations; every rank must get the same flags")
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/commprof/commprof/trace"
+)
+
+func TestRecordTrain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := commprof(t, nil, "record", "--ranks", "2", "--out", dir, "--", "train", "--synthetic-size", "1200", "--hidden", "32",
+		"--epochs", "2", "--batch-size", "16", "--bucket-mb", "0.01")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "global batch 32") || !strings.Contains(r.stdout, "epoch 2 ") {
+		t.Errorf("output:\n%s", r.stdout)
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := run.Manifest
+	if m.Status != trace.StatusComplete || m.Config["program"] != "train" || m.Metrics["test_accuracy"] < 0.9 {
+		t.Fatalf("manifest %+v", m)
+	}
+	for _, rk := range run.Ranks {
+		kinds := map[trace.Kind]int{}
+		steps, marks := map[int32]bool{}, 0
+		for _, e := range rk.Events {
+			kinds[e.Kind]++
+			if e.Kind == trace.KindStep {
+				steps[e.Step] = true
+			}
+			if e.Kind == trace.KindMark && e.Name == "test_accuracy" {
+				marks++
+			}
+		}
+		// 1200 images / global batch 32 = 37 steps per epoch, 2 epochs.
+		if len(steps) != 74 || marks != 2 || kinds[trace.KindCompute] < 74*5 || kinds[trace.KindCollective] < 74 {
+			t.Errorf("rank %d: %d steps, %d accuracy marks, kinds %v", rk.Info.Rank, len(steps), marks, kinds)
+		}
+	}
+	checkMessages(t, run)
+}
+
+func TestTrainBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"train", "--ranks", "2", "--data", "/nonexistent"}, exitError, "train-images-idx3-ubyte"},
+		{[]string{"train", "--ranks", "2", "--synthetic-size", "200", "--batch-size", "150"}, exitError, "larger than the 200 training images"},
+		{[]string{"train", "--hidden", "12,x"}, exitUsage, "--hidden"},
+		{[]string{"train", "--lr-scaling", "cubic"}, exitUsage, "learning-rate scaling"},
+	} {
+		r := commprof(t, nil, tc.args...)
+		if r.code == 0 || (tc.code == exitUsage && r.code != exitUsage) || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}

@@ -1,0 +1,308 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/commprof/commprof/collectives"
+)
+
+// Recorder receives the trainer's compute spans, steps and marks; the
+// profiler's *interpose.Recorder is one. Times come from its Now.
+type Recorder interface {
+	Now() int64
+	SetStep(step int)
+	Compute(name string, start int64)
+	StepSpan(step int, start int64)
+	Mark(name string, value float64)
+}
+
+type noRecorder struct{ t0 time.Time }
+
+func (n noRecorder) Now() int64          { return int64(time.Since(n.t0)) }
+func (noRecorder) SetStep(int)           {}
+func (noRecorder) Compute(string, int64) {}
+func (noRecorder) StepSpan(int, int64)   {}
+func (noRecorder) Mark(string, float64)  {}
+
+// Config is a training run's configuration; every rank must use the same.
+type Config struct {
+	Hidden       []int   // hidden layer sizes of the mlp
+	BatchSize    int     // per rank
+	Epochs       int     //
+	LR           float64 // base learning rate, for one rank
+	Momentum     float64
+	LRScaling    string  // none, linear or sqrt: multiply LR by N or sqrt(N)
+	WarmupEpochs float64 // ramp the LR from base to scaled over this many epochs
+	Seed         uint64
+	BucketBytes  int  // gradient allreduce bucket size
+	Overlap      bool // start each bucket's allreduce as soon as backward has produced it
+}
+
+// Validate checks a configuration for a world of n ranks and a training
+// set of size samples.
+func (c Config) Validate(n, samples int) error {
+	switch {
+	case c.BatchSize < 1:
+		return fmt.Errorf("batch size %d: want at least 1", c.BatchSize)
+	case c.BatchSize*n > samples:
+		return fmt.Errorf("batch size %d on %d ranks is a global batch of %d, larger than the %d training images", c.BatchSize, n, c.BatchSize*n, samples)
+	case c.Epochs < 1:
+		return fmt.Errorf("%d epochs: want at least 1", c.Epochs)
+	case c.LR <= 0 || math.IsNaN(c.LR):
+		return fmt.Errorf("learning rate %v: want a positive number", c.LR)
+	case c.Momentum < 0 || c.Momentum >= 1:
+		return fmt.Errorf("momentum %v: want 0 <= momentum < 1", c.Momentum)
+	case c.LRScaling != "none" && c.LRScaling != "linear" && c.LRScaling != "sqrt":
+		return fmt.Errorf("learning-rate scaling %q: want none, linear or sqrt", c.LRScaling)
+	case c.WarmupEpochs < 0:
+		return fmt.Errorf("warm-up of %v epochs: want 0 or more", c.WarmupEpochs)
+	case c.BucketBytes < 4:
+		return fmt.Errorf("bucket of %d bytes: want at least 4", c.BucketBytes)
+	}
+	for _, h := range c.Hidden {
+		if h < 1 || h > 1<<16 {
+			return fmt.Errorf("hidden layer of %d units: want 1 to 65536", h)
+		}
+	}
+	return nil
+}
+
+// Epoch is one epoch's result, averaged over all ranks.
+type Epoch struct {
+	Epoch     int
+	Loss      float64
+	TrainAcc  float64
+	TestAcc   float64
+	Images    int // trained on, over all ranks
+	Seconds   float64
+	LR        float64
+	CommShare float64 // fraction of step time this rank waited for gradient allreduces
+}
+
+// Trainer trains one rank's replica.
+type Trainer struct {
+	cfg         Config
+	c           collectives.Communicator
+	rec         Recorder
+	Model       *MLP
+	vel         []float32
+	buckets     [][2]int // ranges of Grads, last layers first
+	bucketOf    []int    // per layer, the bucket whose allreduce it completes (-1: not the last)
+	train, test *Dataset
+	step        int
+	spanNames   []string // "backward/denseL" per layer
+}
+
+// New makes a rank's trainer. Every rank gets the same initial parameters
+// (rank 0's, broadcast).
+func New(ctx context.Context, c collectives.Communicator, rec Recorder, cfg Config, train, test *Dataset) (*Trainer, error) {
+	if rec == nil {
+		rec = noRecorder{time.Now()}
+	}
+	if err := cfg.Validate(c.Size(), train.Len()); err != nil {
+		return nil, err
+	}
+	sizes := append(append([]int{Pixels}, cfg.Hidden...), Classes)
+	m, err := NewMLP(sizes, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	t := &Trainer{cfg: cfg, c: c, rec: rec, Model: m, vel: make([]float32, len(m.Params)), train: train, test: test}
+	t.spanNames = make([]string, m.Layers()+1)
+	for l := 1; l <= m.Layers(); l++ {
+		t.spanNames[l] = fmt.Sprintf("backward/dense%d", l)
+	}
+	// Buckets: consecutive layers from the last, each at least BucketBytes.
+	t.bucketOf = make([]int, m.Layers()+1)
+	hi := len(m.Params)
+	for l := m.Layers(); l >= 1; l-- {
+		t.bucketOf[l] = -1
+		lo, _ := m.Range(l)
+		if (hi-lo)*4 >= cfg.BucketBytes || l == 1 {
+			t.bucketOf[l] = len(t.buckets)
+			t.buckets = append(t.buckets, [2]int{lo, hi})
+			hi = lo
+		}
+	}
+	if err := c.Broadcast(ctx, collectives.Float32s(m.Params), 0); err != nil {
+		return nil, fmt.Errorf("broadcasting the initial parameters: %w", err)
+	}
+	return t, nil
+}
+
+// Buckets returns the gradient ranges allreduced together.
+func (t *Trainer) Buckets() [][2]int { return t.buckets }
+
+// lr returns the learning rate at a fractional epoch.
+func (t *Trainer) lr(epoch float64) float64 {
+	n := float64(t.c.Size())
+	scaled := t.cfg.LR
+	switch t.cfg.LRScaling {
+	case "linear":
+		scaled *= n
+	case "sqrt":
+		scaled *= math.Sqrt(n)
+	}
+	if t.cfg.WarmupEpochs > 0 && epoch < t.cfg.WarmupEpochs {
+		return t.cfg.LR + (scaled-t.cfg.LR)*epoch/t.cfg.WarmupEpochs
+	}
+	return scaled
+}
+
+// StepsPerEpoch is how many global batches one epoch has.
+func (t *Trainer) StepsPerEpoch() int { return t.train.Len() / (t.cfg.BatchSize * t.c.Size()) }
+
+// perm returns the global order of the training images in an epoch; every
+// rank computes the same one and takes its part of each global batch.
+func (t *Trainer) perm(epoch int) []int {
+	return rand.New(rand.NewPCG(t.cfg.Seed, uint64(epoch)+1)).Perm(t.train.Len())
+}
+
+// Step trains on one global batch: this rank's part is images idx. It
+// returns this rank's loss and correct count, and how long it waited for
+// gradients after its own backward pass.
+func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64, correct int, wait time.Duration, err error) {
+	rec := t.rec
+	rec.SetStep(t.step)
+	stepStart := rec.Now()
+	b := len(idx)
+	s0 := rec.Now()
+	x := make([]float32, b*Pixels)
+	y := make([]uint8, b)
+	for i, j := range idx {
+		copy(x[i*Pixels:], t.train.Image(j))
+		y[i] = t.train.Labels[j]
+	}
+	rec.Compute("data", s0)
+	s0 = rec.Now()
+	t.Model.Forward(x, b)
+	loss, correct = t.Model.Loss(y)
+	rec.Compute("forward", s0)
+
+	reqs := make([]*collectives.Request, 0, len(t.buckets))
+	n := t.c.Size()
+	s0 = rec.Now()
+	t.Model.Backward(y, func(l int) {
+		rec.Compute(t.spanNames[l], s0)
+		s0 = rec.Now()
+		if k := t.bucketOf[l]; k >= 0 && t.cfg.Overlap && n > 1 {
+			r := t.buckets[k]
+			reqs = append(reqs, t.c.IAllReduce(ctx, collectives.Float32s(t.Model.Grads[r[0]:r[1]]), collectives.Sum))
+		}
+	})
+	w0 := time.Now()
+	if n > 1 {
+		if !t.cfg.Overlap {
+			for _, r := range t.buckets {
+				if err := t.c.AllReduce(ctx, collectives.Float32s(t.Model.Grads[r[0]:r[1]]), collectives.Sum); err != nil {
+					return 0, 0, 0, fmt.Errorf("averaging gradients: %w", err)
+				}
+			}
+		}
+		for _, r := range reqs {
+			if werr := r.Wait(); werr != nil && err == nil {
+				err = fmt.Errorf("averaging gradients: %w", werr)
+			}
+		}
+		if err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	wait = time.Since(w0)
+	s0 = rec.Now()
+	// SGD with momentum on the averaged gradient.
+	inv := 1 / float32(n)
+	mu, eta := float32(t.cfg.Momentum), float32(lr)
+	p, g, v := t.Model.Params, t.Model.Grads, t.vel
+	for i := range p {
+		v[i] = mu*v[i] + g[i]*inv
+		p[i] -= eta * v[i]
+	}
+	rec.Compute("optimizer", s0)
+	rec.StepSpan(t.step, stepStart)
+	t.step++
+	return loss, correct, wait, nil
+}
+
+// Evaluate returns the accuracy on the test set, each rank scoring its
+// share and the counts summed over ranks.
+func (t *Trainer) Evaluate(ctx context.Context) (float64, error) {
+	lo, hi := collectives.BlockRange(t.test.Len(), t.c.Size(), t.c.Rank())
+	correct := 0
+	const chunk = 500
+	for s := lo; s < hi; s += chunk {
+		e := min(s+chunk, hi)
+		t.Model.Forward(t.test.Images[s*Pixels:e*Pixels], e-s)
+		_, c := t.Model.Loss(t.test.Labels[s:e])
+		correct += c
+	}
+	counts := []float64{float64(correct)}
+	if err := t.c.AllReduce(ctx, collectives.Float64s(counts), collectives.Sum); err != nil {
+		return 0, fmt.Errorf("counting test results: %w", err)
+	}
+	return counts[0] / float64(t.test.Len()), nil
+}
+
+// Run trains for the configured epochs, calling each after every epoch
+// (on every rank) with the averaged figures.
+func (t *Trainer) Run(ctx context.Context, progress io.Writer, each func(Epoch)) error {
+	n, r := t.c.Size(), t.c.Rank()
+	b := t.cfg.BatchSize
+	steps := t.StepsPerEpoch()
+	lastPrint := time.Now()
+	for ep := range t.cfg.Epochs {
+		start := time.Now()
+		order := t.perm(ep)
+		var loss float64
+		var correct int
+		var waited time.Duration
+		lr := 0.0
+		for s := range steps {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			lr = t.lr(float64(ep) + float64(s)/float64(steps))
+			base := s * n * b
+			l, c, w, err := t.Step(ctx, order[base+r*b:base+(r+1)*b], lr)
+			if err != nil {
+				return fmt.Errorf("epoch %d step %d: %w", ep+1, s, err)
+			}
+			loss += l
+			correct += c
+			waited += w
+			// A line every few seconds: the output often goes through a
+			// launcher or a log, where carriage returns do not work.
+			if progress != nil && r == 0 && time.Since(lastPrint) >= 3*time.Second {
+				lastPrint = time.Now()
+				el := time.Since(start).Seconds()
+				fmt.Fprintf(progress, "epoch %d/%d  step %d/%d  loss %.4f  %.0f images/s\n",
+					ep+1, t.cfg.Epochs, s+1, steps, loss/float64(s+1), float64((s+1)*n*b)/el)
+			}
+		}
+		sums := []float64{loss / float64(steps), float64(correct)}
+		if err := t.c.AllReduce(ctx, collectives.Float64s(sums), collectives.Sum); err != nil {
+			return fmt.Errorf("epoch %d: averaging the loss: %w", ep+1, err)
+		}
+		acc, err := t.Evaluate(ctx)
+		if err != nil {
+			return err
+		}
+		e := Epoch{Epoch: ep + 1, Loss: sums[0] / float64(n), TrainAcc: sums[1] / float64(steps*n*b), TestAcc: acc,
+			Images: steps * n * b, Seconds: time.Since(start).Seconds(), LR: lr}
+		if el := time.Since(start); el > 0 {
+			e.CommShare = waited.Seconds() / el.Seconds()
+		}
+		t.rec.Mark("loss", e.Loss)
+		t.rec.Mark("train_accuracy", e.TrainAcc)
+		t.rec.Mark("test_accuracy", e.TestAcc)
+		if each != nil {
+			each(e)
+		}
+	}
+	return nil
+}

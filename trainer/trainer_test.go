@@ -1,0 +1,216 @@
+package trainer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/commprof/commprof/collectives"
+)
+
+func testConfig(batch int) Config {
+	return Config{Hidden: []int{32, 16}, BatchSize: batch, Epochs: 1, LR: 0.05, Momentum: 0.9, LRScaling: "none", Seed: 7, BucketBytes: 2048, Overlap: true}
+}
+
+// TestGradientAgainstFiniteDifferences checks Backward against the loss.
+func TestGradientAgainstFiniteDifferences(t *testing.T) {
+	d := Synthetic(6, 1)
+	m, err := NewMLP([]int{Pixels, 5, Classes}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Forward(d.Images, 6)
+	m.Backward(d.Labels, nil)
+	grads := append([]float32(nil), m.Grads...)
+	for _, i := range []int{0, 17, 3920, 3925, len(m.Params) - 11, len(m.Params) - 1} {
+		old := m.Params[i]
+		const h = 1e-2
+		m.Params[i] = old + h
+		m.Forward(d.Images, 6)
+		lp, _ := m.Loss(d.Labels)
+		m.Params[i] = old - h
+		m.Forward(d.Images, 6)
+		lm, _ := m.Loss(d.Labels)
+		m.Params[i] = old
+		num := (lp - lm) / (2 * h)
+		if math.Abs(num-float64(grads[i])) > 1e-3+0.05*math.Abs(num) {
+			t.Errorf("param %d: backward %v, finite difference %v", i, grads[i], num)
+		}
+	}
+}
+
+// runRanks trains k steps on n in-process ranks with per-rank batch b and
+// returns rank 0's parameters.
+func runRanks(t *testing.T, n, b, k int, overlap bool) []float32 {
+	t.Helper()
+	train, test := Synthetic(512, 1), Synthetic(64, 2)
+	ts := collectives.NewLocal(n)
+	var out []float32
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer ts[r].Close()
+			c, err := collectives.New(ts[r], collectives.Config{})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			cfg := testConfig(b)
+			cfg.Overlap = overlap
+			tr, err := New(context.Background(), c, nil, cfg, train, test)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			order := tr.perm(0)
+			for s := range k {
+				base := s * n * b
+				if _, _, _, err := tr.Step(context.Background(), order[base+r*b:base+(r+1)*b], 0.05); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+			if r == 0 {
+				out = tr.Model.Params
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return out
+}
+
+// TestDataParallelIsExact: 4 ranks with batch 8 end where one process with
+// batch 32 ends, step for step.
+func TestDataParallelIsExact(t *testing.T) {
+	one := runRanks(t, 1, 32, 6, true)
+	for _, overlap := range []bool{true, false} {
+		four := runRanks(t, 4, 8, 6, overlap)
+		var worst float64
+		for i := range one {
+			d := math.Abs(float64(one[i] - four[i]))
+			worst = max(worst, d/(1e-3+math.Abs(float64(one[i]))))
+		}
+		if worst > 1e-4 {
+			t.Errorf("overlap %v: parameters differ by up to %.2g (relative) after 6 steps", overlap, worst)
+		}
+	}
+	// A different batch split must not match: the test can fail.
+	if other := runRanks(t, 2, 8, 6, true); equalWithin(one, other, 1e-4) {
+		t.Error("2 ranks × 8 matched 1 × 32: the comparison proves nothing")
+	}
+}
+
+func equalWithin(a, b []float32, tol float64) bool {
+	for i := range a {
+		if math.Abs(float64(a[i]-b[i])) > tol*(1e-3+math.Abs(float64(a[i]))) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLearnsTheSyntheticSet(t *testing.T) {
+	train, test := Synthetic(6000, 1), Synthetic(1000, 2)
+	ts := collectives.NewLocal(1)
+	defer ts[0].Close()
+	c, _ := collectives.New(ts[0], collectives.Config{})
+	cfg := Config{Hidden: []int{64}, BatchSize: 32, Epochs: 2, LR: 0.05, Momentum: 0.9, LRScaling: "none", Seed: 1, BucketBytes: 1 << 20, Overlap: true}
+	tr, err := New(context.Background(), c, nil, cfg, train, test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Epoch
+	if err := tr.Run(context.Background(), nil, func(e Epoch) { last = e }); err != nil {
+		t.Fatal(err)
+	}
+	if last.TestAcc < 0.95 {
+		t.Fatalf("test accuracy %.3f after %d epochs, want at least 0.95", last.TestAcc, cfg.Epochs)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	good := testConfig(8)
+	for name, mod := range map[string]func(*Config){
+		"batch 0":         func(c *Config) { c.BatchSize = 0 },
+		"batch too large": func(c *Config) { c.BatchSize = 1000 },
+		"no epochs":       func(c *Config) { c.Epochs = 0 },
+		"lr":              func(c *Config) { c.LR = -1 },
+		"momentum":        func(c *Config) { c.Momentum = 1 },
+		"scaling":         func(c *Config) { c.LRScaling = "cubic" },
+		"hidden":          func(c *Config) { c.Hidden = []int{0} },
+	} {
+		c := good
+		mod(&c)
+		if c.Validate(4, 512) == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+}
+
+func writeIDX(t *testing.T, path string, magic uint32, dims []uint32, data []byte, gz bool) {
+	t.Helper()
+	var buf bytes.Buffer
+	_ = binary.Write(&buf, binary.BigEndian, magic)
+	_ = binary.Write(&buf, binary.BigEndian, dims)
+	buf.Write(data)
+	b := buf.Bytes()
+	if gz {
+		var z bytes.Buffer
+		w := gzip.NewWriter(&z)
+		w.Write(b)
+		w.Close()
+		b = z.Bytes()
+		path += ".gz"
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadIDX(t *testing.T) {
+	dir := t.TempDir()
+	img := make([]byte, 3*Pixels)
+	img[5], img[Pixels+6] = 255, 51
+	writeIDX(t, filepath.Join(dir, "train-images-idx3-ubyte"), 0x803, []uint32{3, 28, 28}, img, true)
+	writeIDX(t, filepath.Join(dir, "train-labels-idx1-ubyte"), 0x801, []uint32{3}, []byte{1, 2, 9}, false)
+	writeIDX(t, filepath.Join(dir, "t10k-images-idx3-ubyte"), 0x803, []uint32{1, 28, 28}, make([]byte, Pixels), false)
+	writeIDX(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), 0x801, []uint32{1}, []byte{4}, true)
+	train, test, err := LoadIDX(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if train.Len() != 3 || test.Len() != 1 || train.Labels[2] != 9 || train.Images[5] != 1 || train.Images[Pixels+6] != 0.2 {
+		t.Fatalf("train %d test %d labels %v", train.Len(), test.Len(), train.Labels)
+	}
+	// Broken inputs are refused with the file named.
+	writeIDX(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), 0x801, []uint32{1}, []byte{12}, false)
+	if _, _, err := LoadIDX(dir); err == nil || !strings.Contains(err.Error(), "not a class") {
+		t.Errorf("label 12: %v", err)
+	}
+	writeIDX(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), 0x803, []uint32{1}, []byte{1}, false)
+	if _, _, err := LoadIDX(dir); err == nil || !strings.Contains(err.Error(), "t10k-labels-idx1-ubyte: not an IDX file") {
+		t.Errorf("wrong magic: %v", err)
+	}
+	writeIDX(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), 0x801, []uint32{5}, []byte{1}, false)
+	if _, _, err := LoadIDX(dir); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("short file: %v", err)
+	}
+	if _, _, err := LoadIDX(t.TempDir()); err == nil || !strings.Contains(err.Error(), "train-images-idx3-ubyte") {
+		t.Errorf("empty directory: %v", err)
+	}
+}
