@@ -16,10 +16,10 @@ all: build
 build: go-deps
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/commprof
 
-# The main job: a 4-rank allreduce benchmark over loopback TCP, recorded
-# into runs/ (until the reference trainer lands).
+# The main job: the reference trainer on 4 local ranks over loopback TCP,
+# on its embedded data set, recorded into runs/.
 demo: build
-	$(BIN) record --ranks 4 -- bench allreduce
+	$(BIN) record --ranks 4 -- train
 
 deps: go-deps system-deps web-deps
 
