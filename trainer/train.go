@@ -41,6 +41,13 @@ type Config struct {
 	Seed         uint64
 	BucketBytes  int  // gradient allreduce bucket size
 	Overlap      bool // start each bucket's allreduce as soon as backward has produced it
+	// Sync is "allreduce" (the default) or "ps": a parameter server whose
+	// Servers ranks each own a shard of the parameters. Every rank still
+	// trains; each step it pushes its gradient's shards to their servers,
+	// which average them, apply the optimizer and send the new shard back
+	// to every rank: many-to-few and few-to-many instead of a ring.
+	Sync    string
+	Servers int
 }
 
 // Validate checks a configuration for a world of n ranks and a training
@@ -63,6 +70,10 @@ func (c Config) Validate(n, samples int) error {
 		return fmt.Errorf("warm-up of %v epochs: want 0 or more", c.WarmupEpochs)
 	case c.BucketBytes < 4:
 		return fmt.Errorf("bucket of %d bytes: want at least 4", c.BucketBytes)
+	case c.Sync != "" && c.Sync != "allreduce" && c.Sync != "ps":
+		return fmt.Errorf("synchronisation %q: want allreduce or ps", c.Sync)
+	case c.Sync == "ps" && (c.Servers < 1 || c.Servers > n):
+		return fmt.Errorf("%d parameter servers on %d ranks: want 1 to %d", c.Servers, n, n)
 	}
 	for _, h := range c.Hidden {
 		if h < 1 || h > 1<<16 {
@@ -184,8 +195,22 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 	loss, correct = t.Model.Loss(y)
 	rec.Compute("forward", s0)
 
-	reqs := make([]*collectives.Request, 0, len(t.buckets))
 	n := t.c.Size()
+	if t.cfg.Sync == "ps" {
+		s0 = rec.Now()
+		t.Model.Backward(y, func(l int) {
+			rec.Compute(t.spanNames[l], s0)
+			s0 = rec.Now()
+		})
+		w0 := time.Now()
+		if err := t.pushPull(ctx, lr); err != nil {
+			return 0, 0, 0, err
+		}
+		rec.StepSpan(t.step, stepStart)
+		t.step++
+		return loss, correct, time.Since(w0), nil
+	}
+	reqs := make([]*collectives.Request, 0, len(t.buckets))
 	s0 = rec.Now()
 	t.Model.Backward(y, func(l int) {
 		rec.Compute(t.spanNames[l], s0)
@@ -227,6 +252,55 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 	rec.StepSpan(t.step, stepStart)
 	t.step++
 	return loss, correct, wait, nil
+}
+
+// pushPull is one parameter-server step: every rank sends shard k of its
+// gradient to server k; server k sums the shards, applies SGD with momentum
+// to its shard of the parameters and sends it to every rank.
+func (t *Trainer) pushPull(ctx context.Context, lr float64) error {
+	n, r, k := t.c.Size(), t.c.Rank(), t.cfg.Servers
+	p, g := t.Model.Params, t.Model.Grads
+	tag := 2 * t.step
+	for s := range k {
+		lo, hi := collectives.BlockRange(len(g), k, s)
+		if err := t.c.Send(ctx, collectives.Float32s(g[lo:hi]), s, tag); err != nil {
+			return fmt.Errorf("pushing gradients to server %d: %w", s, err)
+		}
+	}
+	if r < k {
+		s0 := t.rec.Now()
+		lo, hi := collectives.BlockRange(len(g), k, r)
+		sum := make([]float32, hi-lo)
+		in := make([]float32, hi-lo)
+		for w := range n {
+			if err := t.c.Recv(ctx, collectives.Float32s(in), w, tag); err != nil {
+				return fmt.Errorf("server %d: gradients from rank %d: %w", r, w, err)
+			}
+			for i, v := range in {
+				sum[i] += v
+			}
+		}
+		inv := 1 / float32(n)
+		mu, eta := float32(t.cfg.Momentum), float32(lr)
+		v := t.vel[lo:hi]
+		for i := range sum {
+			v[i] = mu*v[i] + sum[i]*inv
+			p[lo+i] -= eta * v[i]
+		}
+		t.rec.Compute("optimizer", s0)
+		for w := range n {
+			if err := t.c.Send(ctx, collectives.Float32s(p[lo:hi]), w, tag+1); err != nil {
+				return fmt.Errorf("server %d: parameters to rank %d: %w", r, w, err)
+			}
+		}
+	}
+	for s := range k {
+		lo, hi := collectives.BlockRange(len(p), k, s)
+		if err := t.c.Recv(ctx, collectives.Float32s(p[lo:hi]), s, tag+1); err != nil {
+			return fmt.Errorf("pulling parameters from server %d: %w", s, err)
+		}
+	}
+	return nil
 }
 
 // Evaluate returns the accuracy on the test set, each rank scoring its

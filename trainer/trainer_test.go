@@ -48,7 +48,7 @@ func TestGradientAgainstFiniteDifferences(t *testing.T) {
 
 // runRanks trains k steps on n in-process ranks with per-rank batch b and
 // returns rank 0's parameters.
-func runRanks(t *testing.T, n, b, k int, overlap bool) []float32 {
+func runRanks(t *testing.T, n, b, k int, overlap bool, mods ...func(*Config)) []float32 {
 	t.Helper()
 	train, test := Synthetic(512, 1), Synthetic(64, 2)
 	ts := collectives.NewLocal(n)
@@ -67,6 +67,9 @@ func runRanks(t *testing.T, n, b, k int, overlap bool) []float32 {
 			}
 			cfg := testConfig(b)
 			cfg.Overlap = overlap
+			for _, m := range mods {
+				m(&cfg)
+			}
 			tr, err := New(context.Background(), c, nil, cfg, train, test)
 			if err != nil {
 				errs[r] = err
@@ -107,6 +110,12 @@ func TestDataParallelIsExact(t *testing.T) {
 		}
 		if worst > 1e-4 {
 			t.Errorf("overlap %v: parameters differ by up to %.2g (relative) after 6 steps", overlap, worst)
+		}
+	}
+	for _, servers := range []int{1, 2, 4} {
+		ps := runRanks(t, 4, 8, 6, false, func(c *Config) { c.Sync, c.Servers = "ps", servers })
+		if !equalWithin(one, ps, 1e-4) {
+			t.Errorf("parameter server with %d servers: parameters differ from one process", servers)
 		}
 	}
 	// A different batch split must not match: the test can fail.

@@ -32,6 +32,8 @@ type trainOptions struct {
 	bucketMB     float64
 	overlap      bool
 	algo         string
+	sync         string
+	servers      int
 	quiet        bool
 	stdout, errw io.Writer
 }
@@ -71,6 +73,8 @@ accuracy are recorded with the communication.`,
 	f.Float64Var(&o.bucketMB, "bucket-mb", 1, "gradient allreduce bucket size, MiB")
 	f.BoolVar(&o.overlap, "overlap", true, "overlap each bucket's allreduce with the rest of backward")
 	f.StringVar(&o.algo, "algo", "auto", "allreduce algorithm: auto, ring, recursive_doubling, rabenseifner, tree")
+	f.StringVar(&o.sync, "sync", "allreduce", "gradient synchronisation: allreduce, or ps (parameter server)")
+	f.IntVar(&o.servers, "servers", 1, "with --sync ps, how many ranks serve a shard of the parameters")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the final figures")
 	return cmd
 }
@@ -87,6 +91,7 @@ func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
 	cfg.BatchSize, cfg.Epochs, cfg.LR, cfg.Momentum = o.batch, o.epochs, o.lr, o.momentum
 	cfg.LRScaling, cfg.WarmupEpochs, cfg.Seed, cfg.Overlap = o.scaling, o.warmup, o.seed, o.overlap
 	cfg.BucketBytes = int(o.bucketMB * (1 << 20))
+	cfg.Sync, cfg.Servers = o.sync, o.servers
 	algo, err := collectives.ParseAlgo(o.algo)
 	if err != nil {
 		return cfg, collectives.Config{}, usagef("--algo: %v", err)
@@ -95,7 +100,9 @@ func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
 	if o.synthetic < 100 {
 		return cfg, ccfg, usagef("--synthetic-size %d: want at least 100", o.synthetic)
 	}
-	if err := cfg.Validate(1, 1<<31); err != nil {
+	check := cfg
+	check.Servers = min(check.Servers, 1) // the rank count is not known yet
+	if err := check.Validate(1, 1<<31); err != nil {
 		return cfg, ccfg, usageError{err}
 	}
 	return cfg, ccfg, nil
@@ -139,7 +146,10 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		"global_batch": strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), "lr": fmt.Sprint(o.lr),
 		"momentum": fmt.Sprint(o.momentum), "lr_scaling": o.scaling, "warmup_epochs": fmt.Sprint(o.warmup),
 		"data": data, "seed": fmt.Sprint(o.seed), "bucket_mb": fmt.Sprint(o.bucketMB), "overlap": strconv.FormatBool(o.overlap),
-		"algo": o.algo, "ranks": strconv.Itoa(job.Size)}
+		"algo": o.algo, "ranks": strconv.Itoa(job.Size), "sync": o.sync}
+	if o.sync == "ps" {
+		config["servers"] = strconv.Itoa(o.servers)
+	}
 	return rankMain(ctx, job, ccfg, config, func(ctx context.Context, c collectives.Communicator, tools rankTools) error {
 		if err := agree(ctx, c, config); err != nil {
 			return err

@@ -63,3 +63,36 @@ func TestTrainBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordParameterServer: with one server, every gradient push goes to
+// rank 0 and every parameter pull comes from it.
+func TestRecordParameterServer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := commprof(t, nil, "record", "--ranks", "3", "--out", dir, "--", "train", "--synthetic-size", "600", "--hidden", "16",
+		"--epochs", "1", "--batch-size", "16", "--sync", "ps", "--servers", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushes := 0
+	for _, rk := range run.Ranks {
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindSend && e.Name == "sendrecv" && e.Seq%2 == 0 {
+				pushes++
+				if e.Peer != 0 {
+					t.Fatalf("rank %d pushed a gradient to rank %d", e.Rank, e.Peer)
+				}
+			}
+		}
+	}
+	// 600/48 = 12 steps, 3 ranks pushing each step.
+	if pushes != 12*3 {
+		t.Errorf("%d gradient pushes, want 36", pushes)
+	}
+	if run.Manifest.Config["sync"] != "ps" || run.Manifest.Metrics["test_accuracy"] <= 0 {
+		t.Errorf("manifest %+v", run.Manifest)
+	}
+}
