@@ -64,6 +64,7 @@ func (e *RankError) Error() string {
 type rank struct {
 	n        int
 	cmd      *exec.Cmd
+	writers  []*os.File // this process's copies of the rank's output pipes
 	mu       sync.Mutex
 	lastLine string
 	done     chan struct{}
@@ -122,18 +123,25 @@ func Run(ctx context.Context, s Spec) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		r := &rank{n: i, cmd: cmd, done: make(chan struct{})}
 		ranks[i] = r
-		stdout, err := cmd.StdoutPipe()
+		// Pipes of our own rather than cmd.StdoutPipe: Wait closes those
+		// as soon as the process exits, losing output not yet read.
+		stdout, stdoutW, err := os.Pipe()
 		if err != nil {
 			return fmt.Errorf("launch: rank %d: %w", i, err)
 		}
-		stderr, err := cmd.StderrPipe()
+		stderr, stderrW, err := os.Pipe()
 		if err != nil {
+			stdout.Close()
+			stdoutW.Close()
 			return fmt.Errorf("launch: rank %d: %w", i, err)
 		}
+		cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+		r.writers = []*os.File{stdoutW, stderrW}
 		prefix := fmt.Sprintf("[rank %d] ", i)
 		pipes.Add(2)
 		go func() {
 			defer pipes.Done()
+			defer stdout.Close()
 			if i == 0 {
 				forward(stdout, s.Stdout, "", &out, nil)
 			} else {
@@ -142,8 +150,16 @@ func Run(ctx context.Context, s Spec) error {
 		}()
 		go func() {
 			defer pipes.Done()
+			defer stderr.Close()
 			forward(stderr, s.Stderr, prefix, &out, r)
 		}()
+	}
+	closeWriters := func(rs []*rank) {
+		for _, r := range rs {
+			for _, w := range r.writers {
+				w.Close()
+			}
+		}
 	}
 	for i, r := range ranks {
 		if err := r.cmd.Start(); err != nil {
@@ -151,10 +167,13 @@ func Run(ctx context.Context, s Spec) error {
 				_ = q.cmd.Process.Kill()
 				_ = q.cmd.Wait()
 			}
+			closeWriters(ranks)
+			pipes.Wait()
 			return fmt.Errorf("launch: starting rank %d (%s): %w", i, s.Path, err)
 		}
 	}
-	lf.Close() // rank 0 has it now
+	closeWriters(ranks) // the ranks hold their own copies; EOF comes when they exit
+	lf.Close()          // rank 0 has it now
 
 	exited := make(chan *rank, len(ranks))
 	for _, r := range ranks {

@@ -115,3 +115,20 @@ func TestBadSpec(t *testing.T) {
 		t.Errorf("missing program: %v", err)
 	}
 }
+
+// TestNoOutputLost: a rank that writes and exits at once must have all of
+// its output forwarded (reading must finish before the pipe is dropped).
+func TestNoOutputLost(t *testing.T) {
+	for range 5 {
+		err, out, errOut, _ := sh(t, 3, `i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); done`, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(out, "\n"); n != 300 {
+			t.Fatalf("rank 0: %d of 300 lines forwarded", n)
+		}
+		if n := strings.Count(errOut, "] line "); n != 600 {
+			t.Fatalf("ranks 1 and 2: %d of 600 lines forwarded", n)
+		}
+	}
+}
