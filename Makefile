@@ -7,7 +7,7 @@ BIN     := bin/commprof
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := openmpi-bin libopenmpi-dev iproute2
+APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist
 
 .PHONY: all build demo test deps go-deps system-deps web-deps bench bench-go bench-mpi vet fmt clean
 

@@ -35,7 +35,9 @@ type Config struct {
 	BatchSize    int     // per rank
 	Epochs       int     //
 	LR           float64 // base learning rate, for one rank
-	Momentum     float64
+	Momentum     float64 // SGD momentum, or Adam's beta1
+	Optimizer    string  // sgd (with momentum, the default) or adam
+	Decay        string  // none (the default) or cosine: the learning rate falls to 0 over the epochs after warm-up
 	LRScaling    string  // none, linear or sqrt: multiply LR by N or sqrt(N)
 	WarmupEpochs float64 // ramp the LR from base to scaled over this many epochs
 	Seed         uint64
@@ -70,6 +72,10 @@ func (c Config) Validate(n, samples int) error {
 		return fmt.Errorf("warm-up of %v epochs: want 0 or more", c.WarmupEpochs)
 	case c.BucketBytes < 4:
 		return fmt.Errorf("bucket of %d bytes: want at least 4", c.BucketBytes)
+	case c.Optimizer != "" && c.Optimizer != "sgd" && c.Optimizer != "adam":
+		return fmt.Errorf("optimizer %q: want sgd or adam", c.Optimizer)
+	case c.Decay != "" && c.Decay != "none" && c.Decay != "cosine":
+		return fmt.Errorf("decay %q: want none or cosine", c.Decay)
 	case c.Sync != "" && c.Sync != "allreduce" && c.Sync != "ps":
 		return fmt.Errorf("synchronisation %q: want allreduce or ps", c.Sync)
 	case c.Sync == "ps" && (c.Servers < 1 || c.Servers > n):
@@ -101,9 +107,9 @@ type Trainer struct {
 	c           collectives.Communicator
 	rec         Recorder
 	Model       *MLP
-	vel         []float32
-	buckets     [][2]int // ranges of Grads, last layers first
-	bucketOf    []int    // per layer, the bucket whose allreduce it completes (-1: not the last)
+	vel, sq     []float32 // momentum (Adam: first moment) and Adam's second moment
+	buckets     [][2]int  // ranges of Grads, last layers first
+	bucketOf    []int     // per layer, the bucket whose allreduce it completes (-1: not the last)
 	train, test *Dataset
 	step        int
 	spanNames   []string // "backward/denseL" per layer
@@ -124,6 +130,9 @@ func New(ctx context.Context, c collectives.Communicator, rec Recorder, cfg Conf
 		return nil, err
 	}
 	t := &Trainer{cfg: cfg, c: c, rec: rec, Model: m, vel: make([]float32, len(m.Params)), train: train, test: test}
+	if cfg.Optimizer == "adam" {
+		t.sq = make([]float32, len(m.Params))
+	}
 	t.spanNames = make([]string, m.Layers()+1)
 	for l := 1; l <= m.Layers(); l++ {
 		t.spanNames[l] = fmt.Sprintf("backward/dense%d", l)
@@ -162,7 +171,40 @@ func (t *Trainer) lr(epoch float64) float64 {
 	if t.cfg.WarmupEpochs > 0 && epoch < t.cfg.WarmupEpochs {
 		return t.cfg.LR + (scaled-t.cfg.LR)*epoch/t.cfg.WarmupEpochs
 	}
+	if t.cfg.Decay == "cosine" {
+		span := float64(t.cfg.Epochs) - t.cfg.WarmupEpochs
+		if span > 0 {
+			return scaled * 0.5 * (1 + math.Cos(math.Pi*(epoch-t.cfg.WarmupEpochs)/span))
+		}
+	}
 	return scaled
+}
+
+// update applies the optimizer to params[lo:hi] with the summed gradient
+// g (of n ranks): SGD with momentum, or Adam.
+func (t *Trainer) update(lo int, g []float32, n int, lr float64) {
+	p := t.Model.Params[lo : lo+len(g)]
+	v := t.vel[lo : lo+len(g)]
+	inv := 1 / float32(n)
+	if t.cfg.Optimizer != "adam" {
+		mu, eta := float32(t.cfg.Momentum), float32(lr)
+		for i := range p {
+			v[i] = mu*v[i] + g[i]*inv
+			p[i] -= eta * v[i]
+		}
+		return
+	}
+	const beta2, eps = 0.999, 1e-8
+	b1 := t.cfg.Momentum
+	step := float64(t.step + 1)
+	c1, c2 := 1-math.Pow(b1, step), 1-math.Pow(beta2, step)
+	m2 := t.sq[lo : lo+len(g)]
+	for i := range p {
+		gi := g[i] * inv
+		v[i] = float32(b1)*v[i] + float32(1-b1)*gi
+		m2[i] = beta2*m2[i] + (1-beta2)*gi*gi
+		p[i] -= float32(lr * (float64(v[i]) / c1) / (math.Sqrt(float64(m2[i])/c2) + eps))
+	}
 }
 
 // StepsPerEpoch is how many global batches one epoch has.
@@ -240,14 +282,7 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 	}
 	wait = time.Since(w0)
 	s0 = rec.Now()
-	// SGD with momentum on the averaged gradient.
-	inv := 1 / float32(n)
-	mu, eta := float32(t.cfg.Momentum), float32(lr)
-	p, g, v := t.Model.Params, t.Model.Grads, t.vel
-	for i := range p {
-		v[i] = mu*v[i] + g[i]*inv
-		p[i] -= eta * v[i]
-	}
+	t.update(0, t.Model.Grads, n, lr)
 	rec.Compute("optimizer", s0)
 	rec.StepSpan(t.step, stepStart)
 	t.step++
@@ -280,13 +315,7 @@ func (t *Trainer) pushPull(ctx context.Context, lr float64) error {
 				sum[i] += v
 			}
 		}
-		inv := 1 / float32(n)
-		mu, eta := float32(t.cfg.Momentum), float32(lr)
-		v := t.vel[lo:hi]
-		for i := range sum {
-			v[i] = mu*v[i] + sum[i]*inv
-			p[lo+i] -= eta * v[i]
-		}
+		t.update(lo, sum, n, lr)
 		t.rec.Compute("optimizer", s0)
 		for w := range n {
 			if err := t.c.Send(ctx, collectives.Float32s(p[lo:hi]), w, tag+1); err != nil {

@@ -78,7 +78,7 @@ func runRanks(t *testing.T, n, b, k int, overlap bool, mods ...func(*Config)) []
 			order := tr.perm(0)
 			for s := range k {
 				base := s * n * b
-				if _, _, _, err := tr.Step(context.Background(), order[base+r*b:base+(r+1)*b], 0.05); err != nil {
+				if _, _, _, err := tr.Step(context.Background(), order[base+r*b:base+(r+1)*b], tr.lr(float64(s)/10)); err != nil {
 					errs[r] = err
 					return
 				}
@@ -117,6 +117,10 @@ func TestDataParallelIsExact(t *testing.T) {
 		if !equalWithin(one, ps, 1e-4) {
 			t.Errorf("parameter server with %d servers: parameters differ from one process", servers)
 		}
+	}
+	adam := func(c *Config) { c.Optimizer, c.LR, c.Decay, c.Epochs = "adam", 0.001, "cosine", 2 }
+	if !equalWithin(runRanks(t, 1, 32, 6, true, adam), runRanks(t, 4, 8, 6, true, adam), 1e-3) {
+		t.Error("Adam with cosine decay: 4 ranks × 8 differ from 1 × 32")
 	}
 	// A different batch split must not match: the test can fail.
 	if other := runRanks(t, 2, 8, 6, true); equalWithin(one, other, 1e-4) {
@@ -221,5 +225,34 @@ func TestLoadIDX(t *testing.T) {
 	}
 	if _, _, err := LoadIDX(t.TempDir()); err == nil || !strings.Contains(err.Error(), "train-images-idx3-ubyte") {
 		t.Errorf("empty directory: %v", err)
+	}
+}
+
+func TestSchedules(t *testing.T) {
+	ts := collectives.NewLocal(1)
+	defer ts[0].Close()
+	c, _ := collectives.New(ts[0], collectives.Config{})
+	tr := &Trainer{c: c, cfg: Config{LR: 0.1, LRScaling: "linear", WarmupEpochs: 1, Epochs: 3, Decay: "cosine"}}
+	// One rank: linear scaling is ×1; warm-up from 0.1 to 0.1; cosine from 0.1 at epoch 1 to 0 at epoch 3.
+	for epoch, want := range map[float64]float64{0: 0.1, 1: 0.1, 2: 0.05, 3: 0} {
+		if got := tr.lr(epoch); math.Abs(got-want) > 1e-12 {
+			t.Errorf("lr(%v) = %v, want %v", epoch, got, want)
+		}
+	}
+	// Four ranks: warm up from 0.1 to 0.4 (linear) or 0.2 (sqrt) over the first epoch.
+	ts4 := collectives.NewLocal(4)
+	defer func() {
+		for _, x := range ts4 {
+			x.Close()
+		}
+	}()
+	c4, _ := collectives.New(ts4[0], collectives.Config{})
+	for scaling, wants := range map[string][3]float64{"linear": {0.1, 0.25, 0.4}, "sqrt": {0.1, 0.15, 0.2}, "none": {0.1, 0.1, 0.1}} {
+		tr := &Trainer{c: c4, cfg: Config{LR: 0.1, LRScaling: scaling, WarmupEpochs: 1, Epochs: 3}}
+		for i, epoch := range []float64{0, 0.5, 2} {
+			if got := tr.lr(epoch); math.Abs(got-wants[i]) > 1e-12 {
+				t.Errorf("%s: lr(%v) = %v, want %v", scaling, epoch, got, wants[i])
+			}
+		}
 	}
 }

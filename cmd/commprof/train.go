@@ -32,6 +32,8 @@ type trainOptions struct {
 	bucketMB     float64
 	overlap      bool
 	algo         string
+	optimizer    string
+	decay        string
 	sync         string
 	servers      int
 	quiet        bool
@@ -64,7 +66,9 @@ accuracy are recorded with the communication.`,
 	f.IntVar(&o.batch, "batch-size", 64, "images per rank per step")
 	f.IntVar(&o.epochs, "epochs", 3, "passes over the training set")
 	f.Float64Var(&o.lr, "lr", 0.05, "learning rate for one rank")
-	f.Float64Var(&o.momentum, "momentum", 0.9, "SGD momentum")
+	f.Float64Var(&o.momentum, "momentum", 0.9, "SGD momentum (Adam's beta1)")
+	f.StringVar(&o.optimizer, "optimizer", "sgd", "sgd (with momentum) or adam")
+	f.StringVar(&o.decay, "decay", "none", "learning-rate decay after warm-up: none or cosine")
 	f.StringVar(&o.scaling, "lr-scaling", "none", "scale the learning rate by the rank count: none, linear or sqrt")
 	f.Float64Var(&o.warmup, "warmup-epochs", 0, "ramp the learning rate up to the scaled one over this many epochs")
 	f.StringVar(&o.data, "data", "", "directory of MNIST-format IDX files (default: the embedded synthetic set)")
@@ -92,6 +96,7 @@ func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
 	cfg.LRScaling, cfg.WarmupEpochs, cfg.Seed, cfg.Overlap = o.scaling, o.warmup, o.seed, o.overlap
 	cfg.BucketBytes = int(o.bucketMB * (1 << 20))
 	cfg.Sync, cfg.Servers = o.sync, o.servers
+	cfg.Optimizer, cfg.Decay = o.optimizer, o.decay
 	algo, err := collectives.ParseAlgo(o.algo)
 	if err != nil {
 		return cfg, collectives.Config{}, usagef("--algo: %v", err)
@@ -146,7 +151,8 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		"global_batch": strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), "lr": fmt.Sprint(o.lr),
 		"momentum": fmt.Sprint(o.momentum), "lr_scaling": o.scaling, "warmup_epochs": fmt.Sprint(o.warmup),
 		"data": data, "seed": fmt.Sprint(o.seed), "bucket_mb": fmt.Sprint(o.bucketMB), "overlap": strconv.FormatBool(o.overlap),
-		"algo": o.algo, "ranks": strconv.Itoa(job.Size), "sync": o.sync}
+		"algo": o.algo, "ranks": strconv.Itoa(job.Size), "sync": o.sync,
+		"optimizer": o.optimizer, "decay": o.decay}
 	if o.sync == "ps" {
 		config["servers"] = strconv.Itoa(o.servers)
 	}
