@@ -35,6 +35,24 @@ func realistic(n int) []Event {
 // batch is the recorder's buffer size: the events of one record batch.
 const batch = 16384
 
+// encode writes evs as one stream in batches of the recorder's size.
+func encode(b *testing.B, evs []Event, codec Codec, info RankInfo) []byte {
+	var out bytes.Buffer
+	w, err := NewWriter(&out, info, WriterOptions{Codec: codec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for j := 0; j < len(evs); j += batch {
+		if err := w.Write(evs[j:min(j+batch, len(evs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return out.Bytes()
+}
+
 // BenchmarkWrite encodes batches of events as the recorder hands them over
 // and reports the bytes each event takes on disk.
 func BenchmarkWrite(b *testing.B) {
@@ -65,18 +83,11 @@ func BenchmarkWrite(b *testing.B) {
 func BenchmarkRead(b *testing.B) {
 	for _, codec := range []Codec{Zstd, LZ4, None} {
 		b.Run(string(codec), func(b *testing.B) {
-			evs := realistic(1 << 16)
-			var out bytes.Buffer
-			w, _ := NewWriter(&out, RankInfo{WorldSize: 1}, WriterOptions{Codec: codec})
-			for j := 0; j < len(evs); j += batch {
-				_ = w.Write(evs[j : j+batch])
-			}
-			_ = w.Close()
-			data := out.Bytes()
+			data := encode(b, realistic(1<<16), codec, RankInfo{WorldSize: 1})
 			b.ResetTimer()
 			start := time.Now()
 			read := 0
-			dst := make([]Event, 0, len(evs))
+			dst := make([]Event, 0, 1<<16)
 			for i := 0; i < b.N; i++ {
 				r, err := NewReader(bytes.NewReader(data), ReaderOptions{Alloc: memory.DefaultAllocator})
 				if err != nil {
@@ -108,13 +119,7 @@ func BenchmarkReadRun(b *testing.B) {
 			dir := b.TempDir()
 			evs := realistic(1 << 18)
 			for r := range 4 {
-				var out bytes.Buffer
-				w, _ := NewWriter(&out, RankInfo{Rank: r, WorldSize: 4}, WriterOptions{Codec: codec})
-				for j := 0; j < len(evs); j += batch {
-					_ = w.Write(evs[j : j+batch])
-				}
-				_ = w.Close()
-				if err := os.WriteFile(filepath.Join(dir, RankFile(r)), out.Bytes(), 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, RankFile(r)), encode(b, evs, codec, RankInfo{Rank: r, WorldSize: 4}), 0o644); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -137,14 +142,7 @@ func BenchmarkReadRun(b *testing.B) {
 func BenchmarkReadBatches(b *testing.B) {
 	for _, codec := range []Codec{Zstd, LZ4, None} {
 		b.Run(string(codec), func(b *testing.B) {
-			evs := realistic(1 << 18)
-			var out bytes.Buffer
-			w, _ := NewWriter(&out, RankInfo{WorldSize: 1}, WriterOptions{Codec: codec})
-			for j := 0; j < len(evs); j += batch {
-				_ = w.Write(evs[j : j+batch])
-			}
-			_ = w.Close()
-			data := out.Bytes()
+			data := encode(b, realistic(1<<18), codec, RankInfo{WorldSize: 1})
 			b.ResetTimer()
 			read := 0
 			var bt Batch

@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 )
@@ -210,100 +209,15 @@ func (r *Reader) ReadAll() ([]Event, error) {
 	return evs, err
 }
 
+// decode appends a record batch's rows to dst as Events.
 func decode(rec arrow.Record, cols *[numCols]int, dst []Event) ([]Event, error) {
-	n := int(rec.NumRows())
-	if err := checkRows(rec, cols, n); err != nil {
+	var b Batch
+	if err := fill(rec, cols, &b); err != nil {
 		return dst, err
 	}
-	var err error
-	col := func(i int) arrow.Array { return rec.Column(cols[i]) }
-	bad := func(i int) {
-		if err == nil {
-			err = fmt.Errorf("column %s is %T of %d rows in a batch of %d", fields[i].Name, col(i), col(i).Len(), n)
-		}
-	}
-	i32 := func(i int) []int32 {
-		if a, ok := col(i).(*array.Int32); ok && a.Len() == n && a.NullN() == 0 {
-			return a.Int32Values()
-		}
-		bad(i)
-		return make([]int32, n)
-	}
-	i64 := func(i int) []int64 {
-		if a, ok := col(i).(*array.Int64); ok && a.Len() == n && a.NullN() == 0 {
-			return a.Int64Values()
-		}
-		bad(i)
-		return make([]int64, n)
-	}
-	// dict returns a dictionary column as indices into its values; every
-	// index is checked here, so the loop below cannot go out of range.
-	dict := func(i int) ([]int32, []string) {
-		idx := make([]int32, n)
-		d, ok := col(i).(*array.Dictionary)
-		if !ok || d.Len() != n || d.NullN() != 0 {
-			bad(i)
-			return idx, []string{""}
-		}
-		vals, ok := d.Dictionary().(*array.String)
-		if !ok || vals.Len() == 0 {
-			bad(i)
-			return idx, []string{""}
-		}
-		strs := make([]string, vals.Len())
-		for j := range strs {
-			strs[j] = vals.Value(j)
-		}
-		switch ix := d.Indices().(type) {
-		case *array.Int8:
-			for j, k := range ix.Int8Values() {
-				idx[j] = int32(k)
-			}
-		case *array.Int32:
-			copy(idx, ix.Int32Values())
-		default:
-			bad(i)
-		}
-		for _, k := range idx {
-			if k < 0 || int(k) >= len(strs) {
-				if err == nil {
-					err = fmt.Errorf("column %s: dictionary index %d out of %d values", fields[i].Name, k, len(strs))
-				}
-				return make([]int32, n), []string{""}
-			}
-		}
-		return idx, strs
-	}
-	rank, start, dur, bytes := i32(0), i64(3), i64(4), i64(5)
-	peer, seq, step := i32(6), i64(7), i32(8)
-	root, chunk, wait := i32(11), i32(12), i64(14)
-	kindIx, kindStr := dict(1)
-	nameIx, names := dict(2)
-	algoIx, algos := dict(9)
-	dtypeIx, dtypes := dict(10)
-	commIx, comms := dict(13)
-	var value []float64
-	if a, ok := col(15).(*array.Float64); ok && a.Len() == n {
-		value = a.Float64Values()
-	} else {
-		bad(15)
-	}
-	if err != nil {
-		return dst, err
-	}
-	kinds := make([]Kind, len(kindStr))
-	for j, k := range kindStr {
-		if kinds[j], err = ParseKind(k); err != nil {
-			return dst, err
-		}
-	}
-	dst = slices.Grow(dst, n)
-	for j := range n {
-		dst = append(dst, Event{
-			Rank: rank[j], Kind: kinds[kindIx[j]], Name: names[nameIx[j]], Start: start[j], Dur: dur[j], Bytes: bytes[j],
-			Peer: peer[j], Seq: seq[j], Step: step[j], Algo: algos[algoIx[j]], DType: dtypes[dtypeIx[j]], Root: root[j],
-			Chunk: chunk[j], Comm: comms[commIx[j]], Wait: wait[j], Value: value[j],
-		})
+	dst = slices.Grow(dst, b.Len)
+	for i := range b.Len {
+		dst = append(dst, b.Event(i))
 	}
 	return dst, nil
 }
