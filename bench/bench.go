@@ -1,7 +1,8 @@
 // Package bench measures collectives the way nccl-tests does: for each size
-// it times every iteration of a collective on every rank, checks every
-// result against the exact expected value, and reports the slowest rank's
-// mean time with the algorithm and bus bandwidth.
+// it times iterations of a collective back to back on every rank, checks
+// the results of the warm-up iterations and of one iteration after the
+// timed ones against the exact expected values, and reports the slowest
+// rank's mean time with the algorithm and bus bandwidth.
 package bench
 
 import (

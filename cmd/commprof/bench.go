@@ -35,9 +35,11 @@ func newBenchCmd(argv []string) *cobra.Command {
 		Use:   "bench allreduce|broadcast|reduce|allgather|reducescatter",
 		Short: "Measure a collective over a range of sizes, like nccl-tests",
 		Long: `bench times a collective for sizes from --min to --max bytes on --ranks local
-ranks (or on the ranks a launcher such as mpirun or srun started), checks every
-result, and prints size, count, type, algorithm, the slowest rank's mean time,
-algbw and busbw (nccl-tests factors) and the number of wrong elements.`,
+ranks (or on the ranks a launcher such as mpirun or srun started), as nccl-tests
+does: checked warm-up iterations, the timed iterations back to back, one more
+checked iteration. It prints size, count, type, algorithm, the slowest rank's
+mean time, algbw and busbw (nccl-tests factors) and the number of wrong
+elements found.`,
 		Example: `  commprof bench allreduce --ranks 4
   commprof bench broadcast --ranks 8 --min 1K --max 16M --algo chain
   mpirun -np 4 commprof bench allreduce --json`,
