@@ -9,6 +9,28 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 )
 
+// Model is a network the trainer trains data-parallel. Its parameters and
+// gradients are each one flat slice, layer by layer, so that a range of
+// layers is one buffer to allreduce.
+type Model interface {
+	Weights() []float32
+	Gradients() []float32
+	// Layers is the number of layers with parameters; Range(l) is layer
+	// l's (1-based) part of Weights and Gradients.
+	Layers() int
+	Range(l int) (lo, hi int)
+	// Forward returns the class probabilities of batch images (batch×Pixels);
+	// train turns dropout on.
+	Forward(x []float32, batch int, train bool) []float32
+	// Loss is the mean cross-entropy of the last Forward and how many it
+	// got right.
+	Loss(labels []uint8) (float64, int)
+	// Backward computes Gradients for the last Forward, last layer first,
+	// calling done(l) as soon as layer l's are complete.
+	Backward(labels []uint8, done func(layer int))
+	Describe() string
+}
+
 // MLP is a multi-layer perceptron with ReLU hidden layers and a softmax
 // output. Its parameters (and their gradients) live in one flat slice,
 // layer by layer (weights out×in, then biases), so that a contiguous range
@@ -80,8 +102,28 @@ func (m *MLP) ensure(batch int) {
 	}
 }
 
-// Forward computes the output probabilities for batch images x (batch×Pixels).
-func (m *MLP) Forward(x []float32, batch int) []float32 {
+// Weights implements Model.
+func (m *MLP) Weights() []float32 { return m.Params }
+
+// Gradients implements Model.
+func (m *MLP) Gradients() []float32 { return m.Grads }
+
+// Describe implements Model.
+func (m *MLP) Describe() string {
+	s := "mlp"
+	for i, n := range m.Sizes {
+		if i == 0 {
+			s += fmt.Sprintf(" %d", n)
+		} else {
+			s += fmt.Sprintf("-%d", n)
+		}
+	}
+	return s
+}
+
+// Forward computes the output probabilities for batch images x
+// (batch×Pixels); the MLP has no dropout, so train changes nothing.
+func (m *MLP) Forward(x []float32, batch int, train bool) []float32 {
 	m.ensure(batch)
 	m.acts[0] = x
 	L := m.Layers()
@@ -127,7 +169,10 @@ func softmax(z, p []float32) {
 // Loss returns the mean cross-entropy of the last forward pass against
 // labels, and how many it classified right.
 func (m *MLP) Loss(labels []uint8) (loss float64, correct int) {
-	p := m.acts[m.Layers()]
+	return crossEntropy(m.acts[m.Layers()][:len(labels)*Classes], labels)
+}
+
+func crossEntropy(p []float32, labels []uint8) (loss float64, correct int) {
 	for i, y := range labels {
 		row := p[i*Classes : (i+1)*Classes]
 		loss -= math.Log(math.Max(float64(row[y]), 1e-12))

@@ -31,6 +31,7 @@ func (noRecorder) Mark(string, float64)  {}
 
 // Config is a training run's configuration; every rank must use the same.
 type Config struct {
+	Model        string  // mlp (the default) or cnn
 	Hidden       []int   // hidden layer sizes of the mlp
 	BatchSize    int     // per rank
 	Epochs       int     //
@@ -76,6 +77,8 @@ func (c Config) Validate(n, samples int) error {
 		return fmt.Errorf("optimizer %q: want sgd or adam", c.Optimizer)
 	case c.Decay != "" && c.Decay != "none" && c.Decay != "cosine":
 		return fmt.Errorf("decay %q: want none or cosine", c.Decay)
+	case c.Model != "" && c.Model != "mlp" && c.Model != "cnn":
+		return fmt.Errorf("model %q: want mlp or cnn", c.Model)
 	case c.Sync != "" && c.Sync != "allreduce" && c.Sync != "ps":
 		return fmt.Errorf("synchronisation %q: want allreduce or ps", c.Sync)
 	case c.Sync == "ps" && (c.Servers < 1 || c.Servers > n):
@@ -106,7 +109,7 @@ type Trainer struct {
 	cfg         Config
 	c           collectives.Communicator
 	rec         Recorder
-	Model       *MLP
+	Model       Model
 	vel, sq     []float32 // momentum (Adam: first moment) and Adam's second moment
 	buckets     [][2]int  // ranges of Grads, last layers first
 	bucketOf    []int     // per layer, the bucket whose allreduce it completes (-1: not the last)
@@ -124,14 +127,23 @@ func New(ctx context.Context, c collectives.Communicator, rec Recorder, cfg Conf
 	if err := cfg.Validate(c.Size(), train.Len()); err != nil {
 		return nil, err
 	}
-	sizes := append(append([]int{Pixels}, cfg.Hidden...), Classes)
-	m, err := NewMLP(sizes, cfg.Seed)
-	if err != nil {
-		return nil, err
+	var m Model
+	switch cfg.Model {
+	case "", "mlp":
+		sizes := append(append([]int{Pixels}, cfg.Hidden...), Classes)
+		mlp, err := NewMLP(sizes, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		m = mlp
+	case "cnn":
+		m = NewCNN(cfg.Seed, uint64(c.Rank()))
+	default:
+		return nil, fmt.Errorf("model %q: want mlp or cnn", cfg.Model)
 	}
-	t := &Trainer{cfg: cfg, c: c, rec: rec, Model: m, vel: make([]float32, len(m.Params)), train: train, test: test}
+	t := &Trainer{cfg: cfg, c: c, rec: rec, Model: m, vel: make([]float32, len(m.Weights())), train: train, test: test}
 	if cfg.Optimizer == "adam" {
-		t.sq = make([]float32, len(m.Params))
+		t.sq = make([]float32, len(m.Weights()))
 	}
 	t.spanNames = make([]string, m.Layers()+1)
 	for l := 1; l <= m.Layers(); l++ {
@@ -139,7 +151,7 @@ func New(ctx context.Context, c collectives.Communicator, rec Recorder, cfg Conf
 	}
 	// Buckets: consecutive layers from the last, each at least BucketBytes.
 	t.bucketOf = make([]int, m.Layers()+1)
-	hi := len(m.Params)
+	hi := len(m.Weights())
 	for l := m.Layers(); l >= 1; l-- {
 		t.bucketOf[l] = -1
 		lo, _ := m.Range(l)
@@ -149,7 +161,7 @@ func New(ctx context.Context, c collectives.Communicator, rec Recorder, cfg Conf
 			hi = lo
 		}
 	}
-	if err := c.Broadcast(ctx, collectives.Float32s(m.Params), 0); err != nil {
+	if err := c.Broadcast(ctx, collectives.Float32s(m.Weights()), 0); err != nil {
 		return nil, fmt.Errorf("broadcasting the initial parameters: %w", err)
 	}
 	return t, nil
@@ -183,7 +195,7 @@ func (t *Trainer) lr(epoch float64) float64 {
 // update applies the optimizer to params[lo:hi] with the summed gradient
 // g (of n ranks): SGD with momentum, or Adam.
 func (t *Trainer) update(lo int, g []float32, n int, lr float64) {
-	p := t.Model.Params[lo : lo+len(g)]
+	p := t.Model.Weights()[lo : lo+len(g)]
 	v := t.vel[lo : lo+len(g)]
 	inv := 1 / float32(n)
 	if t.cfg.Optimizer != "adam" {
@@ -233,7 +245,7 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 	}
 	rec.Compute("data", s0)
 	s0 = rec.Now()
-	t.Model.Forward(x, b)
+	t.Model.Forward(x, b, true)
 	loss, correct = t.Model.Loss(y)
 	rec.Compute("forward", s0)
 
@@ -259,14 +271,14 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 		s0 = rec.Now()
 		if k := t.bucketOf[l]; k >= 0 && t.cfg.Overlap && n > 1 {
 			r := t.buckets[k]
-			reqs = append(reqs, t.c.IAllReduce(ctx, collectives.Float32s(t.Model.Grads[r[0]:r[1]]), collectives.Sum))
+			reqs = append(reqs, t.c.IAllReduce(ctx, collectives.Float32s(t.Model.Gradients()[r[0]:r[1]]), collectives.Sum))
 		}
 	})
 	w0 := time.Now()
 	if n > 1 {
 		if !t.cfg.Overlap {
 			for _, r := range t.buckets {
-				if err := t.c.AllReduce(ctx, collectives.Float32s(t.Model.Grads[r[0]:r[1]]), collectives.Sum); err != nil {
+				if err := t.c.AllReduce(ctx, collectives.Float32s(t.Model.Gradients()[r[0]:r[1]]), collectives.Sum); err != nil {
 					return 0, 0, 0, fmt.Errorf("averaging gradients: %w", err)
 				}
 			}
@@ -282,7 +294,7 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 	}
 	wait = time.Since(w0)
 	s0 = rec.Now()
-	t.update(0, t.Model.Grads, n, lr)
+	t.update(0, t.Model.Gradients(), n, lr)
 	rec.Compute("optimizer", s0)
 	rec.StepSpan(t.step, stepStart)
 	t.step++
@@ -294,7 +306,7 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 // to its shard of the parameters and sends it to every rank.
 func (t *Trainer) pushPull(ctx context.Context, lr float64) error {
 	n, r, k := t.c.Size(), t.c.Rank(), t.cfg.Servers
-	p, g := t.Model.Params, t.Model.Grads
+	p, g := t.Model.Weights(), t.Model.Gradients()
 	tag := 2 * t.step
 	for s := range k {
 		lo, hi := collectives.BlockRange(len(g), k, s)
@@ -337,10 +349,10 @@ func (t *Trainer) pushPull(ctx context.Context, lr float64) error {
 func (t *Trainer) Evaluate(ctx context.Context) (float64, error) {
 	lo, hi := collectives.BlockRange(t.test.Len(), t.c.Size(), t.c.Rank())
 	correct := 0
-	const chunk = 500
+	chunk := t.cfg.BatchSize // the size the model's buffers already have
 	for s := lo; s < hi; s += chunk {
 		e := min(s+chunk, hi)
-		t.Model.Forward(t.test.Images[s*Pixels:e*Pixels], e-s)
+		t.Model.Forward(t.test.Images[s*Pixels:e*Pixels], e-s, false)
 		_, c := t.Model.Loss(t.test.Labels[s:e])
 		correct += c
 	}

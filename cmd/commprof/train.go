@@ -19,6 +19,7 @@ import (
 type trainOptions struct {
 	argv         []string
 	ranks        int
+	model        string
 	hidden       string
 	batch        int
 	epochs       int
@@ -62,6 +63,7 @@ accuracy are recorded with the communication.`,
 	}
 	f := cmd.Flags()
 	f.IntVarP(&o.ranks, "ranks", "n", 4, "local ranks to start (ignored under an external launcher)")
+	f.StringVar(&o.model, "model", "mlp", "mlp, or cnn (conv 3x3x32, conv 3x3x64, max-pool, dropout, dense 128, dropout, dense 10)")
 	f.StringVar(&o.hidden, "hidden", "256,128", "hidden layer sizes of the MLP, comma-separated")
 	f.IntVar(&o.batch, "batch-size", 64, "images per rank per step")
 	f.IntVar(&o.epochs, "epochs", 3, "passes over the training set")
@@ -97,6 +99,7 @@ func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
 	cfg.BucketBytes = int(o.bucketMB * (1 << 20))
 	cfg.Sync, cfg.Servers = o.sync, o.servers
 	cfg.Optimizer, cfg.Decay = o.optimizer, o.decay
+	cfg.Model = o.model
 	algo, err := collectives.ParseAlgo(o.algo)
 	if err != nil {
 		return cfg, collectives.Config{}, usagef("--algo: %v", err)
@@ -147,7 +150,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if data == "" {
 		data = fmt.Sprintf("synthetic-%d", o.synthetic)
 	}
-	config := map[string]string{"program": "train", "model": "mlp", "hidden": o.hidden, "batch_size": strconv.Itoa(o.batch),
+	config := map[string]string{"program": "train", "model": o.model, "hidden": o.hidden, "batch_size": strconv.Itoa(o.batch),
 		"global_batch": strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), "lr": fmt.Sprint(o.lr),
 		"momentum": fmt.Sprint(o.momentum), "lr_scaling": o.scaling, "warmup_epochs": fmt.Sprint(o.warmup),
 		"data": data, "seed": fmt.Sprint(o.seed), "bucket_mb": fmt.Sprint(o.bucketMB), "overlap": strconv.FormatBool(o.overlap),
@@ -170,8 +173,8 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		}
 		rank0 := c.Rank() == 0
 		if rank0 {
-			fmt.Fprintf(o.stdout, "# commprof train: mlp %d-%s-%d (%d parameters), %d ranks × batch %d = global batch %d, %d steps/epoch, data %s\n",
-				trainer.Pixels, strings.ReplaceAll(o.hidden, ",", "-"), trainer.Classes, len(tr.Model.Params), c.Size(), o.batch, o.batch*c.Size(), tr.StepsPerEpoch(), data)
+			fmt.Fprintf(o.stdout, "# commprof train: %s (%d parameters), %d ranks × batch %d = global batch %d, %d steps/epoch, data %s\n",
+				tr.Model.Describe(), len(tr.Model.Weights()), c.Size(), o.batch, o.batch*c.Size(), tr.StepsPerEpoch(), data)
 		}
 		var progress io.Writer
 		if rank0 && !o.quiet {
