@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/commprof/commprof/collectives"
@@ -395,8 +396,8 @@ func (t *Trainer) Run(ctx context.Context, progress io.Writer, each func(Epoch))
 			if progress != nil && r == 0 && time.Since(lastPrint) >= 3*time.Second {
 				lastPrint = time.Now()
 				el := time.Since(start).Seconds()
-				fmt.Fprintf(progress, "epoch %d/%d  step %d/%d  loss %.4f  %.0f images/s\n",
-					ep+1, t.cfg.Epochs, s+1, steps, loss/float64(s+1), float64((s+1)*n*b)/el)
+				fmt.Fprintf(progress, "epoch %d/%d %s step %d/%d  loss %.4f  %.0f images/s\n",
+					ep+1, t.cfg.Epochs, bar(s+1, steps, 20), s+1, steps, loss/float64(s+1), float64((s+1)*n*b)/el)
 			}
 		}
 		sums := []float64{loss / float64(steps), float64(correct)}
@@ -420,4 +421,10 @@ func (t *Trainer) Run(ctx context.Context, progress io.Writer, each func(Epoch))
 		}
 	}
 	return nil
+}
+
+// bar draws done/total as a text bar of width cells, e.g. [######......] 50%.
+func bar(done, total, width int) string {
+	full := done * width / max(total, 1)
+	return "[" + strings.Repeat("#", full) + strings.Repeat(".", width-full) + "] " + fmt.Sprintf("%3d%%", done*100/max(total, 1))
 }

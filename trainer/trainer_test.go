@@ -297,3 +297,14 @@ func TestCNNGradient(t *testing.T) {
 		}
 	}
 }
+
+func TestBar(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int
+		want        string
+	}{{0, 10, "[..........]   0%"}, {5, 10, "[#####.....]  50%"}, {10, 10, "[##########] 100%"}, {1, 3, "[###.......]  33%"}} {
+		if got := bar(tc.done, tc.total, 10); got != tc.want {
+			t.Errorf("bar(%d, %d) = %q, want %q", tc.done, tc.total, got, tc.want)
+		}
+	}
+}
