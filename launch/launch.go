@@ -222,7 +222,13 @@ func Run(ctx context.Context, s Spec) error {
 	case interrupted:
 		return fmt.Errorf("launch: %w: stopped %d ranks", context.Canceled, len(ranks))
 	case len(failures) > 0:
-		return culprit(failures)
+		// Every line has been forwarded now: take the culprit's last.
+		c := culprit(failures)
+		r := ranks[c.Rank]
+		r.mu.Lock()
+		c.LastLine = r.lastLine
+		r.mu.Unlock()
+		return c
 	}
 	return nil
 }
@@ -266,9 +272,6 @@ func rankError(r *rank) *RankError {
 			e.ExitCode = ee.ExitCode()
 		}
 	}
-	r.mu.Lock()
-	e.LastLine = r.lastLine
-	r.mu.Unlock()
 	return e
 }
 
