@@ -21,6 +21,7 @@ const (
 	EnvSecret        = "COMMPROF_SECRET"
 	EnvPeerTimeout   = "COMMPROF_PEER_TIMEOUT"
 	EnvJoinTimeout   = "COMMPROF_JOIN_TIMEOUT"
+	EnvAdvertise     = "COMMPROF_ADVERTISE"
 )
 
 // launchers lists the rank and size variables of the launchers commprof
@@ -59,7 +60,7 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
 			return job, true, fmt.Errorf("%s launched this process with %s=%q and %s=%q: not a rank of a world", l.name, l.rank, rs, l.size, ss)
 		}
-		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(EnvSecret)}}
+		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(EnvSecret), Advertise: getenv(EnvAdvertise)}}
 		if l.localSize != "" {
 			job.LocalSize, _ = strconv.Atoi(getenv(l.localSize))
 		}

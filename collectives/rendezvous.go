@@ -33,6 +33,10 @@ type JoinConfig struct {
 	JobID         string
 	// Secret must be the same on every rank.
 	Secret string
+	// Advertise, on rank 0 with a rendezvous directory, is the host the
+	// others should reach it at (default: the first non-loopback IPv4
+	// address of this host).
+	Advertise string
 	// Timeout bounds the whole rendezvous (default 60s).
 	Timeout time.Duration
 	TCP     TCPConfig
@@ -103,7 +107,11 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 		_, port, _ := net.SplitHostPort(cln.Addr().String())
 		dial = net.JoinHostPort("127.0.0.1", port) // rank 0 reaches its own coordinator on loopback
 		if cfg.Coord == "" {
-			cfg.Coord = net.JoinHostPort(advertiseHost(), port)
+			host := cfg.Advertise
+			if host == "" {
+				host = advertiseHost()
+			}
+			cfg.Coord = net.JoinHostPort(host, port)
 			if cfg.RendezvousDir == "" {
 				cln.Close()
 				return nil, nil, errors.New("no coordinator: set COMMPROF_COORD=host:port, MASTER_ADDR and MASTER_PORT, or COMMPROF_RENDEZVOUS_DIR")
@@ -146,9 +154,6 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 }
 
 func advertiseHost() string {
-	if h := os.Getenv("COMMPROF_ADVERTISE"); h != "" {
-		return h
-	}
 	addrs, err := net.InterfaceAddrs()
 	if err == nil {
 		for _, a := range addrs {
