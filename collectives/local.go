@@ -2,7 +2,10 @@ package collectives
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -75,4 +78,40 @@ func (t *localTransport) Close() error {
 		t.w.boxes[dst][t.rank].fail(&PeerError{Rank: t.rank, Reporter: -1, Reason: "transport closed"})
 	}
 	return nil
+}
+
+// NewLoopback joins n ranks of this process over loopback TCP: the world
+// of NewLocal, but through real sockets and the real rendezvous, for tests
+// and examples. It returns each rank's transport and the job's peers. On
+// error the transports that were made are closed.
+func NewLoopback(ctx context.Context, n int, cfg TCPConfig) ([]*TCP, []Peer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	ts := make([]*TCP, n)
+	peers := make([][]Peer, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "loopback", Timeout: 20 * time.Second, TCP: cfg}
+			if r == 0 {
+				jc.CoordListener = ln
+			}
+			ts[r], peers[r], errs[r] = Join(ctx, jc)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, t := range ts {
+			if t != nil {
+				t.Close()
+			}
+		}
+		return nil, nil, err
+	}
+	return ts, peers[0], nil
 }

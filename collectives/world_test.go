@@ -3,39 +3,20 @@ package collectives
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
-	"time"
 )
 
 // tcpWorld joins n ranks over loopback TCP inside this process.
 func tcpWorld(t testing.TB, n int, tcfg TCPConfig) []Transport {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tcps, _, err := NewLoopback(context.Background(), n, tcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := make([]Transport, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "test", Timeout: 20 * time.Second, TCP: tcfg}
-			if r == 0 {
-				cfg.CoordListener = ln
-			}
-			tr, _, err := Join(context.Background(), cfg)
-			ts[r], errs[r] = tr, err
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d join: %v", r, err)
-		}
+	for r, tr := range tcps {
+		ts[r] = tr
 	}
 	t.Cleanup(func() {
 		for _, tr := range ts {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -104,39 +103,16 @@ func TestRecorderFlushes(t *testing.T) {
 	}
 }
 
-func tcpWorld(t testing.TB, n int, hosts []string) ([]*collectives.TCP, [][]collectives.Peer) {
+// tcpWorld joins n ranks over loopback TCP; hosts, if set, renames the
+// ranks' hosts so that clock alignment treats them as on other machines.
+func tcpWorld(t testing.TB, n int, hosts []string) ([]*collectives.TCP, []collectives.Peer) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts, peers, err := collectives.NewLoopback(context.Background(), n, collectives.TCPConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := make([]*collectives.TCP, n)
-	peers := make([][]collectives.Peer, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := collectives.JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Timeout: 20 * time.Second}
-			if r == 0 {
-				cfg.CoordListener = ln
-			}
-			ts[r], peers[r], errs[r] = collectives.Join(context.Background(), cfg)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatal(r, err)
-		}
-	}
-	if hosts != nil { // pretend the ranks are on these hosts
-		for r := range n {
-			for q := range n {
-				peers[r][q].Host = hosts[q]
-			}
-		}
+	for q := range hosts {
+		peers[q].Host = hosts[q]
 	}
 	t.Cleanup(func() {
 		for _, tr := range ts {
@@ -162,7 +138,7 @@ func TestRecordedRun(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs[r] = func() error {
-				s, err := Start(ctx, ts[r], SessionConfig{Dir: dir, Peers: peers[r], Manifest: trace.Manifest{Name: "test"}})
+				s, err := Start(ctx, ts[r], SessionConfig{Dir: dir, Peers: peers, Manifest: trace.Manifest{Name: "test"}})
 				if err != nil {
 					return err
 				}

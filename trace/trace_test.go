@@ -217,15 +217,20 @@ func TestGolden(t *testing.T) {
 func TestRunDirectory(t *testing.T) {
 	dir := t.TempDir()
 	for r := range 3 {
-		data := write(t, memory.NewGoAllocator(), Zstd, [][]Event{sample(int32(r), 30, 0)}, r != 1)
-		// The writer's metadata says rank 2; rewrite per rank through a fresh writer.
+		// Rank 1's stream is left without its end marker, as a killed rank's.
 		var buf bytes.Buffer
-		w, _ := NewWriter(&buf, RankInfo{Rank: r, WorldSize: 4, ClockOffsetNS: int64(r) * 100}, WriterOptions{})
-		_ = w.Write(sample(int32(r), 30, 0))
-		if r != 1 {
-			_ = w.Close()
+		w, err := NewWriter(&buf, RankInfo{Rank: r, WorldSize: 4, ClockOffsetNS: int64(r) * 100}, WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		_ = data
+		if err := w.Write(sample(int32(r), 30, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if r != 1 {
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := os.WriteFile(filepath.Join(dir, RankFile(r)), buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}

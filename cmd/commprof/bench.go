@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -119,21 +118,15 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	if err != nil {
 		return err
 	}
-	job, inJob, err := collectives.JobFromEnv(os.Getenv)
+	job, isRank, err := thisRank(o.ranks, ranksSet)
 	if err != nil {
 		return err
 	}
-	if !inJob {
-		if o.ranks < 1 {
-			return usagef("--ranks %d: want at least 1", o.ranks)
-		}
+	if !isRank {
 		if o.root >= o.ranks || o.root < 0 {
 			return usagef("--root %d is not one of the %d ranks", o.root, o.ranks)
 		}
 		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr)
-	}
-	if ranksSet && o.ranks != job.Size {
-		return usagef("--ranks %d, but %s started %d ranks", o.ranks, job.Launcher, job.Size)
 	}
 	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
 		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // netns makes two network namespaces joined by a veth pair, 10.77.N.1 and
@@ -53,9 +51,7 @@ func netns(t *testing.T) (a, b string) {
 func TestTwoHosts(t *testing.T) {
 	a, b := netns(t)
 	master := fmt.Sprintf("10.77.%d.1", os.Getpid()%200)
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for r := range 4 {
+	outs := runByHand(t, 4, func(r int) *exec.Cmd {
 		ns := a
 		if r >= 2 {
 			ns = b
@@ -63,25 +59,7 @@ func TestTwoHosts(t *testing.T) {
 		cmd := exec.Command("ip", "netns", "exec", ns, bin, "bench", "allreduce", "--min", "8", "--max", "4M", "--factor", "16", "--iters", "3", "--warmup", "1")
 		cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE=4", "MASTER_ADDR="+master, "MASTER_PORT=29500",
 			"COMMPROF_JOIN_TIMEOUT=30s")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds, outs = append(cmds, cmd), append(outs, &out)
-	}
-	for r, cmd := range cmds {
-		if code, _ := waitExit(t, cmd, 60*time.Second); code != 0 {
-			t.Fatalf("rank %d exit %d:\n%s", r, code, outs[r])
-		}
-	}
-	rows := tableRows(t, outs[0].String())
-	if len(rows) != 5 { // 8·16^k up to 4M
-		t.Fatalf("rank 0 printed %d rows:\n%s", len(rows), outs[0])
-	}
-	for _, row := range rows {
-		if row[7] != "0" {
-			t.Errorf("wrong results across hosts: %v", row)
-		}
-	}
+		return cmd
+	})
+	checkTable(t, outs[0].String(), 5) // 8·16^k ≤ 4M
 }

@@ -29,6 +29,23 @@ const (
 	envFlush    = "COMMPROF_FLUSH"   // longest time an event waits before it is written (default 1s)
 )
 
+// thisRank reports whether this process is a rank of a job, started by a
+// launcher (commprof's own or an external one), and if so which. If not,
+// the command should start ranks local ranks of itself; ranksSet says
+// whether --ranks was given, which a launcher's rank count must then match.
+func thisRank(ranks int, ranksSet bool) (collectives.Job, bool, error) {
+	job, inJob, err := collectives.JobFromEnv(os.Getenv)
+	switch {
+	case err != nil:
+		return job, false, err
+	case !inJob && ranks < 1:
+		return job, false, usagef("--ranks %d: want at least 1", ranks)
+	case inJob && ranksSet && ranks != job.Size:
+		return job, false, usagef("--ranks %d, but %s started %d ranks", ranks, job.Launcher, job.Size)
+	}
+	return job, inJob, nil
+}
+
 // startRanks runs this same command line on n local ranks.
 func startRanks(ctx context.Context, n int, argv []string, env []string, stdout, stderr io.Writer) error {
 	exe, err := os.Executable()

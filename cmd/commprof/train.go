@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,18 +120,12 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if err != nil {
 		return err
 	}
-	job, inJob, err := collectives.JobFromEnv(os.Getenv)
+	job, isRank, err := thisRank(o.ranks, ranksSet)
 	if err != nil {
 		return err
 	}
-	if !inJob {
-		if o.ranks < 1 {
-			return usagef("--ranks %d: want at least 1", o.ranks)
-		}
+	if !isRank {
 		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.errw)
-	}
-	if ranksSet && o.ranks != job.Size {
-		return usagef("--ranks %d, but %s started %d ranks", o.ranks, job.Launcher, job.Size)
 	}
 	// Load the data before joining, so a bad --data stops every rank at once.
 	var train, test *trainer.Dataset
