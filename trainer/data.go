@@ -59,13 +59,16 @@ func Synthetic(n int, seed uint64) *Dataset {
 		dx, dy := rng.Float64()*4-2, rng.Float64()*4-2
 		width := 1.0 + rng.Float64()
 		for _, s := range templates[c] {
-			for t := 0.0; t <= 1; t += 0.02 {
-				x := s.x0 + (s.x1-s.x0)*t + dx
-				y := s.y0 + (s.y1-s.y0)*t + dy
-				for py := max(0, int(y-3)); py < min(Side, int(y+4)); py++ {
-					for px := max(0, int(x-3)); px < min(Side, int(x+4)); px++ {
-						dist := math.Hypot(float64(px)-x, float64(py)-y)
-						if v := float32(math.Max(0, 1-dist/width)); v > img[py*Side+px] {
+			// Ink falls off linearly with the distance to the segment.
+			x0, y0, x1, y1 := s.x0+dx, s.y0+dy, s.x1+dx, s.y1+dy
+			ex, ey := x1-x0, y1-y0
+			l2 := math.Max(ex*ex+ey*ey, 1e-9)
+			for py := max(0, int(math.Min(y0, y1)-width)); py <= min(Side-1, int(math.Max(y0, y1)+width)+1); py++ {
+				for px := max(0, int(math.Min(x0, x1)-width)); px <= min(Side-1, int(math.Max(x0, x1)+width)+1); px++ {
+					t := math.Min(1, math.Max(0, ((float64(px)-x0)*ex+(float64(py)-y0)*ey)/l2))
+					qx, qy := x0+t*ex-float64(px), y0+t*ey-float64(py)
+					if d2 := qx*qx + qy*qy; d2 < width*width {
+						if v := float32(1 - math.Sqrt(d2)/width); v > img[py*Side+px] {
 							img[py*Side+px] = v
 						}
 					}
