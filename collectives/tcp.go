@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -339,7 +340,7 @@ func (t *TCP) readFailed(pc *peerConn, err error) error {
 	reason := "connection lost"
 	var ne net.Error
 	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
 		reason, err = "connection closed (the process exited or was killed)", nil
 	case errors.As(err, &ne) && ne.Timeout():
 		reason, err = fmt.Sprintf("no data or heartbeat for %v (hung, stopped, or unreachable)", t.cfg.PeerTimeout), nil
