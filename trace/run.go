@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -144,46 +143,24 @@ func (r *Run) NumEvents() int {
 // event onto rank 0's clock using the manifest (or, without one, the
 // offsets in the streams' metadata).
 func ReadRun(dir string) (*Run, error) {
-	ents, err := os.ReadDir(dir)
+	rf, err := OpenRun(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading run %s: %w", dir, err)
-	}
-	run := &Run{Dir: dir}
-	m, err := ReadManifest(dir)
-	switch {
-	case err == nil:
-		run.Manifest = m
-	case errors.Is(err, fs.ErrNotExist):
-		run.Problems = append(run.Problems, fmt.Errorf("%s has no %s: clock drift and the run's configuration are unknown", dir, ManifestFile))
-	default:
 		return nil, err
 	}
-	var files []string
-	for _, e := range ents {
-		if rankFileRE.MatchString(e.Name()) {
-			files = append(files, e.Name())
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no rank-NNNNN.arrows streams", ErrNotTrace, dir)
-	}
-	sort.Strings(files)
-	run.Ranks = make([]Rank, len(files))
-	errs := make([]error, len(files))
+	m := rf.Manifest
+	run := &Run{Dir: dir, Manifest: m}
+	run.Ranks = make([]Rank, len(rf.Streams))
+	errs := make([]error, len(rf.Streams))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i, f := range files {
+	for i, s := range rf.Streams {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			p := filepath.Join(dir, f)
-			info, evs, err := ReadFile(p)
-			rk := Rank{Info: info, File: f, Events: evs}
-			if st, serr := os.Stat(p); serr == nil {
-				rk.Bytes = st.Size()
-			}
+			info, evs, err := ReadFile(s.Path)
+			rk := Rank{Info: info, File: filepath.Base(s.Path), Events: evs, Bytes: s.Bytes}
 			var te *TruncatedError
 			if errors.As(err, &te) {
 				rk.Truncated, err = te, nil
@@ -196,10 +173,6 @@ func ReadRun(dir string) (*Run, error) {
 		return nil, err
 	}
 	sort.Slice(run.Ranks, func(i, j int) bool { return run.Ranks[i].Info.Rank < run.Ranks[j].Info.Rank })
-	world := run.Ranks[0].Info.WorldSize
-	if m != nil {
-		world = m.WorldSize
-	}
 	seen := map[int]bool{}
 	for i := range run.Ranks {
 		rk := &run.Ranks[i]
@@ -212,24 +185,13 @@ func ReadRun(dir string) (*Run, error) {
 		}
 		align(rk, m)
 	}
-	for r := range world {
-		if !seen[r] {
-			run.Problems = append(run.Problems, fmt.Errorf("rank %d has no stream in %s", r, dir))
-		}
-	}
+	run.Problems = append(run.Problems, rf.Problems...)
 	return run, nil
 }
 
 // align moves a rank's events onto rank 0's clock.
 func align(rk *Rank, m *Manifest) {
-	off, drift, at := rk.Info.ClockOffsetNS, 0.0, int64(0)
-	if m != nil {
-		for _, e := range m.Ranks {
-			if e.Rank == rk.Info.Rank {
-				off, drift, at = e.ClockOffsetNS, e.ClockDrift, e.SyncedAtNS
-			}
-		}
-	}
+	off, drift, at := clockOf(rk.Info, m)
 	if off == 0 && drift == 0 {
 		return
 	}
