@@ -1,0 +1,402 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/commprof/commprof/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// ev builds an event with the "none" values of the trace format.
+func ev(k trace.Kind, rank int32, name string, start, dur int64) trace.Event {
+	return trace.Event{Rank: rank, Kind: k, Name: name, Start: start, Dur: dur, Peer: -1, Seq: -1, Step: -1, Root: -1, Chunk: -1, Comm: "world"}
+}
+
+func coll(rank int32, op, algo string, seq, start, dur, bytes int64) trace.Event {
+	e := ev(trace.KindCollective, rank, op, start, dur)
+	e.Algo, e.Seq, e.Bytes, e.DType = algo, seq, bytes, "float32"
+	return e
+}
+
+func message(k trace.Kind, rank, peer int32, op, algo string, seq, start, dur, bytes, wait int64) trace.Event {
+	e := ev(k, rank, op, start, dur)
+	e.Peer, e.Algo, e.Seq, e.Bytes, e.Wait = peer, algo, seq, bytes, wait
+	return e
+}
+
+func runOf(world int, events ...trace.Event) *trace.Run {
+	run := &trace.Run{Dir: "hand", Manifest: &trace.Manifest{Name: "hand", WorldSize: world, Config: map[string]string{}}}
+	for r := range world {
+		rk := trace.Rank{Info: trace.RankInfo{Rank: r, WorldSize: world, Host: "h"}}
+		for _, e := range events {
+			if int(e.Rank) == r {
+				rk.Events = append(rk.Events, e)
+			}
+		}
+		run.Ranks = append(run.Ranks, rk)
+	}
+	return run
+}
+
+// A deliberately late rank: rank 2 arrives 100µs after ranks 0 and 1 in
+// every call, and each call then takes 50µs once everyone is there.
+func lateRun() *trace.Run {
+	var evs []trace.Event
+	for i := range int64(4) {
+		t0 := i * 1_000_000
+		evs = append(evs,
+			coll(0, "allreduce", "ring", i, t0, 150_000, 4096),
+			coll(1, "allreduce", "ring", i, t0+10_000, 140_000, 4096),
+			coll(2, "allreduce", "ring", i, t0+100_000, 50_000, 4096))
+	}
+	return runOf(3, evs...)
+}
+
+func TestSkewWithALateRank(t *testing.T) {
+	s := Summarize(lateRun())
+	if s.Skew.Calls != 4 || s.Skew.Dist.Mean != 100_000 || s.Skew.Dist.Max != 100_000 || s.Skew.Dist.P50 != 100_000 {
+		t.Fatalf("skew: %+v", s.Skew.Dist)
+	}
+	if !reflect.DeepEqual(s.Skew.Ranking, []int{2, 1, 0}) {
+		t.Fatalf("straggler ranking %v, want [2 1 0]", s.Skew.Ranking)
+	}
+	want := []struct {
+		wait, last int64
+		late       float64
+	}{
+		{4 * 100_000, 0, -55_000}, // rank 0 arrives 55µs before the mean of the others (10µs and 100µs)
+		{4 * 90_000, 0, -40_000},  // 10 - (0+100)/2
+		{0, 4, 95_000},            // 100 - (0+10)/2
+	}
+	for r, w := range want {
+		got := s.Ranks[r]
+		if got.WaitNS != w.wait || got.LastArrivals != w.last || got.MeanLateNS != w.late {
+			t.Errorf("rank %d: wait %d last %d late %.0f, want %d %d %.0f", r, got.WaitNS, got.LastArrivals, got.MeanLateNS, w.wait, w.last, w.late)
+		}
+	}
+	h := s.Headline
+	if h.Straggler != 2 || h.StragglerFrac != 1 || h.StragglerLateNS != 95_000 {
+		t.Fatalf("headline straggler: %+v", h)
+	}
+	// Total comm is 4*(150+140+50) µs; waits 4*(100+90) µs.
+	if got, want := h.WaitFraction, 190.0/340; math.Abs(got-want) > 1e-12 {
+		t.Fatalf("wait fraction %v, want %v", got, want)
+	}
+	if len(s.Skew.Series.Seq) != 4 || !reflect.DeepEqual(s.Skew.Series.Offset[0], []int64{0, 10_000, 100_000}) {
+		t.Fatalf("skew series: %+v", s.Skew.Series)
+	}
+	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is the straggler: it arrives last in 100% of collectives")) {
+		t.Fatalf("findings: %q", s.Findings)
+	}
+}
+
+func TestCollectiveStats(t *testing.T) {
+	s := Summarize(lateRun())
+	if len(s.Collectives) != 1 {
+		t.Fatalf("collectives: %+v", s.Collectives)
+	}
+	c := s.Collectives[0]
+	// 12 rank events: 4 each of 150, 140 and 50 µs.
+	if c.Op != "allreduce" || c.Algo != "ring" || c.Bucket != 13 || c.BucketLbl != "4KiB-8KiB" || c.Calls != 4 || c.Ranks != 3 || c.Bytes != 4*4096 {
+		t.Fatalf("group: %+v", c)
+	}
+	if c.Time.N != 12 || c.Time.Sum != 4*340_000 || c.Time.P50 != 140_000 || c.Time.P95 != 150_000 || c.Time.Max != 150_000 {
+		t.Fatalf("time: %+v", c.Time)
+	}
+	mean := 340_000.0 / 3
+	if math.Abs(c.Time.Mean-mean) > 1e-6 || math.Abs(c.AlgBWGBps-4096/mean) > 1e-12 || math.Abs(c.BusBWGBps-4096/mean*4/3) > 1e-12 {
+		t.Fatalf("bandwidth: algbw %v busbw %v", c.AlgBWGBps, c.BusBWGBps)
+	}
+	if c.WaitNS != 4*190_000 {
+		t.Fatalf("wait %d", c.WaitNS)
+	}
+	if len(s.Ops) != 1 || s.Ops[0].Share != 1 || s.Ops[0].Calls != 4 {
+		t.Fatalf("ops: %+v", s.Ops)
+	}
+}
+
+// Known compute and communication spans on one rank, in two steps:
+//
+//	step 0 [0,100):   compute [0,40) [50,80); allreduce [30,60)
+//	step 1 [100,200): compute [100,150);      allreduce [140,190), broadcast [170,180) inside it
+func overlapRun() *trace.Run {
+	st := func(step int32, start, dur int64) trace.Event {
+		e := ev(trace.KindStep, 0, "step", start, dur)
+		e.Step = step
+		return e
+	}
+	return runOf(1,
+		st(0, 0, 100), ev(trace.KindCompute, 0, "forward", 0, 40), ev(trace.KindCompute, 0, "backward", 50, 30),
+		coll(0, "allreduce", "ring", 0, 30, 30, 1000),
+		st(1, 100, 100), ev(trace.KindCompute, 0, "forward", 100, 50),
+		coll(0, "allreduce", "ring", 1, 140, 50, 1000), coll(0, "broadcast", "tree", 2, 170, 10, 10))
+}
+
+func TestOverlapAndSteps(t *testing.T) {
+	s := Summarize(overlapRun())
+	want := []StepStats{
+		// comm 30, overlapped [30,40)+[50,60)=20, exposed 10, idle 100-70-10
+		{Step: 0, Ranks: 1, StartNS: 0, TimeNS: 100, MaxNS: 100, ComputeNS: 70, ExposedNS: 10, OverlappedNS: 20, IdleNS: 20, CommBytes: 1000},
+		// comm [140,190)=50, overlapped [140,150)=10, exposed 40, idle 100-50-40
+		{Step: 1, Ranks: 1, StartNS: 100, TimeNS: 100, MaxNS: 100, ComputeNS: 50, ExposedNS: 40, OverlappedNS: 10, IdleNS: 10, CommBytes: 1010},
+	}
+	if !reflect.DeepEqual(s.Steps, want) {
+		t.Fatalf("steps:\n got %+v\nwant %+v", s.Steps, want)
+	}
+	r := s.Ranks[0]
+	if r.ComputeNS != 120 || r.CommNS != 80 || r.OverlappedNS != 30 || r.ExposedNS != 50 {
+		t.Fatalf("rank: %+v", r)
+	}
+	ss := s.StepSummary
+	if ss.Steps != 2 || ss.ComputeNS != 60 || ss.ExposedNS != 25 || ss.OverlappedNS != 15 || ss.IdleNS != 15 || ss.Time.Mean != 100 {
+		t.Fatalf("step summary: %+v", ss)
+	}
+	if h := s.Headline; h.CommFraction != 0.4 || h.ExposedFrac != 25.0/40 || h.ExposedNS != 25 {
+		t.Fatalf("headline: %+v", h)
+	}
+	if !reflect.DeepEqual(s.Compute, []NameTime{{"forward", 2, 90}, {"backward", 1, 30}}) {
+		t.Fatalf("compute: %+v", s.Compute)
+	}
+}
+
+func TestThroughputUsesTheGlobalBatch(t *testing.T) {
+	run := overlapRun()
+	run.Manifest.Config["batch_size"] = "32"
+	s := Summarize(run)
+	// One rank of 32 samples per 100 ns step.
+	if s.Run.SamplesPerStep != 32 || s.StepSummary.SamplesPerSec != 32/(100e-9) {
+		t.Fatalf("samples: %d per step, %v/s", s.Run.SamplesPerStep, s.StepSummary.SamplesPerSec)
+	}
+}
+
+// Three ranks in a ring: each sends 100 bytes to the next per step index.
+func ringRun() *trace.Run {
+	var evs []trace.Event
+	for r := range int32(3) {
+		next, prev := (r+1)%3, (r+2)%3
+		evs = append(evs, coll(r, "allreduce", "ring", 0, 0, 1000, 300))
+		for k := range int64(4) {
+			evs = append(evs,
+				message(trace.KindSend, r, next, "allreduce", "ring", 0, 10+k*100, 20, 100, 0),
+				message(trace.KindRecv, r, prev, "allreduce", "ring", 0, 10+k*100, 50, 100, 30))
+		}
+	}
+	return runOf(3, evs...)
+}
+
+func TestMatrixAndSizes(t *testing.T) {
+	s := Summarize(ringRun())
+	wantB := [][]int64{{0, 400, 0}, {0, 0, 400}, {400, 0, 0}}
+	wantM := [][]int64{{0, 4, 0}, {0, 0, 4}, {4, 0, 0}}
+	wantT := [][]int64{{0, 200, 0}, {0, 0, 200}, {200, 0, 0}}
+	if !reflect.DeepEqual(s.Matrix.Bytes, wantB) || !reflect.DeepEqual(s.Matrix.Messages, wantM) || !reflect.DeepEqual(s.Matrix.TimeNS, wantT) {
+		t.Fatalf("matrix: %+v", s.Matrix)
+	}
+	if len(s.OpMatrices) != 1 || s.OpMatrices[0].Op != "allreduce" || s.OpMatrices[0].Pattern != "ring" || !reflect.DeepEqual(s.OpMatrices[0].Bytes, wantB) {
+		t.Fatalf("op matrices: %+v", s.OpMatrices)
+	}
+	want := []SizeStats{{Op: "allreduce", Bucket: 7, BucketLbl: "64B-128B", Messages: 12, Bytes: 1200, TimeNS: 600, WaitNS: 360, GBps: 1200.0 / 240}}
+	if !reflect.DeepEqual(s.MessageSizes, want) {
+		t.Fatalf("sizes: %+v", s.MessageSizes)
+	}
+	r := s.Ranks[1]
+	if r.BytesSent != 400 || r.BytesRecv != 400 || r.MsgsSent != 4 || r.MsgsRecv != 4 || r.SendNS != 80 || r.RecvNS != 200 || r.RecvWaitNS != 120 {
+		t.Fatalf("rank 1: %+v", r)
+	}
+	if len(s.Patterns) != 1 || s.Patterns[0].Pattern != PatternRing || s.Patterns[0].Sampled != 1 || s.Ops[0].Pattern != PatternRing {
+		t.Fatalf("patterns: %+v", s.Patterns)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	all := func(n int) []int {
+		m := make([]int, n)
+		for i := range m {
+			m[i] = i
+		}
+		return m
+	}
+	sym := func(es ...[2]int) [][2]int {
+		var out [][2]int
+		for _, e := range es {
+			out = append(out, e, [2]int{e[1], e[0]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		members []int
+		edges   [][2]int
+		want    string
+	}{
+		{"ring of 5", all(5), [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 0}}, PatternRing},
+		{"ring in another order", all(4), [][2]int{{0, 2}, {2, 1}, {1, 3}, {3, 0}}, PatternRing},
+		{"bidirectional ring", all(5), sym([2]int{0, 1}, [2]int{1, 2}, [2]int{2, 3}, [2]int{3, 4}, [2]int{4, 0}), PatternRing},
+		{"sub-communicator ring", []int{1, 3, 5}, [][2]int{{1, 3}, {3, 5}, {5, 1}}, PatternRing},
+		{"chain broadcast", all(4), [][2]int{{0, 1}, {1, 2}, {2, 3}}, PatternChain},
+		{"binomial broadcast of 4", all(4), [][2]int{{0, 2}, {0, 1}, {2, 3}}, PatternTree},
+		{"binomial broadcast of 8", all(8), [][2]int{{0, 4}, {0, 2}, {0, 1}, {4, 6}, {4, 5}, {2, 3}, {6, 7}}, PatternTree},
+		{"tree allreduce", all(4), sym([2]int{0, 1}, [2]int{0, 2}, [2]int{2, 3}), PatternTree},
+		{"butterfly of 4", all(4), sym([2]int{0, 1}, [2]int{2, 3}, [2]int{0, 2}, [2]int{1, 3}), PatternButterfly},
+		{"butterfly of 8", all(8), sym([2]int{0, 1}, [2]int{2, 3}, [2]int{4, 5}, [2]int{6, 7}, [2]int{0, 2}, [2]int{1, 3}, [2]int{4, 6},
+			[2]int{5, 7}, [2]int{0, 4}, [2]int{1, 5}, [2]int{2, 6}, [2]int{3, 7}), PatternButterfly},
+		{"parameter server", all(5), sym([2]int{0, 1}, [2]int{0, 2}, [2]int{0, 3}, [2]int{0, 4}), PatternStar},
+		{"all-to-all", all(3), sym([2]int{0, 1}, [2]int{0, 2}, [2]int{1, 2}), PatternAllToAll},
+		{"two ranks", all(2), sym([2]int{0, 1}), PatternDirect},
+		{"dissemination barrier", all(4), [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 0}, {0, 2}, {1, 3}, {2, 0}, {3, 1}}, PatternDissemination},
+		{"no messages", all(1), nil, PatternNone},
+		{"anything else", all(6), [][2]int{{0, 3}, {3, 0}, {1, 4}, {4, 2}, {2, 5}, {5, 1}, {0, 5}}, PatternOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Classify(tc.members, tc.edges); got != tc.want {
+				t.Fatalf("Classify = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFitRecoversTheModel(t *testing.T) {
+	const alpha, beta, gamma = 20_000.0, 0.5, 0.25
+	var evs []trace.Event
+	seq := int64(0)
+	for _, n := range []int64{1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22} {
+		// messages: transfer time (dur - wait) = 3000 + beta*n
+		evs = append(evs, message(trace.KindRecv, 1, 0, "allreduce", "ring", seq, 0, 500+3000+int64(beta*float64(n)), n, 500))
+		// calls on 4 ranks, timed exactly by the ring formula
+		a, b, c, _ := Model("allreduce", "ring", 4, float64(n))
+		d := int64(a*alpha + b*beta + c*gamma)
+		for r := range int32(4) {
+			evs = append(evs, coll(r, "allreduce", "ring", seq, seq*1e9, d, n))
+		}
+		seq++
+	}
+	s := Summarize(runOf(4, evs...))
+	f := s.Fit
+	if f.Messages != 5 || math.Abs(f.BetaNSPerB-beta) > 1e-6 || math.Abs(f.MsgAlphaNS-3000) > 1 || f.MsgR2 < 0.999999 || math.Abs(f.LinkGBps-2) > 1e-5 {
+		t.Fatalf("message fit: %+v", f)
+	}
+	if f.Calls != 20 || math.Abs(f.AlphaNS-alpha)/alpha > 1e-3 || math.Abs(f.GammaNSPerB-gamma)/gamma > 1e-3 || f.CallR2 < 0.999999 || !reflect.DeepEqual(f.RankCounts, []int{4}) {
+		t.Fatalf("call fit: %+v", f)
+	}
+	p := s.Project([]int{4, 8}, []string{"ring", "tree"})
+	if p == nil || p.Basis != "run" || len(p.Calls) != 5 {
+		t.Fatalf("projection: %+v", p)
+	}
+	// At the run's own size the model reproduces what was measured.
+	if math.Abs(p.Modeled-p.Measured)/p.Measured > 1e-3 {
+		t.Fatalf("modeled %v, measured %v", p.Modeled, p.Measured)
+	}
+	var want8 float64
+	for _, n := range []float64{1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22} {
+		want8 += 14*alpha + 2*7.0/8*n*beta + 7.0/8*n*gamma
+	}
+	if math.Abs(p.TimeNS[0][1]-want8)/want8 > 1e-3 || p.TimeNS[0][0] != p.Modeled {
+		t.Fatalf("ring at 8 ranks %v, want %v (at 4: %v vs %v)", p.TimeNS[0][1], want8, p.TimeNS[0][0], p.Modeled)
+	}
+}
+
+func TestModelFormulas(t *testing.T) {
+	for _, tc := range []struct {
+		op, algo string
+		p        int
+		a, b, c  float64
+	}{
+		{"allreduce", "ring", 4, 6, 1.5 * 8, 0.75 * 8},
+		{"allreduce", "recursive_doubling", 8, 3, 24, 24},
+		{"allreduce", "recursive_doubling", 6, 5, 40, 32}, // lg 6 = 3 plus the fold in and out
+		{"allreduce", "rabenseifner", 8, 6, 2 * 7.0 / 8 * 8, 7},
+		{"allreduce", "tree", 4, 4, 32, 16},
+		{"reducescatter", "ring", 4, 3, 6, 6},
+		{"allgather", "ring", 4, 3, 6, 0},
+		{"broadcast", "tree", 8, 3, 24, 0},
+	} {
+		a, b, c, ok := Model(tc.op, tc.algo, tc.p, 8)
+		if !ok || a != tc.a || b != tc.b || c != tc.c {
+			t.Errorf("%s %s p=%d: %v %v %v %v, want %v %v %v", tc.op, tc.algo, tc.p, a, b, c, ok, tc.a, tc.b, tc.c)
+		}
+	}
+	if _, _, _, ok := Model("allreduce", "nosuch", 4, 8); ok {
+		t.Error("an unknown algorithm has no model")
+	}
+}
+
+func TestDiffNormalisesPerStepAndSample(t *testing.T) {
+	a := overlapRun()
+	a.Manifest.Config["batch_size"] = "32"
+	b := overlapRun()
+	b.Manifest.Config["batch_size"] = "64"
+	// B: the same spans, twice as long.
+	for i := range b.Ranks[0].Events {
+		e := &b.Ranks[0].Events[i]
+		e.Start *= 2
+		e.Dur *= 2
+	}
+	b.Manifest.Metrics = map[string]float64{"test_accuracy": 0.9}
+	a.Manifest.Metrics = map[string]float64{"test_accuracy": 0.8}
+	d := Compare(Summarize(a), Summarize(b))
+	if d.Basis != "step" || !d.PerSample || !reflect.DeepEqual(d.Config, []ConfigChange{{"batch_size", "32", "64"}}) {
+		t.Fatalf("diff: basis %s per-sample %v config %+v", d.Basis, d.PerSample, d.Config)
+	}
+	get := func(metric string) Change {
+		for _, c := range d.Changes {
+			if c.Metric == metric {
+				return c
+			}
+		}
+		t.Fatalf("no change %q in %+v", metric, d.Changes)
+		return Change{}
+	}
+	if c := get("step time"); c.A != 100 || c.B != 200 || *c.Rel != 1 || c.Verdict != "worse" {
+		t.Fatalf("step time: %+v", c)
+	}
+	// Twice the time for twice the samples: the same time per sample.
+	if c := get("time per sample"); c.A != 100.0/32 || c.B != 200.0/64 || *c.Rel != 0 || c.Verdict != "" {
+		t.Fatalf("time per sample: %+v", c)
+	}
+	if c := get("test_accuracy"); c.Verdict != "better" || math.Abs(*c.Rel-0.125) > 1e-12 {
+		t.Fatalf("accuracy: %+v", c)
+	}
+	if c := get("allreduce time per step"); c.A != 40 || c.B != 80 {
+		t.Fatalf("allreduce per step: %+v", c)
+	}
+	for i := 1; i < len(d.Changes); i++ {
+		if magnitude(d.Changes[i]) > magnitude(d.Changes[i-1]) {
+			t.Fatalf("changes out of order at %d: %+v then %+v", i, d.Changes[i-1], d.Changes[i])
+		}
+	}
+}
+
+// The whole summary of the hand-built runs, kept as golden JSON so that
+// any change of a figure is seen in review.
+func TestGoldenSummaries(t *testing.T) {
+	for name, run := range map[string]*trace.Run{"late": lateRun(), "overlap": overlapRun(), "ring": ringRun()} {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(Summarize(run), "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".json")
+			if *update {
+				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(append(got, '\n'), want) {
+				t.Fatalf("summary of %s differs from %s; if the change is intended, run go test ./analyze -update and review the diff\n%s", name, path, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,225 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Diff compares two runs' summaries, A the baseline and B the new one.
+type Diff struct {
+	SchemaVersion int     `json:"schema_version"`
+	A             RunInfo `json:"a"`
+	B             RunInfo `json:"b"`
+	// Basis is what per-run figures are divided by: "step" when both runs
+	// have steps, else "run" (totals). PerSample says whether per-sample
+	// figures are included (both runs name their batch size).
+	Basis     string         `json:"basis"`
+	PerSample bool           `json:"per_sample"`
+	Changes   []Change       `json:"changes"` // largest relative change first
+	Config    []ConfigChange `json:"config"`  // keys whose values differ
+}
+
+// Change is one figure in both runs.
+type Change struct {
+	Section string   `json:"section"` // step, op, collective, skew, fit, result
+	Metric  string   `json:"metric"`
+	Unit    string   `json:"unit"` // ns, bytes, GB/s, fraction, 1/s, count, ""
+	A       float64  `json:"a"`
+	B       float64  `json:"b"`
+	Delta   float64  `json:"delta"`         // B - A
+	Rel     *float64 `json:"rel,omitempty"` // (B - A) / |A|; absent when A is 0
+	Verdict string   `json:"verdict"`       // better, worse or "" (neutral or unchanged)
+}
+
+// ConfigChange is one configuration key that differs.
+type ConfigChange struct {
+	Key string `json:"key"`
+	A   string `json:"a"`
+	B   string `json:"b"`
+}
+
+type better int
+
+const (
+	neutral better = iota
+	lower
+	higher
+)
+
+// Compare diffs two summaries. Figures are normalised per step (or per
+// run) and per sample so that runs of different lengths, batch sizes or
+// rank counts compare.
+func Compare(a, b *Summary) *Diff {
+	d := &Diff{SchemaVersion: SchemaVersion, A: a.Run, B: b.Run, Basis: "run", Changes: []Change{}, Config: []ConfigChange{}}
+	steps := a.StepSummary.Steps > 0 && b.StepSummary.Steps > 0
+	if steps {
+		d.Basis = "step"
+	}
+	d.PerSample = a.Run.SamplesPerStep > 0 && b.Run.SamplesPerStep > 0 && steps
+	add := func(section, metric, unit string, va, vb float64, bt better) {
+		if va == 0 && vb == 0 || math.IsNaN(va) || math.IsNaN(vb) {
+			return
+		}
+		c := Change{Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va}
+		if va != 0 {
+			r := (vb - va) / math.Abs(va)
+			c.Rel = &r
+		}
+		if c.Delta != 0 && va != 0 && vb != 0 {
+			switch {
+			case bt == lower && c.Delta < 0, bt == higher && c.Delta > 0:
+				c.Verdict = "better"
+			case bt != neutral:
+				c.Verdict = "worse"
+			}
+		}
+		d.Changes = append(d.Changes, c)
+	}
+	per := func(s *Summary) float64 { // divisor for per-step figures
+		if steps {
+			return float64(s.StepSummary.Steps)
+		}
+		return 1
+	}
+	unitPer := "per " + d.Basis
+
+	// Steps and headline.
+	if steps {
+		sa, sb := a.StepSummary, b.StepSummary
+		add("step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, lower)
+		add("step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), lower)
+		add("step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, lower)
+		add("step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, lower)
+		add("step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral)
+		add("step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, lower)
+		add("step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, lower)
+		add("step", "throughput", "samples/s", sa.SamplesPerSec, sb.SamplesPerSec, higher)
+		if d.PerSample {
+			na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
+			add("step", "time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower)
+			add("step", "exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower)
+			add("step", "communication bytes per sample", "bytes", commBytes(a)/per(a)/na, commBytes(b)/per(b)/nb, lower)
+		}
+	}
+	add("step", "communication fraction", "fraction", a.Headline.CommFraction, b.Headline.CommFraction, lower)
+	add("step", "exposed fraction of communication", "fraction", a.Headline.ExposedFrac, b.Headline.ExposedFrac, lower)
+	add("step", "arrival wait fraction of communication", "fraction", a.Headline.WaitFraction, b.Headline.WaitFraction, lower)
+
+	// Ops.
+	opA, opB := map[string]OpStats{}, map[string]OpStats{}
+	for _, o := range a.Ops {
+		opA[o.Op] = o
+	}
+	for _, o := range b.Ops {
+		opB[o.Op] = o
+	}
+	for _, op := range unionKeys(opA, opB) {
+		oa, ob := opA[op], opB[op]
+		ra, rb := float64(max(len(a.Ranks), 1)), float64(max(len(b.Ranks), 1))
+		add("op", op+" time "+unitPer, "ns", float64(oa.TimeNS)/ra/per(a), float64(ob.TimeNS)/rb/per(b), lower)
+		add("op", op+" calls "+unitPer, "count", float64(oa.Calls)/per(a), float64(ob.Calls)/per(b), neutral)
+		add("op", op+" bytes "+unitPer, "bytes", float64(oa.Bytes)/per(a), float64(ob.Bytes)/per(b), neutral)
+		add("op", op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower)
+		add("op", op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher)
+	}
+
+	// Collectives by algorithm and size.
+	type ck struct {
+		op, algo string
+		bucket   int
+	}
+	ca, cb := map[ck]CollStats{}, map[ck]CollStats{}
+	for _, c := range a.Collectives {
+		ca[ck{c.Op, c.Algo, c.Bucket}] = c
+	}
+	for _, c := range b.Collectives {
+		cb[ck{c.Op, c.Algo, c.Bucket}] = c
+	}
+	var keys []ck
+	for k := range ca {
+		keys = append(keys, k)
+	}
+	for k := range cb {
+		if _, ok := ca[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		x, y := keys[i], keys[j]
+		if x.op != y.op {
+			return x.op < y.op
+		}
+		if x.algo != y.algo {
+			return x.algo < y.algo
+		}
+		return x.bucket < y.bucket
+	})
+	for _, k := range keys {
+		x, y := ca[k], cb[k]
+		name := fmt.Sprintf("%s %s %s", k.op, k.algo, BucketLabel(k.bucket))
+		add("collective", name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower)
+		add("collective", name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher)
+		add("collective", name+" calls "+unitPer, "count", float64(x.Calls)/per(a), float64(y.Calls)/per(b), neutral)
+	}
+
+	// Skew, fit, results.
+	add("skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower)
+	add("skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower)
+	add("skew", "straggler's share of last arrivals", "fraction", a.Headline.StragglerFrac, b.Headline.StragglerFrac, lower)
+	add("fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher)
+	add("fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower)
+	add("fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower)
+	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics) {
+		bt := neutral
+		switch m {
+		case "test_accuracy", "train_accuracy", "images_per_second":
+			bt = higher
+		case "loss":
+			bt = lower
+		}
+		add("result", m, "", a.Run.Metrics[m], b.Run.Metrics[m], bt)
+	}
+	for _, k := range unionKeys(a.Run.Config, b.Run.Config) {
+		if a.Run.Config[k] != b.Run.Config[k] {
+			d.Config = append(d.Config, ConfigChange{Key: k, A: a.Run.Config[k], B: b.Run.Config[k]})
+		}
+	}
+	if a.Run.WorldSize != b.Run.WorldSize && a.Run.Config["ranks"] == b.Run.Config["ranks"] {
+		d.Config = append(d.Config, ConfigChange{Key: "world_size", A: fmt.Sprint(a.Run.WorldSize), B: fmt.Sprint(b.Run.WorldSize)})
+	}
+	sort.SliceStable(d.Changes, func(i, j int) bool { return magnitude(d.Changes[i]) > magnitude(d.Changes[j]) })
+	return d
+}
+
+// magnitude orders changes: figures in both runs by relative change,
+// then the figures that appear or vanish (a new op is listed, but does
+// not push the figures that moved off the top).
+func magnitude(c Change) float64 {
+	if c.Rel == nil || c.B == 0 {
+		return -1
+	}
+	return math.Abs(*c.Rel)
+}
+
+func commBytes(s *Summary) float64 {
+	var n float64
+	for _, o := range s.Ops {
+		n += float64(o.Bytes)
+	}
+	return n
+}
+
+func unionKeys[V any](a, b map[string]V) []string {
+	var out []string
+	for k := range a {
+		out = append(out, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

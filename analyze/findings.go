@@ -1,0 +1,145 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+)
+
+// HumanDuration prints ns with a readable unit: 850ns, 12.3µs, 4.56ms, 2.1s.
+func HumanDuration(ns float64) string {
+	a := math.Abs(ns)
+	switch {
+	case a < 1e3:
+		return fmt.Sprintf("%.0fns", ns)
+	case a < 1e6:
+		return fmt.Sprintf("%.3gµs", ns/1e3)
+	case a < 1e9:
+		return fmt.Sprintf("%.3gms", ns/1e6)
+	}
+	return fmt.Sprintf("%.3gs", ns/1e9)
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
+
+func headline(s *Summary) Headline {
+	h := Headline{Straggler: -1, Steps: s.StepSummary.Steps}
+	var comm, exposed, wait, span float64
+	for _, r := range s.Ranks {
+		comm += float64(r.CommNS)
+		exposed += float64(r.ExposedNS)
+		wait += float64(r.WaitNS)
+	}
+	if n := len(s.Ranks); n > 0 {
+		span = float64(s.Run.SpanNS) * float64(n)
+	}
+	if h.Steps > 0 {
+		st := s.StepSummary
+		h.StepNS, h.StepP95NS, h.SamplesPerSec = st.Time.Mean, float64(st.Time.P95), st.SamplesPerSec
+		c := st.ExposedNS + st.OverlappedNS
+		if st.Time.Mean > 0 {
+			h.CommFraction = c / st.Time.Mean
+		}
+		if c > 0 {
+			h.ExposedFrac = st.ExposedNS / c
+		}
+		h.ExposedNS = st.ExposedNS
+	} else {
+		if span > 0 {
+			h.CommFraction = comm / span
+		}
+		if comm > 0 {
+			h.ExposedFrac = exposed / comm
+		}
+		if n := len(s.Ranks); n > 0 {
+			h.ExposedNS = exposed / float64(n)
+		}
+	}
+	if comm > 0 {
+		h.WaitFraction = wait / comm
+	}
+	var most int64 = -1
+	for _, o := range s.Ops {
+		if o.Bytes > most && o.BusBWGBps > 0 {
+			most, h.BusBWOp, h.BusBWGBps = o.Bytes, o.Op, o.BusBWGBps
+		}
+	}
+	h.LinkGBps = s.Fit.LinkGBps
+	if h.LinkGBps > 0 {
+		h.BusBWOfLink = h.BusBWGBps / h.LinkGBps
+	}
+	if len(s.Skew.Ranking) > 0 && s.Skew.Calls > 0 {
+		r := s.Skew.Ranking[0]
+		for _, rs := range s.Ranks {
+			if rs.Rank == r && rs.LastArrivals > 0 {
+				h.Straggler = r
+				h.StragglerFrac = float64(rs.LastArrivals) / float64(s.Skew.Calls)
+				h.StragglerLateNS = rs.MeanLateNS
+			}
+		}
+	}
+	h.Accuracy = s.Run.Metrics["test_accuracy"]
+	return h
+}
+
+// findings says in plain words what the headline numbers mean.
+func findings(s *Summary) []string {
+	h := s.Headline
+	out := []string{}
+	if h.Steps > 0 {
+		f := fmt.Sprintf("a step takes %s (p95 %s)", HumanDuration(h.StepNS), HumanDuration(h.StepP95NS))
+		if h.SamplesPerSec > 0 {
+			f += fmt.Sprintf(", %.0f samples/s over %d ranks", h.SamplesPerSec, s.Run.WorldSize)
+		}
+		out = append(out, f)
+		out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
+			pct(h.CommFraction), pct(h.ExposedFrac), HumanDuration(h.ExposedNS)))
+	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 {
+		out = append(out, fmt.Sprintf("communication takes %s of the run's %s on an average rank, %s of it exposed",
+			pct(h.CommFraction), HumanDuration(float64(s.Run.SpanNS)), pct(h.ExposedFrac)))
+	}
+	if h.Straggler >= 0 {
+		chance := 1 / float64(max(s.Run.WorldSize, 1))
+		if h.StragglerFrac > 1.5*chance && h.StragglerLateNS > 0 {
+			out = append(out, fmt.Sprintf("rank %d is the straggler: it arrives last in %s of collectives (chance would be %s), on average %s after the others",
+				h.Straggler, pct(h.StragglerFrac), pct(chance), HumanDuration(h.StragglerLateNS)))
+		} else {
+			out = append(out, fmt.Sprintf("no rank stands out as a straggler: the most often last, rank %d, arrives last in %s of collectives (chance would be %s)",
+				h.Straggler, pct(h.StragglerFrac), pct(chance)))
+		}
+	}
+	if h.WaitFraction > 0 {
+		out = append(out, fmt.Sprintf("ranks spend %s of their communication time waiting for the last rank to arrive", pct(h.WaitFraction)))
+	}
+	if h.BusBWGBps > 0 {
+		f := fmt.Sprintf("%s reaches %.2f GB/s bus bandwidth", h.BusBWOp, h.BusBWGBps)
+		if h.LinkGBps > 0 {
+			f += fmt.Sprintf(", %s of the %.2f GB/s the messages' fit gives the link", pct(h.BusBWOfLink), h.LinkGBps)
+		}
+		out = append(out, f)
+	}
+	var top *CollStats
+	var total int64
+	for i := range s.Collectives {
+		c := &s.Collectives[i]
+		total += c.Time.Sum
+		if top == nil || c.Time.Sum > top.Time.Sum {
+			top = c
+		}
+	}
+	if top != nil && total > 0 && len(s.Collectives) > 1 {
+		out = append(out, fmt.Sprintf("the largest cost is %s %s at %s: %s of collective time in %d calls",
+			top.Op, top.Algo, top.BucketLbl, pct(float64(top.Time.Sum)/float64(total)), top.Calls))
+	}
+	if p := s.Projection; p != nil && len(p.Ranks) > 1 && len(p.Algos) > 0 {
+		last := len(p.Ranks) - 1
+		best := 0
+		for i := range p.Algos {
+			if p.TimeNS[i][last] < p.TimeNS[best][last] {
+				best = i
+			}
+		}
+		out = append(out, fmt.Sprintf("at %d ranks the model puts allreduce at %s per %s with %s, the fastest of %d algorithms",
+			p.Ranks[last], HumanDuration(p.TimeNS[best][last]), p.Basis, p.Algos[best], len(p.Algos)))
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/trace"
+)
+
+// writeRun writes a 4-rank run of ring allreduces with steps, compute
+// spans and a clock offset on rank 3, in batches of 100 events.
+func writeRun(t *testing.T, dir string) {
+	t.Helper()
+	const world = 4
+	rng := rand.New(rand.NewPCG(1, 2))
+	m := &trace.Manifest{FormatVersion: trace.FormatVersion, Name: "streamed", WorldSize: world, Status: trace.StatusComplete,
+		Config: map[string]string{"batch_size": "16"}}
+	for r := range world {
+		var evs []trace.Event
+		t0 := int64(0)
+		for step := range int32(50) {
+			evs = append(evs, trace.Event{Rank: int32(r), Kind: trace.KindStep, Name: "step", Start: t0, Dur: 1_000_000, Peer: -1, Seq: -1, Step: step, Root: -1, Chunk: -1})
+			evs = append(evs, trace.Event{Rank: int32(r), Kind: trace.KindCompute, Name: "backward", Start: t0, Dur: 600_000, Peer: -1, Seq: -1, Step: step, Root: -1, Chunk: -1})
+			cs := t0 + 400_000 + rng.Int64N(50_000)
+			evs = append(evs, trace.Event{Rank: int32(r), Kind: trace.KindCollective, Name: "allreduce", Start: cs, Dur: 300_000, Bytes: 1 << 20,
+				Peer: -1, Seq: int64(step), Step: step, Algo: "ring", DType: "float32", Root: -1, Chunk: -1, Comm: "world"})
+			for k := range int32(2 * (world - 1)) {
+				for _, kind := range []trace.Kind{trace.KindSend, trace.KindRecv} {
+					peer := (r + 1) % world
+					if kind == trace.KindRecv {
+						peer = (r + world - 1) % world
+					}
+					evs = append(evs, trace.Event{Rank: int32(r), Kind: kind, Name: "allreduce", Start: cs + int64(k)*40_000, Dur: 30_000 + rng.Int64N(5000),
+						Bytes: 1 << 18, Peer: int32(peer), Seq: int64(step), Step: step, Algo: "ring", DType: "float32", Root: -1, Chunk: k, Comm: "world", Wait: 1000})
+				}
+			}
+			t0 += 1_000_000
+		}
+		off := int64(0)
+		if r == 3 {
+			off = 5000
+			for i := range evs {
+				evs[i].Start -= off
+			}
+		}
+		f, err := os.Create(filepath.Join(dir, trace.RankFile(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := trace.NewWriter(f, trace.RankInfo{Rank: r, WorldSize: world, Host: "h", ClockOffsetNS: off}, trace.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(evs) > 0 {
+			n := min(100, len(evs))
+			if err := w.Write(evs[:n]); err != nil {
+				t.Fatal(err)
+			}
+			evs = evs[n:]
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		m.Ranks = append(m.Ranks, trace.RankEntry{Rank: r, Host: "h", File: trace.RankFile(r), ClockOffsetNS: off})
+	}
+	if err := trace.WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Streaming a run batch by batch gives the same summary as reading it
+// whole, clock corrections included.
+func TestStreamedEqualsInMemory(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir)
+	got, err := Summary(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := analyze.Summarize(run)
+	gj, _ := json.MarshalIndent(got, "", " ")
+	wj, _ := json.MarshalIndent(want, "", " ")
+	if string(gj) != string(wj) {
+		t.Fatalf("streamed summary differs from the in-memory one:\n%s\nvs\n%s", gj, wj)
+	}
+	if got.Run.Events != int64(run.NumEvents()) || got.StepSummary.Steps != 50 || got.Patterns[0].Pattern != analyze.PatternRing {
+		t.Fatalf("summary: %d events, %d steps, patterns %+v", got.Run.Events, got.StepSummary.Steps, got.Patterns)
+	}
+	// Rank 3's clock offset is applied: arrival offsets stay under 50µs.
+	if got.Skew.Dist.Max >= 50_000 {
+		t.Fatalf("skew max %d: the clock offset was not applied", got.Skew.Dist.Max)
+	}
+}
+
+func TestCutStreamIsAProblemNotAnError(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir)
+	p := filepath.Join(dir, trace.RankFile(2))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b[:len(b)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Summary(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Problems) != 1 || !strings.Contains(s.Problems[0], "rank 2") || !strings.Contains(s.Problems[0], "cut") {
+		t.Fatalf("problems: %q", s.Problems)
+	}
+	if !s.Ranks[2].Truncated || s.Ranks[2].Events == 0 || s.Ranks[1].Truncated {
+		t.Fatalf("ranks: %+v", s.Ranks)
+	}
+}
+
+func TestNotARun(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Summary(context.Background(), dir); !errors.Is(err, trace.ErrNotTrace) {
+		t.Fatalf("empty dir: %v", err)
+	}
+	if _, err := Summary(context.Background(), filepath.Join(dir, "nosuch")); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Fatalf("missing dir: %v", err)
+	}
+	writeRun(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, trace.RankFile(1)), []byte("not arrow at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Summary(context.Background(), dir); !errors.Is(err, trace.ErrNotTrace) || !strings.Contains(err.Error(), trace.RankFile(1)) {
+		t.Fatalf("foreign stream: %v", err)
+	}
+}
+
+func TestCancelled(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Summary(ctx, dir); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}
+

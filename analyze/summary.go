@@ -1,0 +1,241 @@
+package analyze
+
+// SchemaVersion is the version of the Summary JSON (docs/stats-json.md).
+// It changes only when a field changes meaning or disappears.
+const SchemaVersion = 1
+
+// Summary is everything the analyzer computed for one run. Times are in
+// ns, sizes in bytes, bandwidths in GB/s (1 GB = 1e9 bytes).
+type Summary struct {
+	SchemaVersion int         `json:"schema_version"`
+	Run           RunInfo     `json:"run"`
+	Headline      Headline    `json:"headline"`
+	Findings      []string    `json:"findings"`
+	Collectives   []CollStats `json:"collectives"`
+	Ops           []OpStats   `json:"ops"`
+	Ranks         []RankStats `json:"ranks"`
+	Matrix        Matrix      `json:"matrix"`
+	OpMatrices    []Matrix    `json:"op_matrices"`
+	MessageSizes  []SizeStats `json:"message_sizes"`
+	Skew          Skew        `json:"skew"`
+	Steps         []StepStats `json:"steps"`
+	StepSummary   StepSummary `json:"step_summary"`
+	Compute       []NameTime  `json:"compute"`
+	Patterns      []Pattern   `json:"patterns"`
+	Fit           Fit         `json:"fit"`
+	Projection    *Projection `json:"projection,omitempty"`
+	Marks         []Mark      `json:"marks"`
+	Problems      []string    `json:"problems"`
+
+	fitAcc    *fitSums   // the fit's inputs, for fits pooled over runs
+	stepCalls []callSize // world allreduces per step, for projections
+}
+
+// RunInfo describes the run the summary is of.
+type RunInfo struct {
+	Dir       string             `json:"dir"`
+	Name      string             `json:"name"`
+	ID        string             `json:"id"`
+	Status    string             `json:"status"`
+	WorldSize int                `json:"world_size"`
+	Ranks     int                `json:"ranks_with_events"`
+	Hosts     []string           `json:"hosts"`
+	Command   []string           `json:"command"`
+	Config    map[string]string  `json:"config"`
+	Metrics   map[string]float64 `json:"metrics"`
+	Start     string             `json:"start,omitempty"` // RFC 3339 wall time
+	// SpanNS is the time from the first event's start to the last event's end.
+	SpanNS int64 `json:"span_ns"`
+	// FirstNS is the first event's start on the aligned clock.
+	FirstNS   int64 `json:"first_ns"`
+	Events    int64 `json:"events"`
+	DiskBytes int64 `json:"disk_bytes"`
+	// SamplesPerStep is the global batch (batch_size x world size) when
+	// the configuration names one, else 0.
+	SamplesPerStep int    `json:"samples_per_step"`
+	ClockMethod    string `json:"clock_method,omitempty"`
+	ClockUncertNS  int64  `json:"clock_uncertainty_ns"`
+}
+
+// Headline holds the few numbers a report leads with.
+type Headline struct {
+	Steps           int     `json:"steps"`
+	StepNS          float64 `json:"step_ns"`          // mean step time
+	StepP95NS       float64 `json:"step_p95_ns"`      // 95th percentile step time
+	SamplesPerSec   float64 `json:"samples_per_sec"`  // global samples / mean step time
+	CommFraction    float64 `json:"comm_fraction"`    // communication time / (span or step time), mean over ranks
+	ExposedFrac     float64 `json:"exposed_fraction"` // exposed communication / communication
+	ExposedNS       float64 `json:"exposed_ns"`       // exposed communication per step (or per run without steps), mean over ranks
+	WaitFraction    float64 `json:"wait_fraction"`    // arrival wait / communication
+	BusBWGBps       float64 `json:"busbw_gbps"`       // bytes-weighted busbw of the largest-volume op
+	BusBWOp         string  `json:"busbw_op"`
+	LinkGBps        float64 `json:"link_gbps"`          // 1/beta from the fit
+	BusBWOfLink     float64 `json:"busbw_of_link"`      // BusBWGBps / LinkGBps
+	Straggler       int     `json:"straggler"`          // rank arriving last most often, -1 if none
+	StragglerFrac   float64 `json:"straggler_fraction"` // share of multi-rank collectives it arrived last in
+	StragglerLateNS float64 `json:"straggler_late_ns"`  // its mean lateness behind the others' mean arrival
+	Accuracy        float64 `json:"accuracy"`           // final test accuracy from the manifest, 0 if none
+}
+
+// Dist is a distribution of durations in ns.
+type Dist struct {
+	N    int64   `json:"n"`
+	Sum  int64   `json:"sum_ns"`
+	Mean float64 `json:"mean_ns"`
+	P50  int64   `json:"p50_ns"`
+	P95  int64   `json:"p95_ns"`
+	P99  int64   `json:"p99_ns"`
+	Max  int64   `json:"max_ns"`
+}
+
+// CollStats is one collective op, algorithm and log2 size bucket. Each
+// rank's event of a call is one sample of the time distribution; Calls
+// counts calls (matched across ranks by communicator and sequence).
+type CollStats struct {
+	Op        string  `json:"op"`
+	Algo      string  `json:"algo"`
+	Bucket    int     `json:"bucket"`
+	BucketLbl string  `json:"bucket_label"`
+	Ranks     int     `json:"ranks"` // communicator size (most common)
+	Calls     int64   `json:"calls"`
+	Bytes     int64   `json:"bytes"` // sum over calls of the call's bytes
+	Time      Dist    `json:"time"`
+	AlgBWGBps float64 `json:"algbw_gbps"` // mean bytes / mean time
+	BusBWGBps float64 `json:"busbw_gbps"` // algbw x the op's nccl-tests factor
+	WaitNS    int64   `json:"wait_ns"`    // sum of the ranks' arrival waits
+}
+
+// OpStats is one collective op over every algorithm and size.
+type OpStats struct {
+	Op        string  `json:"op"`
+	Calls     int64   `json:"calls"`
+	Bytes     int64   `json:"bytes"`
+	TimeNS    int64   `json:"time_ns"` // sum over ranks' events
+	MeanNS    float64 `json:"mean_ns"`
+	BusBWGBps float64 `json:"busbw_gbps"` // bytes-weighted over its buckets
+	WaitNS    int64   `json:"wait_ns"`
+	Pattern   string  `json:"pattern"`
+	Share     float64 `json:"share"` // of all collective time
+}
+
+// RankStats is one rank's totals.
+type RankStats struct {
+	Rank         int     `json:"rank"`
+	Host         string  `json:"host"`
+	Events       int64   `json:"events"`
+	ComputeNS    int64   `json:"compute_ns"`    // union of compute spans
+	CommNS       int64   `json:"comm_ns"`       // union of collective spans
+	OverlappedNS int64   `json:"overlapped_ns"` // comm inside compute
+	ExposedNS    int64   `json:"exposed_ns"`    // comm outside compute
+	WaitNS       int64   `json:"wait_ns"`       // arrival wait in collectives
+	RecvWaitNS   int64   `json:"recv_wait_ns"`  // recv time before the first byte
+	SendNS       int64   `json:"send_ns"`
+	RecvNS       int64   `json:"recv_ns"`
+	BytesSent    int64   `json:"bytes_sent"`
+	BytesRecv    int64   `json:"bytes_recv"`
+	MsgsSent     int64   `json:"msgs_sent"`
+	MsgsRecv     int64   `json:"msgs_recv"`
+	LastArrivals int64   `json:"last_arrivals"` // collectives it arrived last in
+	MeanLateNS   float64 `json:"mean_late_ns"`  // mean of its arrival minus the others' mean arrival
+	Truncated    bool    `json:"truncated"`
+}
+
+// Matrix is rank x rank traffic: Cells[src][dst], from received messages.
+type Matrix struct {
+	Op       string    `json:"op"` // "" for every op
+	Pattern  string    `json:"pattern,omitempty"`
+	Bytes    [][]int64 `json:"bytes"`
+	Messages [][]int64 `json:"messages"`
+	TimeNS   [][]int64 `json:"time_ns"`
+}
+
+// SizeStats is one op's messages in one log2 size bucket.
+type SizeStats struct {
+	Op        string  `json:"op"`
+	Bucket    int     `json:"bucket"`
+	BucketLbl string  `json:"bucket_label"`
+	Messages  int64   `json:"messages"`
+	Bytes     int64   `json:"bytes"`
+	TimeNS    int64   `json:"time_ns"` // recv durations
+	WaitNS    int64   `json:"wait_ns"` // of which before the first byte
+	GBps      float64 `json:"gbps"`    // bytes / (time - wait)
+}
+
+// Skew is arrival skew over the run's collectives.
+type Skew struct {
+	Calls   int64      `json:"calls"` // multi-rank calls matched across ranks
+	Dist    Dist       `json:"dist"`  // of skew = last start - first start
+	ByOp    []OpSkew   `json:"by_op"`
+	Ranking []int      `json:"straggler_ranking"` // ranks, most often last first
+	Series  SkewSeries `json:"series"`
+}
+
+// OpSkew is arrival skew of one op.
+type OpSkew struct {
+	Op   string `json:"op"`
+	Dist Dist   `json:"dist"`
+}
+
+// SkewSeries samples calls on the world communicator for a heatmap:
+// Offset[i][r] is rank r's arrival in call Seq[i] minus the first
+// arrival, -1 if the rank has no event for it.
+type SkewSeries struct {
+	Seq    []int64   `json:"seq"`
+	Op     []string  `json:"op"`
+	Offset [][]int64 `json:"offset_ns"`
+}
+
+// StepStats is one training step, averaged over the ranks that ran it.
+type StepStats struct {
+	Step         int     `json:"step"`
+	Ranks        int     `json:"ranks"`
+	StartNS      int64   `json:"start_ns"`
+	TimeNS       float64 `json:"time_ns"`
+	MaxNS        int64   `json:"max_ns"` // slowest rank
+	ComputeNS    float64 `json:"compute_ns"`
+	ExposedNS    float64 `json:"exposed_ns"`
+	OverlappedNS float64 `json:"overlapped_ns"`
+	IdleNS       float64 `json:"idle_ns"`
+	WaitNS       float64 `json:"wait_ns"`
+	CommBytes    float64 `json:"comm_bytes"` // collective bytes per rank
+}
+
+// StepSummary averages the steps.
+type StepSummary struct {
+	Steps         int     `json:"steps"`
+	Time          Dist    `json:"time"`
+	ComputeNS     float64 `json:"compute_ns"`
+	ExposedNS     float64 `json:"exposed_ns"`
+	OverlappedNS  float64 `json:"overlapped_ns"`
+	IdleNS        float64 `json:"idle_ns"`
+	WaitNS        float64 `json:"wait_ns"`
+	SamplesPerSec float64 `json:"samples_per_sec"`
+}
+
+// NameTime is total time in one compute span name.
+type NameTime struct {
+	Name   string `json:"name"`
+	Count  int64  `json:"count"`
+	TimeNS int64  `json:"time_ns"`
+}
+
+// Pattern is the shape of one op and algorithm's messages.
+type Pattern struct {
+	Op      string   `json:"op"`
+	Algo    string   `json:"algo"`
+	Comm    string   `json:"comm"`
+	Ranks   int      `json:"ranks"`
+	Pattern string   `json:"pattern"` // ring, chain, tree, butterfly, star, all-to-all, direct, other
+	Sampled int      `json:"sampled"` // calls classified
+	Agree   int      `json:"agree"`   // of which had this pattern
+	Edges   [][2]int `json:"edges"`   // src, dst world ranks of one sampled call
+}
+
+// Mark is an instant the program recorded, such as an epoch's accuracy.
+type Mark struct {
+	Rank  int     `json:"rank"`
+	Name  string  `json:"name"`
+	AtNS  int64   `json:"at_ns"`
+	Step  int     `json:"step"`
+	Value float64 `json:"value"`
+}

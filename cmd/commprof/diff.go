@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/report"
+)
+
+type diffOptions struct {
+	format string
+	limit  int
+}
+
+func newDiffCmd() *cobra.Command {
+	o := &diffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff RUN_A RUN_B",
+		Short: "Compare two runs, largest changes first",
+		Long: `diff compares run B against run A: step time and its parts, throughput,
+every op and every collective size, arrival skew, the fitted network, the
+accuracy, and the configuration keys that differ. Figures are normalised
+per step (when both runs have steps) and per sample (when both name their
+batch size), so runs with different batch sizes or rank counts compare.`,
+		Example: `  commprof diff runs/train-bs64 runs/train-bs512
+  commprof diff A B --format json | jq '.changes[:5]'`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDiff(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0], args[1])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.format, "format", "table", "table or json")
+	f.IntVar(&o.limit, "limit", 40, "print at most this many changes in the table (0: all)")
+	return cmd
+}
+
+func runDiff(ctx context.Context, stdout, stderr io.Writer, o *diffOptions, dirA, dirB string) error {
+	if o.format != "table" && o.format != "json" {
+		return usagef("--format %q: want table or json", o.format)
+	}
+	if o.limit < 0 {
+		return usagef("--limit %d: want 0 or more", o.limit)
+	}
+	a, err := load.Summary(ctx, dirA)
+	if err != nil {
+		return err
+	}
+	b, err := load.Summary(ctx, dirB)
+	if err != nil {
+		return err
+	}
+	for _, s := range []*analyze.Summary{a, b} {
+		for _, p := range s.Problems {
+			fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
+		}
+	}
+	d := analyze.Compare(a, b)
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if o.format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(d)
+	}
+	report.WriteDiffOverview(w, d)
+	t := report.DiffTable(d, o.limit)
+	fmt.Fprintf(w, "\n%s\n", t.Title)
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+	if o.limit > 0 && len(d.Changes) > o.limit {
+		fmt.Fprintf(w, "(%d more; --limit 0 prints all)\n", len(d.Changes)-o.limit)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/report"
+)
+
+type predictOptions struct {
+	ranks  string
+	algos  string
+	check  string
+	format string
+}
+
+func newPredictCmd() *cobra.Command {
+	o := &predictOptions{}
+	cmd := &cobra.Command{
+		Use:   "predict RUN [FIT_RUN...]",
+		Short: "Project a run's allreduce time to more ranks with a fitted alpha-beta-gamma model",
+		Long: `predict fits the alpha-beta-gamma model to the recorded messages and
+collective calls of RUN (and of any FIT_RUN given after it, pooled), then
+projects RUN's allreduces - the same sizes, as often per step - to other
+rank counts for each allreduce algorithm. With --check MEASURED_RUN it also
+predicts that run's allreduces at its own rank count and prints the error
+against what was measured. docs/metrics.md gives the formulas.`,
+		Example: `  commprof predict runs/train-4r --ranks 8,64,512,4096
+  commprof predict runs/bench-2r runs/bench-4r --ranks 8 --check runs/bench-8r`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 {
+				return usagef("%s takes at least one run", cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPredict(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ranks, "ranks", "8,64,512,4096", "rank counts to project to, comma-separated")
+	f.StringVar(&o.algos, "algo", strings.Join(analyze.AllreduceAlgos, ","), "allreduce algorithms to compare, comma-separated")
+	f.StringVar(&o.check, "check", "", "a measured run to compare the prediction against")
+	f.StringVar(&o.format, "format", "table", "table or json")
+	return cmd
+}
+
+// predictResult is predict's JSON output.
+type predictResult struct {
+	Fit        analyze.Fit         `json:"fit"`
+	Projection *analyze.Projection `json:"projection"`
+	Check      *predictCheck       `json:"check,omitempty"`
+}
+
+type predictCheck struct {
+	Run         string             `json:"run"`
+	Ranks       int                `json:"ranks"`
+	MeasuredNS  float64            `json:"measured_ns"`
+	PredictedNS float64            `json:"predicted_ns"`
+	Error       float64            `json:"error"` // (predicted - measured) / measured
+	Calls       []analyze.CallSize `json:"calls"`
+}
+
+func runPredict(ctx context.Context, stdout, stderr io.Writer, o *predictOptions, dirs []string) error {
+	if o.format != "table" && o.format != "json" {
+		return usagef("--format %q: want table or json", o.format)
+	}
+	var ranks []int
+	for _, f := range strings.Split(o.ranks, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return usagef("--ranks %q: want rank counts such as 8,64,512", o.ranks)
+		}
+		ranks = append(ranks, n)
+	}
+	var algos []string
+	for _, a := range strings.Split(o.algos, ",") {
+		a = strings.TrimSpace(a)
+		if !slices.Contains(analyze.AllreduceAlgos, a) {
+			return usagef("--algo %q: want some of %s", a, strings.Join(analyze.AllreduceAlgos, ", "))
+		}
+		algos = append(algos, a)
+	}
+	var sums []*analyze.Summary
+	for _, d := range dirs {
+		s, err := load.Summary(ctx, d)
+		if err != nil {
+			return err
+		}
+		for _, p := range s.Problems {
+			fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
+		}
+		sums = append(sums, s)
+	}
+	fit := analyze.PooledFit(sums...)
+	res := predictResult{Fit: fit, Projection: sums[0].ProjectWith(fit, ranks, algos)}
+	if res.Projection == nil {
+		return fmt.Errorf("run %s has no allreduce on the world communicator, or no messages to fit: nothing to project", dirs[0])
+	}
+	if o.check != "" {
+		m, err := load.Summary(ctx, o.check)
+		if err != nil {
+			return err
+		}
+		p := m.ProjectWith(fit, []int{m.Run.WorldSize}, nil)
+		if p == nil {
+			return fmt.Errorf("--check run %s has no allreduce on the world communicator", o.check)
+		}
+		c := &predictCheck{Run: o.check, Ranks: m.Run.WorldSize, MeasuredNS: p.Measured, PredictedNS: p.Modeled, Calls: p.Calls}
+		if p.Measured > 0 {
+			c.Error = (p.Modeled - p.Measured) / p.Measured
+		}
+		res.Check = c
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	if o.format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(res)
+	}
+	writePredict(w, dirs, res)
+	return nil
+}
+
+func writePredict(w io.Writer, dirs []string, res predictResult) {
+	f, p := res.Fit, res.Projection
+	fmt.Fprintf(w, "fit over %s: %d messages, %d collective calls on %v ranks\n", strings.Join(dirs, ", "), f.Messages, f.Calls, f.RankCounts)
+	fmt.Fprintf(w, "  beta  %.4g ns/byte (link %.3f GB/s), from messages, R² %.2f (message alpha %s)\n", f.BetaNSPerB, f.LinkGBps, f.MsgR2, analyze.HumanDuration(f.MsgAlphaNS))
+	fmt.Fprintf(w, "  alpha %s per step, gamma %.4g ns/byte, from calls, R² %.2f\n", analyze.HumanDuration(f.AlphaNS), f.GammaNSPerB, f.CallR2)
+	fmt.Fprintf(w, "\n%s's allreduces at its %d ranks: measured %s per %s, model %s (%s)\n", dirs[0], p.Current,
+		analyze.HumanDuration(p.Measured), p.Basis, analyze.HumanDuration(p.Modeled), relErr(p.Modeled, p.Measured))
+	t := &report.Table{Title: "Projected allreduce time per " + p.Basis, Columns: []report.Column{{Name: "algorithm"}}}
+	for _, r := range p.Ranks {
+		t.Columns = append(t.Columns, report.Column{Name: fmt.Sprintf("%d ranks", r), Numeric: true})
+	}
+	for i, a := range p.Algos {
+		row := []string{a}
+		for j := range p.Ranks {
+			row = append(row, analyze.HumanDuration(p.TimeNS[i][j]))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	fmt.Fprintf(w, "\n%s\n", t.Title)
+	t.WriteText(w)
+	if c := res.Check; c != nil {
+		fmt.Fprintf(w, "\ncheck against %s (%d ranks): measured %s, predicted %s (%s)\n", c.Run, c.Ranks,
+			analyze.HumanDuration(c.MeasuredNS), analyze.HumanDuration(c.PredictedNS), relErr(c.PredictedNS, c.MeasuredNS))
+		ct := &report.Table{Columns: []report.Column{{Name: "size", Numeric: true}, {Name: "algorithm"}, {Name: "calls", Numeric: true},
+			{Name: "measured", Numeric: true}, {Name: "predicted", Numeric: true}, {Name: "error", Numeric: true}}}
+		for _, cs := range c.Calls {
+			ct.Rows = append(ct.Rows, []string{analyze.HumanBytes(cs.Bytes), cs.Algo, fmt.Sprintf("%.4g", cs.PerStep),
+				analyze.HumanDuration(cs.MeasuredNS), analyze.HumanDuration(cs.ModeledNS), relErr(cs.ModeledNS, cs.MeasuredNS)})
+		}
+		ct.WriteText(w)
+	}
+}
+
+func relErr(pred, meas float64) string {
+	if meas == 0 || math.IsNaN(pred) {
+		return "no measurement"
+	}
+	return fmt.Sprintf("%+.0f%%", 100*(pred-meas)/meas)
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/report"
+)
+
+type statsOptions struct {
+	by     string
+	format string
+}
+
+func newStatsCmd() *cobra.Command {
+	o := &statsOptions{}
+	cmd := &cobra.Command{
+		Use:   "stats RUN",
+		Short: "Summarize a run: collectives, ranks, sizes, steps, traffic",
+		Long: `stats reads a recorded run and prints what its communication cost: the
+headline numbers and findings, then one table chosen with --by:
+
+  op    collectives by op, algorithm and log2 size: calls, time percentiles,
+        algbw and busbw, arrival wait
+  rank  per rank: compute, communication, exposed and overlapped time,
+        arrival wait, how often it arrived last, bytes and messages
+  size  messages by op and size: count, bytes, time, transfer bandwidth
+  step  per training step: compute, exposed and overlapped communication,
+        idle and wait, averaged over ranks
+  peer  traffic from each rank to each other rank
+
+--format json prints the whole summary (every view at once), documented in
+docs/stats-json.md; csv prints the chosen table with plain numbers.
+docs/metrics.md defines every figure.`,
+		Example: `  commprof stats runs/train-4r-20261122-101500
+  commprof stats RUN --by rank
+  commprof stats RUN --format json | jq .headline`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runStats(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.by, "by", "op", "table to print: "+strings.Join(report.Views, ", "))
+	f.StringVar(&o.format, "format", "table", "table, json or csv")
+	return cmd
+}
+
+func runStats(ctx context.Context, stdout, stderr io.Writer, o *statsOptions, dir string) error {
+	switch o.format {
+	case "table", "json", "csv":
+	default:
+		return usagef("--format %q: want table, json or csv", o.format)
+	}
+	if _, err := report.View(&analyze.Summary{}, o.by, false); err != nil {
+		return usagef("--by: %v", err)
+	}
+	s, err := load.Summary(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	switch o.format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", " ")
+		return enc.Encode(s)
+	case "csv":
+		t, _ := report.View(s, o.by, true)
+		return t.WriteCSV(w)
+	}
+	report.WriteOverview(w, s)
+	t, _ := report.View(s, o.by, false)
+	fmt.Fprintf(w, "\n%s\n", t.Title)
+	return t.WriteText(w)
+}

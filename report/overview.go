@@ -1,0 +1,43 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/commprof/commprof/analyze"
+)
+
+// WriteOverview prints a run's identity, headline numbers and findings.
+func WriteOverview(w io.Writer, s *analyze.Summary) {
+	r := s.Run
+	name := r.Name
+	if name == "" {
+		name = r.Dir
+	}
+	fmt.Fprintf(w, "run %s: %d ranks on %d host(s), %d events, %s recorded, %s on disk",
+		name, r.WorldSize, max(len(r.Hosts), 1), r.Events, analyze.HumanDuration(float64(r.SpanNS)), analyze.HumanBytes(r.DiskBytes))
+	if r.Status != "" {
+		fmt.Fprintf(w, ", %s", r.Status)
+	}
+	fmt.Fprintln(w)
+	if len(r.Config) > 0 {
+		keys := make([]string, 0, len(r.Config))
+		for k := range r.Config {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+r.Config[k])
+		}
+		fmt.Fprintf(w, "config: %s\n", strings.Join(kv, " "))
+	}
+	if acc, ok := r.Metrics["test_accuracy"]; ok {
+		fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*acc)
+	}
+	for _, f := range s.Findings {
+		fmt.Fprintf(w, "  - %s\n", f)
+	}
+}

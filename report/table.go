@@ -1,0 +1,221 @@
+package report
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/commprof/commprof/analyze"
+)
+
+// Table is one of the stats views as rows of cells: what `stats` prints
+// as text or CSV and what the HTML report shows.
+type Table struct {
+	Title   string
+	Columns []Column
+	Rows    [][]string
+}
+
+// Column is a table column; numeric columns are right-aligned.
+type Column struct {
+	Name    string
+	Numeric bool
+	Unit    string // for CSV headers: ns, bytes, GB/s, ...
+}
+
+// Views are the --by choices of `commprof stats`.
+var Views = []string{"op", "rank", "size", "step", "peer"}
+
+// View returns the table of one view of a summary; raw cells carry plain
+// numbers (for CSV) instead of human units.
+func View(s *analyze.Summary, by string, raw bool) (*Table, error) {
+	f := formatter{raw: raw}
+	switch by {
+	case "op":
+		return opTable(s, f), nil
+	case "rank":
+		return rankTable(s, f), nil
+	case "size":
+		return sizeTable(s, f), nil
+	case "step":
+		return stepTable(s, f), nil
+	case "peer":
+		return peerTable(s, f), nil
+	}
+	return nil, fmt.Errorf("unknown view %q (want %s)", by, strings.Join(Views, ", "))
+}
+
+type formatter struct{ raw bool }
+
+func (f formatter) dur(ns float64) string {
+	if f.raw {
+		return fmt.Sprintf("%.0f", ns)
+	}
+	return analyze.HumanDuration(ns)
+}
+
+func (f formatter) bytes(b float64) string {
+	if f.raw {
+		return fmt.Sprintf("%.0f", b)
+	}
+	return analyze.HumanBytes(int64(b))
+}
+
+func (f formatter) gbps(x float64) string { return fmt.Sprintf("%.3f", x) }
+
+func (f formatter) frac(x float64) string {
+	if f.raw {
+		return fmt.Sprintf("%.4f", x)
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
+
+func (f formatter) int(n int64) string { return fmt.Sprintf("%d", n) }
+
+func opTable(s *analyze.Summary, f formatter) *Table {
+	t := &Table{Title: "Collectives by op, algorithm and size", Columns: []Column{
+		{Name: "op"}, {Name: "algo"}, {Name: "size"}, {Name: "ranks", Numeric: true}, {Name: "calls", Numeric: true},
+		{Name: "bytes", Numeric: true, Unit: "bytes"}, {Name: "total", Numeric: true, Unit: "ns"}, {Name: "mean", Numeric: true, Unit: "ns"},
+		{Name: "p50", Numeric: true, Unit: "ns"}, {Name: "p95", Numeric: true, Unit: "ns"}, {Name: "p99", Numeric: true, Unit: "ns"},
+		{Name: "max", Numeric: true, Unit: "ns"}, {Name: "algbw", Numeric: true, Unit: "GB/s"}, {Name: "busbw", Numeric: true, Unit: "GB/s"},
+		{Name: "wait", Numeric: true, Unit: "fraction"}}}
+	for _, c := range s.Collectives {
+		w := 0.0
+		if c.Time.Sum > 0 {
+			w = float64(c.WaitNS) / float64(c.Time.Sum)
+		}
+		t.Rows = append(t.Rows, []string{c.Op, c.Algo, c.BucketLbl, f.int(int64(c.Ranks)), f.int(c.Calls), f.bytes(float64(c.Bytes)),
+			f.dur(float64(c.Time.Sum)), f.dur(c.Time.Mean), f.dur(float64(c.Time.P50)), f.dur(float64(c.Time.P95)), f.dur(float64(c.Time.P99)),
+			f.dur(float64(c.Time.Max)), f.gbps(c.AlgBWGBps), f.gbps(c.BusBWGBps), f.frac(w)})
+	}
+	return t
+}
+
+func rankTable(s *analyze.Summary, f formatter) *Table {
+	t := &Table{Title: "Ranks", Columns: []Column{
+		{Name: "rank", Numeric: true}, {Name: "host"}, {Name: "events", Numeric: true}, {Name: "compute", Numeric: true, Unit: "ns"},
+		{Name: "comm", Numeric: true, Unit: "ns"}, {Name: "exposed", Numeric: true, Unit: "ns"}, {Name: "overlapped", Numeric: true, Unit: "ns"},
+		{Name: "wait", Numeric: true, Unit: "ns"}, {Name: "last", Numeric: true}, {Name: "late", Numeric: true, Unit: "ns"},
+		{Name: "sent", Numeric: true, Unit: "bytes"}, {Name: "recv", Numeric: true, Unit: "bytes"},
+		{Name: "msgs sent", Numeric: true}, {Name: "msgs recv", Numeric: true}}}
+	for _, r := range s.Ranks {
+		host := r.Host
+		if r.Truncated {
+			host += " (cut)"
+		}
+		t.Rows = append(t.Rows, []string{f.int(int64(r.Rank)), host, f.int(r.Events), f.dur(float64(r.ComputeNS)), f.dur(float64(r.CommNS)),
+			f.dur(float64(r.ExposedNS)), f.dur(float64(r.OverlappedNS)), f.dur(float64(r.WaitNS)), f.int(r.LastArrivals), f.dur(r.MeanLateNS),
+			f.bytes(float64(r.BytesSent)), f.bytes(float64(r.BytesRecv)), f.int(r.MsgsSent), f.int(r.MsgsRecv)})
+	}
+	return t
+}
+
+func sizeTable(s *analyze.Summary, f formatter) *Table {
+	t := &Table{Title: "Messages by op and size", Columns: []Column{
+		{Name: "op"}, {Name: "size"}, {Name: "messages", Numeric: true}, {Name: "bytes", Numeric: true, Unit: "bytes"},
+		{Name: "time", Numeric: true, Unit: "ns"}, {Name: "wait", Numeric: true, Unit: "ns"}, {Name: "transfer bw", Numeric: true, Unit: "GB/s"}}}
+	for _, m := range s.MessageSizes {
+		t.Rows = append(t.Rows, []string{m.Op, m.BucketLbl, f.int(m.Messages), f.bytes(float64(m.Bytes)), f.dur(float64(m.TimeNS)),
+			f.dur(float64(m.WaitNS)), f.gbps(m.GBps)})
+	}
+	return t
+}
+
+func stepTable(s *analyze.Summary, f formatter) *Table {
+	t := &Table{Title: "Steps (mean over ranks)", Columns: []Column{
+		{Name: "step", Numeric: true}, {Name: "ranks", Numeric: true}, {Name: "time", Numeric: true, Unit: "ns"},
+		{Name: "slowest rank", Numeric: true, Unit: "ns"}, {Name: "compute", Numeric: true, Unit: "ns"}, {Name: "exposed comm", Numeric: true, Unit: "ns"},
+		{Name: "overlapped comm", Numeric: true, Unit: "ns"}, {Name: "idle", Numeric: true, Unit: "ns"}, {Name: "wait", Numeric: true, Unit: "ns"},
+		{Name: "comm bytes", Numeric: true, Unit: "bytes"}}}
+	for _, st := range s.Steps {
+		t.Rows = append(t.Rows, []string{f.int(int64(st.Step)), f.int(int64(st.Ranks)), f.dur(st.TimeNS), f.dur(float64(st.MaxNS)), f.dur(st.ComputeNS),
+			f.dur(st.ExposedNS), f.dur(st.OverlappedNS), f.dur(st.IdleNS), f.dur(st.WaitNS), f.bytes(st.CommBytes)})
+	}
+	return t
+}
+
+func peerTable(s *analyze.Summary, f formatter) *Table {
+	t := &Table{Title: "Traffic by sender and receiver", Columns: []Column{
+		{Name: "src", Numeric: true}, {Name: "dst", Numeric: true}, {Name: "bytes", Numeric: true, Unit: "bytes"},
+		{Name: "messages", Numeric: true}, {Name: "recv time", Numeric: true, Unit: "ns"}, {Name: "GB/s", Numeric: true, Unit: "GB/s"}}}
+	m := s.Matrix
+	for src := range m.Bytes {
+		for dst, b := range m.Bytes[src] {
+			if m.Messages[src][dst] == 0 {
+				continue
+			}
+			bw := 0.0
+			if m.TimeNS[src][dst] > 0 {
+				bw = float64(b) / float64(m.TimeNS[src][dst])
+			}
+			t.Rows = append(t.Rows, []string{f.int(int64(src)), f.int(int64(dst)), f.bytes(float64(b)), f.int(m.Messages[src][dst]),
+				f.dur(float64(m.TimeNS[src][dst])), f.gbps(bw)})
+		}
+	}
+	return t
+}
+
+// WriteText prints the table aligned, numbers to the right.
+func (t *Table) WriteText(w io.Writer) error {
+	width := make([]int, len(t.Columns))
+	for i, c := range t.Columns {
+		width[i] = utf8.RuneCountInString(c.Name)
+	}
+	for _, r := range t.Rows {
+		for i, cell := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(cell))
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		for i, cell := range cells {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(cell))
+			if t.Columns[i].Numeric {
+				b.WriteString(pad + cell)
+			} else if i < len(cells)-1 {
+				b.WriteString(cell + pad)
+			} else {
+				b.WriteString(cell)
+			}
+		}
+		b.WriteString("\n")
+	}
+	names := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		names[i] = c.Name
+	}
+	line(names)
+	if len(t.Rows) == 0 {
+		b.WriteString("(none)\n")
+	}
+	for _, r := range t.Rows {
+		line(r)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteCSV writes the table with a header naming each column's unit.
+func (t *Table) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	h := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		h[i] = strings.ReplaceAll(c.Name, " ", "_")
+		if c.Unit != "" {
+			h[i] += "_" + strings.NewReplacer("/", "p", " ", "_").Replace(strings.ToLower(c.Unit))
+		}
+	}
+	if err := cw.Write(h); err != nil {
+		return err
+	}
+	if err := cw.WriteAll(t.Rows); err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
