@@ -153,4 +153,3 @@ func TestCancelled(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
-
