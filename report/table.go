@@ -205,10 +205,7 @@ func (t *Table) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	h := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
-		h[i] = strings.ReplaceAll(c.Name, " ", "_")
-		if c.Unit != "" {
-			h[i] += "_" + strings.NewReplacer("/", "p", " ", "_").Replace(strings.ToLower(c.Unit))
-		}
+		h[i] = csvName(c)
 	}
 	if err := cw.Write(h); err != nil {
 		return err
@@ -218,4 +215,18 @@ func (t *Table) WriteCSV(w io.Writer) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// csvName is a column's CSV header: snake_case with its unit as a suffix
+// (time_ns, sent_bytes, busbw_gbps) unless the name already is the unit.
+func csvName(c Column) string {
+	name := strings.ToLower(strings.ReplaceAll(c.Name, " ", "_"))
+	suffix := map[string]string{"ns": "ns", "bytes": "bytes", "GB/s": "gbps", "fraction": "fraction"}[c.Unit]
+	switch {
+	case name == "gb/s":
+		return "gbps"
+	case suffix == "" || name == suffix:
+		return name
+	}
+	return name + "_" + suffix
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -96,6 +97,20 @@ func TestRecordParameterServer(t *testing.T) {
 	}
 	if run.Manifest.Config["sync"] != "ps" || run.Manifest.Metrics["test_accuracy"] <= 0 {
 		t.Errorf("manifest %+v", run.Manifest)
+	}
+	// The analyzer sees the parameter server's traffic as a star.
+	s := statsJSON(t, dir)
+	found := false
+	for _, p := range s.Patterns {
+		if p.Op == "sendrecv" {
+			found = true
+			if p.Pattern != analyze.PatternStar || p.Ranks != 3 {
+				t.Errorf("point-to-point pattern %+v, want a star over 3 ranks", p)
+			}
+		}
+	}
+	if !found || s.StepSummary.Steps != 12 {
+		t.Errorf("patterns %+v, %d steps", s.Patterns, s.StepSummary.Steps)
 	}
 }
 
