@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commprof/commprof/export"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -101,7 +101,7 @@ func runDump(stdout, stderr io.Writer, o *dumpOptions, dir string, rankSet bool)
 	case "json":
 		return writeJSON(w, evs)
 	case "csv":
-		return writeCSV(w, evs)
+		return export.CSVEvents(w, evs)
 	}
 	return writeTable(w, evs)
 }
@@ -134,31 +134,6 @@ func writeJSON(w io.Writer, evs []trace.Event) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
 	return enc.Encode(out)
-}
-
-var columnNames = []string{trace.ColRank, trace.ColKind, trace.ColName, trace.ColStart, trace.ColDur, trace.ColBytes,
-	trace.ColPeer, trace.ColSeq, trace.ColStep, trace.ColAlgo, trace.ColDType, trace.ColRoot, trace.ColChunk,
-	trace.ColComm, trace.ColWait, trace.ColValue}
-
-func fieldsOf(e *trace.Event) []string {
-	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	return []string{i(int64(e.Rank)), e.Kind.String(), e.Name, i(e.Start), i(e.Dur), i(e.Bytes), i(int64(e.Peer)),
-		i(e.Seq), i(int64(e.Step)), e.Algo, e.DType, i(int64(e.Root)), i(int64(e.Chunk)), e.Comm, i(e.Wait),
-		strconv.FormatFloat(e.Value, 'g', -1, 64)}
-}
-
-func writeCSV(w io.Writer, evs []trace.Event) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(columnNames); err != nil {
-		return err
-	}
-	for i := range evs {
-		if err := cw.Write(fieldsOf(&evs[i])); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
 }
 
 // printable quotes a string from a trace if it holds anything a terminal
