@@ -72,6 +72,7 @@ tables and diffs.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), newBenchCmd(args), newRecordCmd(args), newDumpCmd(), newTrainCmd(args), newStatsCmd(), newDiffCmd(), newPredictCmd())
+	root.AddCommand(newExportCmd())
 	return root
 }
 
