@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/apache/arrow/go/v15 v15.0.2
+	github.com/go-echarts/go-echarts/v2 v2.6.7
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/klauspost/compress v1.16.7
 	github.com/spf13/cobra v1.10.2
@@ -12,7 +13,6 @@ require (
 )
 
 require (
-	github.com/go-echarts/go-echarts/v2 v2.6.7 // indirect
 	github.com/goccy/go-json v0.10.2 // indirect
 	github.com/google/flatbuffers v23.5.26+incompatible // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

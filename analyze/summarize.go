@@ -318,27 +318,68 @@ func (s *Summarizer) runInfo(ranks []*RankSummarizer, world int) RunInfo {
 }
 
 // mergeCalls joins the ranks' collective events, sorted by communicator,
-// sequence and rank, so that one call's events are adjacent.
+// sequence and rank, so that one call's events are adjacent. Each rank's
+// events are already nearly in order, so each is sorted on its own and
+// the ranks are merged, instead of sorting everything at once.
 func (s *Summarizer) mergeCalls(ranks []*RankSummarizer) []callRec {
 	n := 0
+	lists := make([][]callRec, 0, len(ranks))
 	for _, rs := range ranks {
 		n += len(rs.calls)
-	}
-	calls := make([]callRec, 0, n)
-	for _, rs := range ranks {
-		calls = append(calls, rs.calls...)
+		slices.SortFunc(rs.calls, cmpCall)
+		lists = append(lists, rs.calls)
 		rs.calls = nil
 	}
-	slices.SortFunc(calls, func(a, b callRec) int {
-		if c := cmp.Compare(a.comm, b.comm); c != 0 {
-			return c
+	calls := make([]callRec, 0, n)
+	// A k-way merge by a binary heap of list heads.
+	h := make([]int, 0, len(lists))
+	less := func(a, b int) bool { return cmpCall(lists[h[a]][0], lists[h[b]][0]) < 0 }
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < len(h) && less(l, m) {
+				m = l
+			}
+			if l+1 < len(h) && less(l+1, m) {
+				m = l + 1
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
 		}
-		if c := cmp.Compare(a.seq, b.seq); c != 0 {
-			return c
+	}
+	for i, l := range lists {
+		if len(l) > 0 {
+			h = append(h, i)
 		}
-		return cmp.Compare(a.rank, b.rank)
-	})
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for len(h) > 0 {
+		l := lists[h[0]]
+		calls = append(calls, l[0])
+		if lists[h[0]] = l[1:]; len(l) == 1 {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		if len(h) > 0 {
+			down(0)
+		}
+	}
 	return calls
+}
+
+func cmpCall(a, b callRec) int {
+	if c := cmp.Compare(a.comm, b.comm); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.seq, b.seq); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.rank, b.rank)
 }
 
 // instances returns the [lo, hi) ranges of calls that are one collective

@@ -1,7 +1,7 @@
-// Package load reads a run directory into an analyze.Summary, streaming
-// each rank's batches through the summarizer with the ranks in parallel,
-// so that a run larger than memory is summarized in bounded memory (what
-// analyze keeps per collective call aside).
+// Package load reads run directories for the analyzer: it streams each
+// rank's batches through an analyze.Summarizer (or a timeline builder),
+// ranks in parallel, so that a run larger than memory is summarized in
+// bounded memory (what analyze keeps per collective call aside).
 package load
 
 import (
@@ -31,9 +31,59 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 		meta.DiskBytes += s.Bytes
 	}
 	sum := analyze.NewSummarizer(meta)
+	rs := make([]*analyze.RankSummarizer, len(rf.Streams))
+	cut, err := scan(ctx, rf, func(i int, info trace.RankInfo, b *trace.Batch) {
+		if rs[i] == nil {
+			rs[i] = sum.Rank(info.Rank, info.Host)
+		}
+		rs[i].AddBatch(b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range cut {
+		if c == nil {
+			continue
+		}
+		if rs[i] == nil {
+			rs[i] = sum.Rank(rf.Streams[i].Rank, "")
+		}
+		rs[i].SetTruncated()
+		meta.Problems = append(meta.Problems, fmt.Sprintf("rank %d: %v", rf.Streams[i].Rank, c))
+	}
+	s := sum.Finalize()
+	s.Problems = append([]string{}, meta.Problems...)
+	return s, nil
+}
+
+// Timeline reads the run in dir again to build its report timeline; s is
+// the run's summary.
+func Timeline(ctx context.Context, dir string, s *analyze.Summary, opt analyze.TimelineOptions) (*analyze.TimelineData, error) {
+	rf, err := trace.OpenRun(dir)
+	if err != nil {
+		return nil, err
+	}
+	tb := analyze.NewTimeline(s, opt)
+	trs := make([]*analyze.TimelineRank, len(rf.Streams))
+	for i, st := range rf.Streams {
+		trs[i] = tb.Rank(st.Rank)
+	}
+	// A cut stream is already among the summary's problems.
+	if _, err := scan(ctx, rf, func(i int, _ trace.RankInfo, b *trace.Batch) { trs[i].AddBatch(b) }); err != nil {
+		return nil, err
+	}
+	return tb.Finalize(), nil
+}
+
+// scan feeds every stream's batches to fn(stream index, ...), streams in
+// parallel and each stream's batches in order. A cut stream is not an
+// error: its TruncatedError is returned in cut[i].
+func scan(ctx context.Context, rf *trace.RunFiles, fn func(i int, info trace.RankInfo, b *trace.Batch)) (cut []error, err error) {
 	errs := make([]error, len(rf.Streams))
-	cut := make([]error, len(rf.Streams))
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	cut = make([]error, len(rf.Streams))
+	// More streams than cores in flight: decoding waits on memory as much
+	// as on the CPU, and 4 streams per core measured faster than 1.
+	sem := make(chan struct{}, 4*runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for i := range rf.Streams {
 		wg.Add(1)
@@ -41,23 +91,15 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			var rs *analyze.RankSummarizer
 			err := rf.ScanStream(i, func(info trace.RankInfo, b *trace.Batch) error {
-				if rs == nil {
-					rs = sum.Rank(info.Rank, info.Host)
-				}
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				rs.AddBatch(b)
+				fn(i, info, b)
 				return nil
 			})
 			if errors.Is(err, trace.ErrTruncated) {
-				if rs == nil {
-					rs = sum.Rank(rf.Streams[i].Rank, "")
-				}
-				rs.SetTruncated()
-				cut[i], err = fmt.Errorf("rank %d: %w", rf.Streams[i].Rank, err), nil
+				cut[i], err = err, nil
 			}
 			errs[i] = err
 		}()
@@ -66,18 +108,5 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	for _, c := range cut {
-		if c != nil {
-			meta.Problems = append(meta.Problems, c.Error())
-		}
-	}
-	s := sum.Finalize()
-	s.Problems = append(s.Problems[:0:0], meta.Problems...)
-	if s.Problems == nil {
-		s.Problems = []string{}
-	}
-	return s, nil
+	return cut, errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 type diffOptions struct {
 	format string
 	limit  int
+	html   string
 }
 
 func newDiffCmd() *cobra.Command {
@@ -39,6 +40,7 @@ batch size), so runs with different batch sizes or rank counts compare.`,
 	f := cmd.Flags()
 	f.StringVar(&o.format, "format", "table", "table or json")
 	f.IntVar(&o.limit, "limit", 40, "print at most this many changes in the table (0: all)")
+	f.StringVar(&o.html, "html", "", "also write the diff as a self-contained HTML report to this file")
 	return cmd
 }
 
@@ -63,6 +65,13 @@ func runDiff(ctx context.Context, stdout, stderr io.Writer, o *diffOptions, dirA
 		}
 	}
 	d := analyze.Compare(a, b)
+	if o.html != "" {
+		n, err := writeFileAtomic(ctx, o.html, func(w io.Writer) error { return report.WriteDiffHTML(w, a, b, d) })
+		if err != nil {
+			return fmt.Errorf("writing the diff report %s: %w", o.html, err)
+		}
+		fmt.Fprintf(stderr, "wrote %s (%s)\n", o.html, analyze.HumanBytes(n))
+	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	if o.format == "json" {

@@ -1,0 +1,408 @@
+package analyze
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/commprof/commprof/trace"
+)
+
+// Timeline lanes, in the order the report draws them under each rank.
+var TimelineLanes = []string{"step", "compute", "collective", "send", "recv"}
+
+func laneOf(k trace.Kind) int {
+	switch k {
+	case trace.KindStep:
+		return 0
+	case trace.KindCompute:
+		return 1
+	case trace.KindCollective:
+		return 2
+	case trace.KindSend:
+		return 3
+	case trace.KindRecv:
+		return 4
+	}
+	return -1
+}
+
+// TimelineData is what the report's timeline draws (docs/web.md): the
+// whole run as occupancy bins per rank and lane, plus every event inside
+// a few windows of detail, chosen so that the page stays small whatever
+// the run's length.
+type TimelineData struct {
+	T0        int64          `json:"t0"` // always 0: times are ns since the run's first event
+	T1        int64          `json:"t1"`
+	Ranks     []int          `json:"ranks"`
+	Hosts     []string       `json:"hosts"`
+	Lanes     []string       `json:"lanes"`
+	Names     []string       `json:"names"`
+	Algos     []string       `json:"algos"`
+	Comms     []string       `json:"comms"`
+	Bins      TimelineBins   `json:"bins"`
+	Events    TimelineEvents `json:"events"`
+	Links     [][2]int       `json:"links"`
+	Windows   [][2]int64     `json:"windows"`
+	Truncated int64          `json:"truncated"` // events drawn only as occupancy, not in Events
+}
+
+// TimelineBins is per-mille occupancy of N equal bins per rank and lane.
+type TimelineBins struct {
+	N     int           `json:"n"`
+	Width int64         `json:"width"`
+	Rows  []TimelineRow `json:"rows"`
+}
+
+// TimelineRow is one rank and lane's bins: Busy in per-mille of the bin,
+// Name the index of the name that filled most of it (-1 when empty).
+type TimelineRow struct {
+	Rank int     `json:"rank"`
+	Lane int     `json:"lane"`
+	Busy []int32 `json:"busy"`
+	Name []int32 `json:"name"`
+}
+
+// TimelineEvents are the detail events, columnar, sorted by rank, lane
+// and start; Start is delta-encoded within each rank and lane.
+type TimelineEvents struct {
+	Rank  []int32 `json:"rank"`
+	Lane  []int8  `json:"lane"`
+	Name  []int32 `json:"name"`
+	Start []int64 `json:"start"`
+	Dur   []int64 `json:"dur"`
+	Bytes []int64 `json:"bytes"`
+	Peer  []int32 `json:"peer"`
+	Seq   []int64 `json:"seq"`
+	Algo  []int32 `json:"algo"`
+	Step  []int32 `json:"step"`
+	Wait  []int64 `json:"wait"`
+}
+
+// TimelineOptions bound a timeline's size.
+type TimelineOptions struct {
+	Bins   int // bins across the run (default 1500)
+	Detail int // most detail events (default 100,000)
+}
+
+// TimelineBuilder accumulates a run's events into TimelineData. It needs
+// the run's summary first, to know the run's span and where the detail
+// windows go; feed it every rank's batches (ranks may be fed in parallel
+// through their own TimelineRank) and call Finalize.
+type TimelineBuilder struct {
+	sum     *Summary
+	opt     TimelineOptions
+	t0, w   int64
+	windows [][2]int64 // candidates, twice the budget wide
+	ranks   map[int]*TimelineRank
+	rankIDs []int
+}
+
+// NewTimeline starts a timeline of the run s summarizes.
+func NewTimeline(s *Summary, opt TimelineOptions) *TimelineBuilder {
+	if opt.Bins <= 0 {
+		opt.Bins = 1500
+	}
+	if opt.Detail <= 0 {
+		opt.Detail = 100_000
+	}
+	b := &TimelineBuilder{sum: s, opt: opt, t0: s.Run.FirstNS, ranks: map[int]*TimelineRank{}}
+	b.w = max(1, (s.Run.SpanNS+int64(opt.Bins)-1)/int64(opt.Bins))
+	b.windows = detailWindows(s, 2*opt.Detail)
+	return b
+}
+
+// detailWindows picks up to three spans of the run holding about budget
+// events together: the whole run if it is small; else, around the
+// slowest step, the median step and the second step (the first is
+// usually warm-up), or evenly spaced spans for runs without steps.
+func detailWindows(s *Summary, budget int) [][2]int64 {
+	span, n := s.Run.SpanNS, s.Run.Events
+	first := s.Run.FirstNS
+	if n <= int64(budget) || span <= 0 {
+		return [][2]int64{{first, first + span + 1}}
+	}
+	var centers []int64
+	if len(s.Steps) >= 3 {
+		st := slices.Clone(s.Steps)
+		slow := st[0]
+		for _, x := range st {
+			if x.MaxNS > slow.MaxNS {
+				slow = x
+			}
+		}
+		sort.Slice(st, func(i, j int) bool { return st[i].TimeNS < st[j].TimeNS })
+		med := st[len(st)/2]
+		sec := s.Steps[1]
+		for _, x := range []StepStats{sec, med, slow} {
+			c := x.StartNS + int64(x.TimeNS/2)
+			if !slices.Contains(centers, c) {
+				centers = append(centers, c)
+			}
+		}
+	} else {
+		centers = []int64{first + span/6, first + span/2, first + span*5/6}
+	}
+	width := int64(float64(span) * float64(budget) / float64(n) / float64(len(centers)))
+	var out [][2]int64
+	for _, c := range centers {
+		out = append(out, [2]int64{max(first, c-width/2), min(first+span+1, c+width/2)})
+	}
+	return mergeWindows(out)
+}
+
+func mergeWindows(w [][2]int64) [][2]int64 {
+	sort.Slice(w, func(i, j int) bool { return w[i][0] < w[j][0] })
+	var out [][2]int64
+	for _, x := range w {
+		if len(out) > 0 && x[0] <= out[len(out)-1][1] {
+			out[len(out)-1][1] = max(out[len(out)-1][1], x[1])
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// TimelineRank accumulates one rank's events.
+type TimelineRank struct {
+	b    *TimelineBuilder
+	rank int
+	rows [5]*binRow
+	dict []string      // the stream's name dictionary, which only grows
+	evs  []trace.Event // detail candidates
+	n    int64         // events the timeline draws (marks are not)
+}
+
+type binRow struct {
+	busy []int64
+	top  [][3]nameTime // the three names with most time in each bin
+}
+
+type nameTime struct {
+	name int32
+	t    int64
+}
+
+// Rank returns rank r's accumulator. Rank itself is not safe for
+// concurrent use: create every rank's accumulator first, then feed each
+// from its own goroutine.
+func (b *TimelineBuilder) Rank(r int) *TimelineRank {
+	if tr, ok := b.ranks[r]; ok {
+		return tr
+	}
+	tr := &TimelineRank{b: b, rank: r}
+	b.ranks[r] = tr
+	b.rankIDs = append(b.rankIDs, r)
+	return tr
+}
+
+// AddBatch adds one batch of the rank's events.
+func (tr *TimelineRank) AddBatch(bt *trace.Batch) {
+	b := tr.b
+	if len(bt.Names) < len(tr.dict) || (len(tr.dict) > 0 && bt.Names[len(tr.dict)-1] != tr.dict[len(tr.dict)-1]) {
+		tr.dict = tr.dict[:0] // not a continuation of the same stream's dictionary
+	}
+	tr.dict = append(tr.dict, bt.Names[len(tr.dict):]...)
+	for i := 0; i < bt.Len; i++ {
+		lane := laneOf(bt.Kind[i])
+		if lane < 0 {
+			continue
+		}
+		tr.n++
+		start, dur := bt.Start[i], bt.Dur[i]
+		row := tr.rows[lane]
+		if row == nil {
+			row = &binRow{busy: make([]int64, b.opt.Bins), top: make([][3]nameTime, b.opt.Bins)}
+			tr.rows[lane] = row
+		}
+		name := bt.Name[i]
+		lo := start - b.t0
+		hi := lo + max(dur, 1)
+		for k := max(lo/b.w, 0); k < int64(b.opt.Bins) && k*b.w < hi; k++ {
+			ov := min(hi, (k+1)*b.w) - max(lo, k*b.w)
+			if ov <= 0 {
+				continue
+			}
+			row.busy[k] += ov
+			row.note(int(k), name, ov)
+		}
+		for _, w := range b.windows {
+			if start < w[1] && start+dur >= w[0] {
+				tr.evs = append(tr.evs, bt.Event(i))
+				break
+			}
+		}
+	}
+}
+
+// note adds t ns of name to bin k's three leading names. Names are keyed
+// by their index in the stream's dictionary.
+func (r *binRow) note(k int, name int32, t int64) {
+	top := &r.top[k]
+	for j := range top {
+		if top[j].t > 0 && top[j].name == name {
+			top[j].t += t
+			return
+		}
+	}
+	m := 0
+	for j := range top {
+		if top[j].t < top[m].t {
+			m = j
+		}
+	}
+	if top[m].t < t || top[m].t == 0 {
+		top[m] = nameTime{name, t}
+	}
+}
+
+// Finalize builds the timeline.
+func (b *TimelineBuilder) Finalize() *TimelineData {
+	s := b.sum
+	td := &TimelineData{T1: s.Run.SpanNS, Lanes: TimelineLanes, Names: []string{}, Algos: []string{}, Comms: []string{},
+		Ranks: []int{}, Hosts: []string{}, Links: [][2]int{}, Windows: [][2]int64{}}
+	td.Bins = TimelineBins{N: b.opt.Bins, Width: b.w, Rows: []TimelineRow{}}
+	ids := map[string]int32{}
+	intern := func(list *[]string, m map[string]int32, str string) int32 {
+		if i, ok := m[str]; ok {
+			return i
+		}
+		i := int32(len(*list))
+		*list = append(*list, str)
+		m[str] = i
+		return i
+	}
+	slices.Sort(b.rankIDs)
+	hosts := map[int]string{}
+	for _, r := range s.Ranks {
+		hosts[r.Rank] = r.Host
+	}
+	for _, r := range b.rankIDs {
+		td.Ranks = append(td.Ranks, r)
+		td.Hosts = append(td.Hosts, hosts[r])
+		tr := b.ranks[r]
+		for lane, row := range tr.rows {
+			if row == nil {
+				continue
+			}
+			out := TimelineRow{Rank: r, Lane: lane, Busy: make([]int32, len(row.busy)), Name: make([]int32, len(row.busy))}
+			for k, busy := range row.busy {
+				out.Busy[k] = int32(min(1000, busy*1000/b.w))
+				out.Name[k] = -1
+				best := nameTime{}
+				for _, nt := range row.top[k] {
+					if nt.t > best.t {
+						best = nt
+					}
+				}
+				if best.t > 0 && int(best.name) < len(tr.dict) {
+					out.Name[k] = intern(&td.Names, ids, tr.dict[best.name])
+				}
+			}
+			td.Bins.Rows = append(td.Bins.Rows, out)
+		}
+	}
+
+	// Detail: keep the windows' events, shrinking the windows around their
+	// centres until they fit the budget.
+	var all []trace.Event
+	for _, r := range b.rankIDs {
+		all = append(all, b.ranks[r].evs...)
+	}
+	windows := slices.Clone(b.windows)
+	inWindows := func(e *trace.Event, ws [][2]int64) bool {
+		for _, w := range ws {
+			if e.Start < w[1] && e.Start+e.Dur >= w[0] {
+				return true
+			}
+		}
+		return false
+	}
+	for iter := 0; iter < 30; iter++ {
+		n := 0
+		for i := range all {
+			if inWindows(&all[i], windows) {
+				n++
+			}
+		}
+		if n <= b.opt.Detail {
+			break
+		}
+		for i, w := range windows {
+			c, half := (w[0]+w[1])/2, (w[1]-w[0])/2
+			half = int64(float64(half) * 0.8 * float64(b.opt.Detail) / float64(n))
+			windows[i] = [2]int64{c - half, c + half}
+		}
+	}
+	kept := all[:0]
+	for i := range all {
+		if inWindows(&all[i], windows) {
+			kept = append(kept, all[i])
+		}
+	}
+	var drawn int64
+	for _, r := range b.rankIDs {
+		drawn += b.ranks[r].n
+	}
+	td.Truncated = drawn - int64(len(kept))
+	for _, w := range windows {
+		td.Windows = append(td.Windows, [2]int64{w[0] - b.t0, w[1] - b.t0})
+	}
+	sort.Slice(kept, func(i, j int) bool {
+		a, c := &kept[i], &kept[j]
+		if a.Rank != c.Rank {
+			return a.Rank < c.Rank
+		}
+		if la, lc := laneOf(a.Kind), laneOf(c.Kind); la != lc {
+			return la < lc
+		}
+		return a.Start < c.Start
+	})
+	ev := &td.Events
+	algoIDs, commIDs := map[string]int32{}, map[string]int32{}
+	prevRow, prev := [2]int32{-1, -1}, int64(0)
+	for i := range kept {
+		e := &kept[i]
+		lane := laneOf(e.Kind)
+		row := [2]int32{e.Rank, int32(lane)}
+		if row != prevRow {
+			prevRow, prev = row, b.t0
+		}
+		ev.Rank = append(ev.Rank, e.Rank)
+		ev.Lane = append(ev.Lane, int8(lane))
+		ev.Name = append(ev.Name, intern(&td.Names, ids, e.Name))
+		ev.Start = append(ev.Start, e.Start-prev)
+		prev = e.Start
+		ev.Dur = append(ev.Dur, e.Dur)
+		ev.Bytes = append(ev.Bytes, e.Bytes)
+		ev.Peer = append(ev.Peer, e.Peer)
+		ev.Seq = append(ev.Seq, e.Seq)
+		ev.Algo = append(ev.Algo, intern(&td.Algos, algoIDs, e.Algo))
+		ev.Step = append(ev.Step, e.Step)
+		ev.Wait = append(ev.Wait, e.Wait)
+		intern(&td.Comms, commIDs, e.Comm)
+	}
+	// Links between the kept sends and receives, as indices into Events.
+	base := map[int32]int{}
+	for i := range kept {
+		if _, ok := base[kept[i].Rank]; !ok {
+			base[kept[i].Rank] = i
+		}
+	}
+	maxRank := int32(-1)
+	for r := range base {
+		maxRank = max(maxRank, r)
+	}
+	ranks := make([][]trace.Event, maxRank+1)
+	for r, i := range base {
+		j := i
+		for j < len(kept) && kept[j].Rank == r {
+			j++
+		}
+		ranks[r] = kept[i:j]
+	}
+	for _, l := range MatchMessages(ranks) {
+		td.Links = append(td.Links, [2]int{base[l.Send.Rank] + l.Send.Index, base[l.Recv.Rank] + l.Recv.Index})
+	}
+	return td
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/report"
+)
+
+type reportOptions struct {
+	out    string
+	open   bool
+	detail int
+	bins   int
+}
+
+func newReportCmd() *cobra.Command {
+	o := &reportOptions{}
+	cmd := &cobra.Command{
+		Use:   "report RUN",
+		Short: "Write a run's self-contained HTML report",
+		Long: `report writes one HTML file that opens with no network: the run's key
+numbers and findings, a timeline of every rank (compute, collectives and
+each message, with send-to-receive lines when zoomed in), heatmaps of the
+traffic between ranks, arrival skew and time by op and size, the
+message-size histogram, bus bandwidth against the fitted model, the
+pattern of each collective, the projection to more ranks, and the stats
+tables. Large runs stay small: the timeline draws the whole run as
+occupancy and keeps every event only in a few windows of detail
+(--detail events in all).`,
+		Example: `  commprof report runs/train-4r-20261122-101500
+  commprof report RUN -o /tmp/run.html --open`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.out, "output", "o", "", "HTML file to write (default RUN/report.html)")
+	f.BoolVar(&o.open, "open", false, "open the report in the default browser")
+	f.IntVar(&o.detail, "detail", 100_000, "most events the timeline shows one by one")
+	f.IntVar(&o.bins, "bins", 1500, "occupancy bins across the run in the timeline")
+	return cmd
+}
+
+func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, dir string) error {
+	if o.detail < 0 || o.bins < 1 || o.bins > 100_000 {
+		return usagef("--detail %d --bins %d: want --detail 0 or more and --bins from 1 to 100000", o.detail, o.bins)
+	}
+	start := time.Now()
+	s, err := load.Summary(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
+	}
+	tl, err := load.Timeline(ctx, dir, s, analyze.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins})
+	if err != nil {
+		return err
+	}
+	out := o.out
+	if out == "" {
+		out = filepath.Join(dir, "report.html")
+	}
+	n, err := writeFileAtomic(ctx, out, func(w io.Writer) error { return report.WriteHTML(w, s, tl, report.Options{}) })
+	if err != nil {
+		return fmt.Errorf("writing the report %s: %w", out, err)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %s, %d events (%d in the timeline's detail), in %s\n", out, analyze.HumanBytes(n), s.Run.Events,
+		len(tl.Events.Rank), time.Since(start).Round(time.Millisecond))
+	if o.open {
+		return openBrowser(stderr, out)
+	}
+	fmt.Fprintf(stdout, "open it in a browser, or: commprof report %s --open\n", dir)
+	return nil
+}
+
+// openBrowser opens path with $BROWSER or the desktop's opener.
+func openBrowser(stderr io.Writer, path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	var cands []string
+	if b := os.Getenv("BROWSER"); b != "" {
+		cands = append(cands, b)
+	}
+	if runtime.GOOS == "darwin" {
+		cands = append(cands, "open")
+	} else {
+		cands = append(cands, "xdg-open", "sensible-browser")
+	}
+	for _, c := range cands {
+		if p, err := exec.LookPath(c); err == nil {
+			cmd := exec.Command(p, abs)
+			if err := cmd.Start(); err == nil {
+				go cmd.Wait()
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("--open: no browser found (tried %v; set $BROWSER); the report is %s", cands, abs)
+}

@@ -1,0 +1,127 @@
+// commprof report: draws the charts whose go-echarts options the page
+// carries as JSON, mounts the timeline, and exposes
+// window.commprofReport for tests ({ready, charts, drawn, errors}).
+(function () {
+  "use strict";
+  var state = { ready: false, charts: 0, drawn: 0, errors: [] };
+  window.commprofReport = state;
+
+  function dur(ns) {
+    var a = Math.abs(ns);
+    if (a < 1e3) return Math.round(ns) + " ns";
+    if (a < 1e6) return (ns / 1e3).toPrecision(3) + " µs";
+    if (a < 1e9) return (ns / 1e6).toPrecision(3) + " ms";
+    return (ns / 1e9).toPrecision(3) + " s";
+  }
+  function bytes(b) {
+    var a = Math.abs(b), u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+    while (a >= 1024 && i < u.length - 1) { a /= 1024; i++; }
+    var s = i === 0 ? String(Math.round(a)) : a.toFixed(a < 10 ? 2 : 1).replace(/\.?0+$/, "");
+    return (b < 0 ? "-" : "") + s + " " + u[i];
+  }
+  var formats = {
+    ns: dur,
+    bytes: bytes,
+    gbps: function (v) { return Number(v).toFixed(3) + " GB/s"; },
+    count: function (v) { return Number(v).toLocaleString("en-US", { maximumFractionDigits: 2 }); },
+    pct: function (v) { return (100 * v).toFixed(1) + "%"; }
+  };
+  var esc = function (s) { return echarts.format.encodeHTML(String(s)); };
+
+  function cellValue(p) { return Array.isArray(p.value) ? p.value[2] : p.value; }
+
+  function decorate(v, option) {
+    var f = formats[v.format] || formats.count;
+    option.tooltip = option.tooltip || {};
+    var axes = [].concat(option.yAxis || []);
+    var valueAxes = axes.filter(function (a) { return a && (a.type === "value" || a.type === "log"); });
+    valueAxes.forEach(function (a) { a.axisLabel = Object.assign({}, a.axisLabel, { formatter: function (x) { return f(x); } }); });
+    switch (v.tooltip) {
+      case "matrix":
+        option.tooltip.formatter = function (p) {
+          return "rank " + p.value[1] + " → rank " + p.value[0] + "<br><b>" + esc(f(cellValue(p))) + "</b> (" + esc(v.label) + ")";
+        };
+        break;
+      case "skew":
+        option.tooltip.formatter = function (p) {
+          var op = (v.labels || [])[p.value[0]] || "";
+          return esc(op) + " #" + esc(option.xAxis[0].data[p.value[0]]) + "<br>rank " + p.value[1] + " arrived <b>" + esc(dur(cellValue(p))) + "</b> after the first";
+        };
+        break;
+      case "opsize":
+        option.tooltip.formatter = function (p) {
+          return esc(option.yAxis[0].data[p.value[1]]) + " · " + esc(option.xAxis[0].data[p.value[0]]) + "<br><b>" + esc(dur(cellValue(p))) + "</b> in total";
+        };
+        break;
+      case "busbw":
+        option.tooltip.formatter = function (p) {
+          return esc(p.seriesName) + "<br>" + esc(bytes(p.value[0])) + ": <b>" + esc(formats.gbps(p.value[1])) + "</b>";
+        };
+        [].concat(option.xAxis || []).forEach(function (a) { a.axisLabel = { formatter: function (x) { return bytes(x); } }; });
+        break;
+      case "graph":
+        option.tooltip.formatter = function (p) {
+          return p.dataType === "edge" ? esc(p.data.source) + " → " + esc(p.data.target) : esc(p.name);
+        };
+        break;
+      default:
+        option.tooltip.valueFormatter = function (x) { return x == null ? "" : f(x); };
+    }
+    return option;
+  }
+
+  function draw(el) {
+    var specEl = document.querySelector('script[data-spec-for="' + el.id + '"]');
+    var variants = JSON.parse(specEl.textContent);
+    var chart = echarts.init(el, null, { renderer: "canvas" });
+    var show = function (i) {
+      chart.setOption(decorate(variants[i], JSON.parse(JSON.stringify(variants[i].option))), true);
+    };
+    var sel = document.querySelector('select[data-variants-for="' + el.id + '"]');
+    if (variants.length > 1 && sel) {
+      variants.forEach(function (v, i) {
+        var o = document.createElement("option");
+        o.value = String(i);
+        o.textContent = v.label;
+        sel.appendChild(o);
+      });
+      sel.hidden = false;
+      sel.addEventListener("change", function () { show(Number(sel.value)); });
+    }
+    chart.on("finished", function once() {
+      chart.off("finished", once);
+      el.setAttribute("data-drawn", "true");
+    });
+    show(0);
+    window.addEventListener("resize", function () { chart.resize(); });
+    return chart;
+  }
+
+  function start() {
+    var els = document.querySelectorAll("[data-chart]");
+    state.charts = els.length;
+    els.forEach(function (el) {
+      try {
+        draw(el);
+        state.drawn++;
+      } catch (e) {
+        state.errors.push(el.id + ": " + e.message);
+        console.error("commprof: chart " + el.id + ": " + e.message);
+      }
+    });
+    var tl = document.getElementById("timeline");
+    var data = document.getElementById("timeline-data");
+    if (tl && data) {
+      try {
+        CommprofTimeline.mount(tl, JSON.parse(data.textContent), {});
+      } catch (e) {
+        state.errors.push("timeline: " + e.message);
+        console.error("commprof: timeline: " + e.message);
+      }
+    }
+    state.ready = true;
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,212 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/opts"
+
+	"github.com/commprof/commprof/analyze"
+)
+
+func perStep(s *analyze.Summary) float64 {
+	if s.StepSummary.Steps > 0 {
+		return float64(s.StepSummary.Steps)
+	}
+	return 1
+}
+
+func diffSections(a, b *analyze.Summary, d *analyze.Diff) []section {
+	var time []chartSpec
+	time = append(time, diffStepChart(a, b, d))
+	if c, ok := diffStepSeries(a, b); ok {
+		time = append(time, c)
+	}
+	secs := []section{{ID: "time", Title: "Where the time goes, A and B", Charts: time}}
+	secs = append(secs, section{ID: "traffic", Title: "Traffic", Charts: []chartSpec{diffSizeChart(a, b, d), diffMatrixChart(a, b, d)}})
+	secs = append(secs, section{ID: "network", Title: "Bandwidth", Charts: []chartSpec{diffBusbwChart(a, b)}})
+	t := DiffTable(d, 0)
+	for i, c := range d.Changes {
+		t.Rows[i] = append(t.Rows[i][:5], c.Verdict)
+	}
+	secs = append(secs, section{ID: "changes", Title: "Every change, largest first", Tables: []*Table{t},
+		Intro: fmt.Sprintf("Figures per %s; better and worse follow each figure's direction (lower times, higher bandwidth and accuracy). docs/metrics.md defines them.", d.Basis)})
+	return secs
+}
+
+// diffStepChart: the mean step (or run) of A and B as stacked bars.
+func diffStepChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
+	x := []string{"A", "B"}
+	val := func(f func(*analyze.Summary) float64) []float64 { return []float64{f(a), f(b)} }
+	var series []barSeries
+	if d.Basis == "step" {
+		series = []barSeries{
+			{"compute only", "t", colCompute, val(func(s *analyze.Summary) float64 { return s.StepSummary.ComputeNS - s.StepSummary.OverlappedNS })},
+			{"overlapped comm", "t", colOverlapped, val(func(s *analyze.Summary) float64 { return s.StepSummary.OverlappedNS })},
+			{"exposed comm", "t", colExposed, val(func(s *analyze.Summary) float64 { return s.StepSummary.ExposedNS })},
+			{"idle", "t", colIdle, val(func(s *analyze.Summary) float64 { return s.StepSummary.IdleNS })}}
+	} else {
+		mean := func(s *analyze.Summary, f func(analyze.RankStats) int64) float64 {
+			var t float64
+			for _, r := range s.Ranks {
+				t += float64(f(r))
+			}
+			return t / math.Max(1, float64(len(s.Ranks)))
+		}
+		series = []barSeries{
+			{"compute only", "t", colCompute, val(func(s *analyze.Summary) float64 {
+				return mean(s, func(r analyze.RankStats) int64 { return r.ComputeNS - r.OverlappedNS })
+			})},
+			{"overlapped comm", "t", colOverlapped, val(func(s *analyze.Summary) float64 {
+				return mean(s, func(r analyze.RankStats) int64 { return r.OverlappedNS })
+			})},
+			{"exposed comm", "t", colExposed, val(func(s *analyze.Summary) float64 {
+				return mean(s, func(r analyze.RankStats) int64 { return r.ExposedNS })
+			})}}
+	}
+	bar := stackedBar(x, "run", series)
+	return chartSpec{ID: "chart-diff-step", Title: "The mean " + d.Basis + " of A and B", Height: 300,
+		Note:     "compute alone, communication hidden behind compute, exposed communication and idle, mean over ranks",
+		Variants: []chartVariant{variant("time", "ns", "", bar)}}
+}
+
+// diffStepSeries: step time over the run, both runs on one axis.
+func diffStepSeries(a, b *analyze.Summary) (chartSpec, bool) {
+	if len(a.Steps) == 0 || len(b.Steps) == 0 {
+		return chartSpec{}, false
+	}
+	n := max(len(a.Steps), len(b.Steps))
+	l := charts.NewLine()
+	l.SetGlobalOptions(noAnimation(), tooltipAxis(), legendTop(), grid(),
+		charts.WithXAxisOpts(opts.XAxis{Type: "category", Name: "step"}), charts.WithYAxisOpts(opts.YAxis{Type: "value"}))
+	x := make([]string, n)
+	for i := range x {
+		x[i] = strconv.Itoa(i)
+	}
+	l.SetXAxis(x)
+	for _, r := range []struct {
+		name string
+		s    *analyze.Summary
+	}{{"A step time", a}, {"B step time", b}, {"A exposed comm", a}, {"B exposed comm", b}} {
+		data := make([]opts.LineData, len(r.s.Steps))
+		for i, st := range r.s.Steps {
+			v := st.TimeNS
+			if r.name[2:] == "exposed comm" {
+				v = st.ExposedNS
+			}
+			data[i] = opts.LineData{Value: round(v), Symbol: "none"}
+		}
+		l.AddSeries(r.name, data)
+	}
+	return chartSpec{ID: "chart-diff-steps", Title: "Step by step", Height: 300, Note: "each step's time and exposed communication (mean over ranks), by step index",
+		Variants: []chartVariant{variant("time", "ns", "", l)}}, true
+}
+
+// diffSizeChart: both runs' message-size histograms, per step.
+func diffSizeChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
+	lo, hi := 1<<30, -1
+	for _, s := range []*analyze.Summary{a, b} {
+		for _, m := range s.MessageSizes {
+			lo, hi = min(lo, m.Bucket), max(hi, m.Bucket)
+		}
+	}
+	if hi < lo {
+		lo, hi = 0, 0
+	}
+	var x []string
+	for k := lo; k <= hi; k++ {
+		x = append(x, analyze.BucketLabel(k))
+	}
+	build := func(val func(analyze.SizeStats) float64) *charts.Bar {
+		var series []barSeries
+		for _, r := range []struct {
+			name, color string
+			s           *analyze.Summary
+		}{{"A", "#4e79a7", a}, {"B", "#f28e2b", b}} {
+			v := make([]float64, len(x))
+			for _, m := range r.s.MessageSizes {
+				v[m.Bucket-lo] += val(m) / perStep(r.s)
+			}
+			series = append(series, barSeries{name: r.name, color: r.color, values: v})
+		}
+		return stackedBar(x, "message size", series)
+	}
+	return chartSpec{ID: "chart-diff-sizes", Title: "Message sizes, A and B", Height: 320, Note: "received messages by log2 size, per " + d.Basis,
+		Variants: []chartVariant{
+			variant("messages", "count", "", build(func(m analyze.SizeStats) float64 { return float64(m.Messages) })),
+			variant("time", "ns", "", build(func(m analyze.SizeStats) float64 { return float64(m.TimeNS) })),
+			variant("bytes", "bytes", "", build(func(m analyze.SizeStats) float64 { return float64(m.Bytes) })),
+		}}
+}
+
+// diffMatrixChart: B - A bytes per step when the runs have the same ranks,
+// else each run's matrix.
+func diffMatrixChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
+	c := chartSpec{ID: "chart-diff-matrix", Title: "Traffic between ranks", Height: 420}
+	if len(a.Matrix.Bytes) == len(b.Matrix.Bytes) && len(a.Matrix.Bytes) > 0 {
+		n := len(a.Matrix.Bytes)
+		var cells []opts.HeatMapData
+		var m float64
+		for i := range n {
+			for j := range n {
+				v := float64(b.Matrix.Bytes[i][j])/perStep(b) - float64(a.Matrix.Bytes[i][j])/perStep(a)
+				cells = append(cells, opts.HeatMapData{Value: [3]interface{}{j, i, math.Round(v)}})
+				m = math.Max(m, math.Abs(v))
+			}
+		}
+		h := heatmap(rankLabels(n), rankLabels(n), "receiver", "sender", cells, m, diverging)
+		h.SetGlobalOptions(charts.WithVisualMapOpts(opts.VisualMap{Calculable: opts.Bool(true), Min: float32(-math.Max(m, 1)), Max: float32(math.Max(m, 1)),
+			Orient: "vertical", Right: "0", Top: "center", InRange: &opts.VisualMapInRange{Color: diverging}}))
+		c.Note = "bytes per " + d.Basis + " from each sender (rows) to each receiver (columns): B minus A; red where B moves more"
+		c.Variants = append(c.Variants, variant("B − A bytes", "bytes", "matrix", h))
+	} else {
+		c.Note = "the runs have different rank counts: each run's bytes per " + d.Basis
+	}
+	for _, r := range []struct {
+		name string
+		s    *analyze.Summary
+	}{{"A", a}, {"B", b}} {
+		m := make([][]int64, len(r.s.Matrix.Bytes))
+		for i, row := range r.s.Matrix.Bytes {
+			m[i] = make([]int64, len(row))
+			for j, v := range row {
+				m[i][j] = int64(float64(v) / perStep(r.s))
+			}
+		}
+		c.Variants = append(c.Variants, matrixVariant(r.name+" bytes", "bytes", m))
+	}
+	return c
+}
+
+// diffBusbwChart: both runs' measured busbw by size.
+func diffBusbwChart(a, b *analyze.Summary) chartSpec {
+	sc := charts.NewScatter()
+	sc.SetGlobalOptions(noAnimation(), tooltipItem(), legendTop(), grid(),
+		charts.WithXAxisOpts(opts.XAxis{Type: "log", Name: "bytes"}),
+		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "busbw GB/s"}))
+	for _, r := range []struct {
+		name, symbol string
+		s            *analyze.Summary
+	}{{"A", "circle", a}, {"B", "diamond", b}} {
+		byKey := map[string][]opts.ScatterData{}
+		var keys []string
+		for _, c := range r.s.Collectives {
+			if c.Calls == 0 || c.Bytes == 0 || c.BusBWGBps == 0 {
+				continue
+			}
+			k := r.name + ": " + c.Op + " " + c.Algo
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], opts.ScatterData{Value: []interface{}{c.Bytes / c.Calls, round(c.BusBWGBps)}, Symbol: r.symbol, SymbolSize: 10})
+		}
+		for _, k := range keys {
+			sc.AddSeries(k, byKey[k])
+		}
+	}
+	return chartSpec{ID: "chart-diff-busbw", Title: "Bus bandwidth against size, A and B", Height: 360,
+		Note:     "measured busbw of each op, algorithm and size bucket (A circles, B diamonds)",
+		Variants: []chartVariant{variant("busbw", "gbps", "busbw", sc)}}
+}

@@ -1,0 +1,360 @@
+package report
+
+import (
+	"bufio"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/web"
+)
+
+//go:embed assets/report.js
+var reportJS string
+
+//go:embed assets/page.html
+var pageHTML string
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"dur":   func(ns float64) string { return analyze.HumanDuration(ns) },
+	"bytes": func(b int64) string { return analyze.HumanBytes(b) },
+	"pct":   func(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) },
+	"value": FormatValue,
+	"rel":   FormatRel,
+}).Parse(pageHTML))
+
+// Card is one key number at the top of a page.
+type card struct {
+	Label, Value, Detail string
+	Class                string // good, bad or ""
+}
+
+// page is what the template draws: a run report or a diff report.
+type page struct {
+	Title     string
+	Subtitle  string
+	Kind      string // "run" or "diff"
+	Cards     []card
+	Findings  []string
+	Problems  []string
+	Config    [][2]string
+	ConfigA   [][2]string // diff: keys that differ, A and B
+	ConfigB   [][2]string
+	Sections  []section
+	Timeline  template.JS // the timeline's data, JSON; empty for none
+	TLNote    string
+	Changes   []analyze.Change
+	SummaryJS template.JS // the summary (or diff) JSON, for scripts reading the page
+	ECharts   template.JS
+	Script    template.JS
+	Timeln    template.JS
+	CSS       template.CSS
+}
+
+type section struct {
+	ID, Title, Intro string
+	Charts           []chartSpec
+	Tables           []*Table
+}
+
+// jsonJS marshals v for a <script type="application/json"> element:
+// encoding/json escapes <, > and & so nothing in it can close the element.
+func jsonJS(v any) (template.JS, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return template.JS(b), nil
+}
+
+func assets(p *page) error {
+	ec, err := web.ECharts()
+	if err != nil {
+		return err
+	}
+	p.ECharts = template.JS(ec)
+	p.Script = template.JS(reportJS)
+	p.Timeln = template.JS(web.TimelineJS())
+	p.CSS = template.CSS(web.ReportCSS())
+	return nil
+}
+
+// Options tune the run report.
+type Options struct {
+	TableRows int // most rows per table (default 500)
+}
+
+// WriteHTML writes the self-contained HTML report of one run: tl is its
+// timeline (nil for none).
+func WriteHTML(w io.Writer, s *analyze.Summary, tl *analyze.TimelineData, o Options) error {
+	if o.TableRows <= 0 {
+		o.TableRows = 500
+	}
+	p := &page{Kind: "run", Title: runTitle(s.Run), Subtitle: runSubtitle(s.Run), Findings: s.Findings, Problems: s.Problems}
+	if err := assets(p); err != nil {
+		return err
+	}
+	p.Cards = runCards(s)
+	p.Config = sortedKV(s.Run.Config)
+	if tl != nil {
+		js, err := jsonJS(tl)
+		if err != nil {
+			return err
+		}
+		p.Timeline = js
+		switch {
+		case tl.Truncated > 0:
+			p.TLNote = fmt.Sprintf("The whole run is drawn as occupancy; every event is shown in %d window(s) of detail (%d events; %d more are summarized by the occupancy). Scroll to zoom, drag to pan, double-click to reset.",
+				len(tl.Windows), len(tl.Events.Rank), tl.Truncated)
+		default:
+			p.TLNote = fmt.Sprintf("All %d events. Scroll to zoom, drag to pan, double-click to reset; hover an event for its size, peer and bandwidth.", len(tl.Events.Rank))
+		}
+	}
+	var err error
+	if p.SummaryJS, err = jsonJS(s); err != nil {
+		return err
+	}
+	p.Sections = runSections(s, o)
+	return render(w, p)
+}
+
+func render(w io.Writer, p *page) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := pageTmpl.Execute(bw, p); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	return bw.Flush()
+}
+
+func runTitle(r analyze.RunInfo) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.Dir
+}
+
+func runSubtitle(r analyze.RunInfo) string {
+	parts := []string{fmt.Sprintf("%d ranks on %d host(s)", r.WorldSize, max(len(r.Hosts), 1)),
+		fmt.Sprintf("%d events", r.Events), analyze.HumanDuration(float64(r.SpanNS)) + " recorded"}
+	if r.Start != "" {
+		parts = append(parts, "started "+r.Start)
+	}
+	if r.Status != "" {
+		parts = append(parts, r.Status)
+	}
+	if r.Dir != "" {
+		parts = append(parts, r.Dir)
+	}
+	return strings.Join(parts, " · ")
+}
+
+func sortedKV(m map[string]string) [][2]string {
+	var out [][2]string
+	for k, v := range m {
+		out = append(out, [2]string{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+func runCards(s *analyze.Summary) []card {
+	h := s.Headline
+	var cs []card
+	if h.Steps > 0 {
+		d := fmt.Sprintf("p95 %s over %d steps", analyze.HumanDuration(h.StepP95NS), h.Steps)
+		if h.SamplesPerSec > 0 {
+			d += fmt.Sprintf(" · %.0f samples/s", h.SamplesPerSec)
+		}
+		cs = append(cs, card{Label: "step time", Value: analyze.HumanDuration(h.StepNS), Detail: d})
+	} else {
+		cs = append(cs, card{Label: "run span", Value: analyze.HumanDuration(float64(s.Run.SpanNS)), Detail: "no training steps recorded"})
+	}
+	cls := ""
+	if h.CommFraction > 0.3 {
+		cls = "bad"
+	}
+	cs = append(cs, card{Label: "communication", Value: fmt.Sprintf("%.0f%%", 100*h.CommFraction), Class: cls,
+		Detail: map[bool]string{true: "of the step", false: "of the run, per rank"}[h.Steps > 0]})
+	cls = ""
+	if h.ExposedFrac > 0.5 {
+		cls = "bad"
+	}
+	cs = append(cs, card{Label: "exposed communication", Value: fmt.Sprintf("%.0f%%", 100*h.ExposedFrac), Class: cls,
+		Detail: analyze.HumanDuration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
+	if h.BusBWGBps > 0 {
+		d := h.BusBWOp
+		if h.LinkGBps > 0 {
+			d += fmt.Sprintf(" · %.0f%% of the fitted link (%.2f GB/s)", 100*h.BusBWOfLink, h.LinkGBps)
+		}
+		cs = append(cs, card{Label: "bus bandwidth", Value: fmt.Sprintf("%.2f GB/s", h.BusBWGBps), Detail: d})
+	}
+	if h.Straggler >= 0 {
+		cls = ""
+		chance := 1 / float64(max(s.Run.WorldSize, 1))
+		if h.StragglerFrac > 1.5*chance && h.StragglerLateNS > 0 {
+			cls = "bad"
+		}
+		cs = append(cs, card{Label: "worst straggler", Value: fmt.Sprintf("rank %d", h.Straggler), Class: cls,
+			Detail: fmt.Sprintf("last in %.0f%% of collectives (chance %.0f%%), %s late on average", 100*h.StragglerFrac, 100*chance, analyze.HumanDuration(h.StragglerLateNS))})
+	}
+	if acc, ok := s.Run.Metrics["test_accuracy"]; ok {
+		cs = append(cs, card{Label: "test accuracy", Value: fmt.Sprintf("%.2f%%", 100*acc), Detail: "final epoch"})
+	}
+	return cs
+}
+
+func runSections(s *analyze.Summary, o Options) []section {
+	var secs []section
+	var time []chartSpec
+	time = append(time, rankChart(s))
+	if c, ok := stepChart(s); ok {
+		time = append(time, c)
+	}
+	secs = append(secs, section{ID: "time", Title: "Where the time goes", Charts: time})
+	traffic := []chartSpec{matrixChart(s)}
+	if c, ok := opSizeChart(s); ok {
+		traffic = append(traffic, c)
+	}
+	if c, ok := sizeChart(s); ok {
+		traffic = append(traffic, c)
+	}
+	secs = append(secs, section{ID: "traffic", Title: "Traffic", Charts: traffic})
+	var skew []chartSpec
+	if c, ok := skewChart(s); ok {
+		skew = append(skew, c)
+	}
+	if len(skew) > 0 {
+		secs = append(secs, section{ID: "skew", Title: "Arrival skew", Charts: skew,
+			Intro: fmt.Sprintf("Straggler ranking, most often last first: %s.", joinInts(s.Skew.Ranking, 8))})
+	}
+	var net []chartSpec
+	if c, ok := busbwChart(s); ok {
+		net = append(net, c)
+	}
+	if c, ok := projectionChart(s); ok {
+		net = append(net, c)
+	}
+	f := s.Fit
+	secs = append(secs, section{ID: "network", Title: "Bandwidth, the model and more ranks", Charts: net,
+		Intro: fmt.Sprintf("Fit over %d messages and %d collective events: β %.4g ns/byte (link %.2f GB/s, R² %.2f); α %s per algorithm step and γ %.4g ns/byte (R² %.2f). docs/metrics.md gives the formulas.",
+			f.Messages, f.Calls, f.BetaNSPerB, f.LinkGBps, f.MsgR2, analyze.HumanDuration(f.AlphaNS), f.GammaNSPerB, f.CallR2)})
+	if pc := patternCharts(s); len(pc) > 0 {
+		secs = append(secs, section{ID: "patterns", Title: "Communication patterns", Charts: pc,
+			Intro: "The messages of the first sampled call of each op and algorithm, as a graph of who sent to whom."})
+	}
+	var tables []*Table
+	for _, by := range Views {
+		t, _ := View(s, by, false)
+		if len(t.Rows) > o.TableRows {
+			n := len(t.Rows)
+			t.Rows = t.Rows[:o.TableRows]
+			t.Title += fmt.Sprintf(" (first %d of %d rows; commprof stats --by %s prints all)", o.TableRows, n, by)
+		}
+		tables = append(tables, t)
+	}
+	secs = append(secs, section{ID: "tables", Title: "Tables", Tables: tables,
+		Intro: "The tables of commprof stats. Every number is defined in docs/metrics.md."})
+	return secs
+}
+
+func joinInts(l []int, n int) string {
+	var s []string
+	for i, x := range l {
+		if i >= n {
+			s = append(s, "…")
+			break
+		}
+		s = append(s, fmt.Sprint(x))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// WriteDiffHTML writes the self-contained HTML report of a diff.
+func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
+	p := &page{Kind: "diff", Title: fmt.Sprintf("%s → %s", runTitle(a.Run), runTitle(b.Run)),
+		Subtitle: fmt.Sprintf("A: %s  ·  B: %s  ·  figures per %s", runSubtitle(a.Run), runSubtitle(b.Run), d.Basis)}
+	if d.PerSample {
+		p.Subtitle += " and per sample"
+	}
+	if err := assets(p); err != nil {
+		return err
+	}
+	unset := func(v string) string {
+		if v == "" {
+			return "(unset)"
+		}
+		return v
+	}
+	for _, c := range d.Config {
+		p.ConfigA = append(p.ConfigA, [2]string{c.Key, unset(c.A)})
+		p.ConfigB = append(p.ConfigB, [2]string{c.Key, unset(c.B)})
+	}
+	p.Cards = diffCards(a, b)
+	p.Problems = append(append([]string{}, a.Problems...), b.Problems...)
+	p.Changes = d.Changes
+	for i, c := range d.Changes {
+		if i >= 6 {
+			break
+		}
+		if c.Rel != nil && c.B != 0 {
+			p.Findings = append(p.Findings, fmt.Sprintf("%s: %s → %s (%s)", c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c)))
+		}
+	}
+	var err error
+	if p.SummaryJS, err = jsonJS(d); err != nil {
+		return err
+	}
+	p.Sections = diffSections(a, b, d)
+	return render(w, p)
+}
+
+func diffCards(a, b *analyze.Summary) []card {
+	type fig struct {
+		label  string
+		va, vb float64
+		unit   string
+		better int // -1 lower is better, +1 higher, 0 neutral
+	}
+	ha, hb := a.Headline, b.Headline
+	figs := []fig{
+		{"step time", ha.StepNS, hb.StepNS, "ns", -1},
+		{"throughput", ha.SamplesPerSec, hb.SamplesPerSec, "samples/s", 1},
+		{"communication", ha.CommFraction, hb.CommFraction, "fraction", -1},
+		{"exposed communication", ha.ExposedNS, hb.ExposedNS, "ns", -1},
+		{"bus bandwidth", ha.BusBWGBps, hb.BusBWGBps, "GB/s", 1},
+		{"arrival wait", ha.WaitFraction, hb.WaitFraction, "fraction", -1},
+		{"test accuracy", ha.Accuracy, hb.Accuracy, "fraction", 1},
+	}
+	var cs []card
+	for _, f := range figs {
+		if f.va == 0 && f.vb == 0 {
+			continue
+		}
+		c := card{Label: f.label, Value: FormatValue(f.vb, f.unit)}
+		c.Detail = "A " + FormatValue(f.va, f.unit)
+		if f.va == 0 {
+			c.Detail = "A: none"
+		} else {
+			rel := (f.vb - f.va) / math.Abs(f.va)
+			c.Detail += fmt.Sprintf(" · %+.1f%%", 100*rel)
+			if math.Abs(rel) > 0.02 && f.better != 0 {
+				if (rel < 0) == (f.better < 0) {
+					c.Class = "good"
+				} else {
+					c.Class = "bad"
+				}
+			}
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
