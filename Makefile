@@ -7,13 +7,13 @@ BIN     := bin/commprof
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist
+APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium
 
-.PHONY: all build demo test deps go-deps system-deps web-deps bench bench-go bench-mpi vet fmt clean
+.PHONY: all build demo test deps go-deps system-deps web-deps web bench bench-go bench-mpi vet fmt clean
 
 all: build
 
-build: go-deps
+build: go-deps web
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/commprof
 
 # The main job: the reference trainer on 4 local ranks over loopback TCP,
@@ -26,10 +26,18 @@ deps: go-deps system-deps web-deps
 go-deps:
 	$(GO) mod download
 
-# Arrow JS and its codecs, pinned by web/package-lock.json: the tests read
-# traces with them as an independent Arrow implementation.
+# npm packages pinned by web/package-lock.json: Arrow JS and its codecs (the
+# tests read traces with them as an independent Arrow implementation),
+# ECharts (embedded in reports) and playwright-core (drives Chromium in the
+# page tests, web/tools/check-page.mjs).
 web-deps: system-deps
 	npm ci --prefix web --no-audit --no-fund --loglevel=error
+
+# The report's JavaScript libraries, copied from web/node_modules into
+# web/dist/ where go:embed finds them (web/assets.go); build depends on it.
+web: web-deps
+	mkdir -p web/dist
+	cp web/node_modules/echarts/dist/echarts.min.js web/dist/echarts.min.js
 
 # Debian packages the tests use; installed only when missing.
 system-deps:
