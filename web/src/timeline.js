@@ -1151,7 +1151,7 @@
         if (p >= 0) {
           const kp = m.pos[p];
           outline(kp, '#1f2328', 1.5);
-          const isSend = m.lanes[m.cLane[m.ID[hover.k]]] !== 'recv';
+          const isSend = m.isSend[m.ID[hover.k]] === 1;
           const ks = isSend ? hover.k : kp;
           const kr = isSend ? kp : hover.k;
           const xa = X(m.S[ks]);
