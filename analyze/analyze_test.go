@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -355,8 +356,16 @@ func TestDiffNormalisesPerStepAndSample(t *testing.T) {
 		t.Fatalf("no change %q in %+v", metric, d.Changes)
 		return Change{}
 	}
-	if c := get("step time"); c.A != 100 || c.B != 200 || *c.Rel != 1 || c.Verdict != "worse" {
+	// The batch size changed, so a longer step is no verdict by itself ...
+	if c := get("step time"); c.A != 100 || c.B != 200 || *c.Rel != 1 || c.Verdict != "" {
 		t.Fatalf("step time: %+v", c)
+	}
+	// ... but with the same batch it is worse.
+	b.Manifest.Config["batch_size"] = "32"
+	if c := Compare(Summarize(a), Summarize(b)).Changes; c[0].Metric == "" || !slices.ContainsFunc(c, func(c Change) bool {
+		return c.Metric == "step time" && c.Verdict == "worse"
+	}) {
+		t.Fatalf("same batch: %+v", c)
 	}
 	// Twice the time for twice the samples: the same time per sample.
 	if c := get("time per sample"); c.A != 100.0/32 || c.B != 200.0/64 || *c.Rel != 0 || c.Verdict != "" {

@@ -29,7 +29,9 @@ type Change struct {
 	B       float64  `json:"b"`
 	Delta   float64  `json:"delta"`         // B - A
 	Rel     *float64 `json:"rel,omitempty"` // (B - A) / |A|; absent when A is 0
-	Verdict string   `json:"verdict"`       // better, worse or "" (neutral or unchanged)
+	Verdict string   `json:"verdict"`       // better, worse or "" (neutral, unchanged, new or gone)
+
+	weight float64 // of the relative change in the ordering
 }
 
 // ConfigChange is one configuration key that differs.
@@ -57,11 +59,24 @@ func Compare(a, b *Summary) *Diff {
 		d.Basis = "step"
 	}
 	d.PerSample = a.Run.SamplesPerStep > 0 && b.Run.SamplesPerStep > 0 && steps
+	// Per-op and per-collective figures are ordered by their relative change
+	// weighted by their share of collective time, so that a one-off setup
+	// broadcast does not outrank the step time.
+	weight := 1.0
+	// When the batch size changed, per-step times are expected to change:
+	// their per-sample versions carry the verdict.
+	batchChanged := d.PerSample && a.Run.SamplesPerStep != b.Run.SamplesPerStep
+	perStepTime := func() better {
+		if batchChanged {
+			return neutral
+		}
+		return lower
+	}
 	add := func(section, metric, unit string, va, vb float64, bt better) {
 		if va == 0 && vb == 0 || math.IsNaN(va) || math.IsNaN(vb) {
 			return
 		}
-		c := Change{Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va}
+		c := Change{Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va, weight: weight}
 		if va != 0 {
 			r := (vb - va) / math.Abs(va)
 			c.Rel = &r
@@ -87,13 +102,13 @@ func Compare(a, b *Summary) *Diff {
 	// Steps and headline.
 	if steps {
 		sa, sb := a.StepSummary, b.StepSummary
-		add("step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, lower)
-		add("step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), lower)
-		add("step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, lower)
-		add("step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, lower)
+		add("step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, perStepTime())
+		add("step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), perStepTime())
+		add("step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, perStepTime())
+		add("step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, perStepTime())
 		add("step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral)
-		add("step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, lower)
-		add("step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, lower)
+		add("step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime())
+		add("step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime())
 		add("step", "throughput", "samples/s", sa.SamplesPerSec, sb.SamplesPerSec, higher)
 		if d.PerSample {
 			na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
@@ -117,7 +132,8 @@ func Compare(a, b *Summary) *Diff {
 	for _, op := range unionKeys(opA, opB) {
 		oa, ob := opA[op], opB[op]
 		ra, rb := float64(max(len(a.Ranks), 1)), float64(max(len(b.Ranks), 1))
-		add("op", op+" time "+unitPer, "ns", float64(oa.TimeNS)/ra/per(a), float64(ob.TimeNS)/rb/per(b), lower)
+		weight = share(oa.TimeNS, a, ob.TimeNS, b)
+		add("op", op+" time "+unitPer, "ns", float64(oa.TimeNS)/ra/per(a), float64(ob.TimeNS)/rb/per(b), perStepTime())
 		add("op", op+" calls "+unitPer, "count", float64(oa.Calls)/per(a), float64(ob.Calls)/per(b), neutral)
 		add("op", op+" bytes "+unitPer, "bytes", float64(oa.Bytes)/per(a), float64(ob.Bytes)/per(b), neutral)
 		add("op", op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower)
@@ -158,12 +174,14 @@ func Compare(a, b *Summary) *Diff {
 	for _, k := range keys {
 		x, y := ca[k], cb[k]
 		name := fmt.Sprintf("%s %s %s", k.op, k.algo, BucketLabel(k.bucket))
+		weight = share(x.Time.Sum, a, y.Time.Sum, b)
 		add("collective", name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower)
 		add("collective", name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher)
 		add("collective", name+" calls "+unitPer, "count", float64(x.Calls)/per(a), float64(y.Calls)/per(b), neutral)
 	}
 
 	// Skew, fit, results.
+	weight = 1
 	add("skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower)
 	add("skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower)
 	add("skew", "straggler's share of last arrivals", "fraction", a.Headline.StragglerFrac, b.Headline.StragglerFrac, lower)
@@ -192,14 +210,27 @@ func Compare(a, b *Summary) *Diff {
 	return d
 }
 
-// magnitude orders changes: figures in both runs by relative change,
-// then the figures that appear or vanish (a new op is listed, but does
-// not push the figures that moved off the top).
+// magnitude orders changes: figures in both runs by weighted relative
+// change, then the figures that appear or vanish (a new op is listed, but
+// does not push the figures that moved off the top).
 func magnitude(c Change) float64 {
 	if c.Rel == nil || c.B == 0 {
 		return -1
 	}
-	return math.Abs(*c.Rel)
+	return math.Abs(*c.Rel) * c.weight
+}
+
+// share is the larger of two figures' shares of their runs' collective
+// time, at least 0.05.
+func share(ta int64, a *Summary, tb int64, b *Summary) float64 {
+	total := func(s *Summary) float64 {
+		var t int64
+		for _, o := range s.Ops {
+			t += o.TimeNS
+		}
+		return float64(max(t, 1))
+	}
+	return math.Max(0.05, math.Max(float64(ta)/total(a), float64(tb)/total(b)))
 }
 
 func commBytes(s *Summary) float64 {

@@ -182,7 +182,7 @@ func heatmap(x, y []string, xName, yName string, cells []opts.HeatMapData, maxV 
 	if maxV <= 0 {
 		maxV = 1
 	}
-	h.SetGlobalOptions(noAnimation(), tooltipItem(),
+	h.SetGlobalOptions(noAnimation(), tooltipItem(), charts.WithLegendOpts(opts.Legend{Show: opts.Bool(false)}),
 		charts.WithGridOpts(opts.Grid{Left: "3%", Right: "90", Top: "20", Bottom: "40", ContainLabel: opts.Bool(true)}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "category", Data: x, Name: xName, SplitArea: &opts.SplitArea{Show: opts.Bool(true)}}),
 		charts.WithYAxisOpts(opts.YAxis{Type: "category", Data: y, Name: yName, SplitArea: &opts.SplitArea{Show: opts.Bool(true)}}),

@@ -36,6 +36,9 @@
     var axes = [].concat(option.yAxis || []);
     var valueAxes = axes.filter(function (a) { return a && (a.type === "value" || a.type === "log"); });
     valueAxes.forEach(function (a) { a.axisLabel = Object.assign({}, a.axisLabel, { formatter: function (x) { return f(x); } }); });
+    [].concat(option.visualMap || []).forEach(function (m) {
+      if (m) m.formatter = function (x) { return f(x); };
+    });
     switch (v.tooltip) {
       case "matrix":
         option.tooltip.formatter = function (p) {

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/trace"
+	"github.com/commprof/commprof/web/webtest"
+)
+
+// drawn is true once report.js has drawn every chart.
+const drawn = `window.commprofReport && window.commprofReport.ready && document.querySelectorAll('[data-drawn]').length === window.commprofReport.charts`
+
+// timelineOf reads the timeline data a report page carries.
+func timelineOf(t *testing.T, page string) *analyze.TimelineData {
+	t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="timeline-data">(.*?)</script>`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s has no timeline data", page)
+	}
+	var td analyze.TimelineData
+	if err := json.Unmarshal(m[1], &td); err != nil {
+		t.Fatal(err)
+	}
+	return &td
+}
+
+func recordTrain(t *testing.T, dir string, batch string) {
+	t.Helper()
+	r := commprof(t, nil, "record", "--ranks", "3", "--out", dir, "--", "train", "--synthetic-size", "3000", "--hidden", "64",
+		"--epochs", "1", "--batch-size", batch)
+	if r.code != 0 {
+		t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestReportInBrowser(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	recordTrain(t, dir, "32")
+	page := filepath.Join(t.TempDir(), "report.html")
+	r := commprof(t, nil, "report", dir, "-o", page)
+	if r.code != 0 || !strings.Contains(r.stdout, "wrote "+page) {
+		t.Fatalf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	td := timelineOf(t, page)
+	// Hover the first message received from another rank.
+	hover, peer, bytes := -1, int32(-1), int64(0)
+	for i, lane := range td.Events.Lane {
+		if td.Lanes[lane] == "recv" && td.Events.Bytes[i] >= 4096 && td.Events.Dur[i] > 0 {
+			hover, peer, bytes = i, td.Events.Peer[i], td.Events.Bytes[i]
+			break
+		}
+	}
+	if hover < 0 || td.Truncated != 0 || len(td.Links) == 0 {
+		t.Fatalf("timeline: hover %d, truncated %d, %d links", hover, td.Truncated, len(td.Links))
+	}
+	shot := filepath.Join(webtest.ScreenshotDir(t), "report.png")
+	res := webtest.CheckPage(t, page, webtest.Options{Screenshot: shot, FullPage: true, HoverEvent: hover, WaitFor: drawn,
+		Eval: "window.commprofReport", Viewport: "1400x900"})
+	t.Logf("screenshot %s; load %.0f ms, drawn %.0f ms", shot, res.LoadMs, res.DrawMs)
+	if p := res.Problems(); len(p) > 0 {
+		t.Fatalf("the report has problems: %q", p)
+	}
+	// The run report draws: ranks, steps, matrix, op x size, sizes, skew,
+	// busbw, projection and one pattern graph at least.
+	if res.Charts.Total < 9 || res.Charts.Drawn != res.Charts.Total {
+		t.Fatalf("charts: %+v", res.Charts)
+	}
+	var st struct {
+		Charts, Drawn int
+		Errors        []string
+	}
+	if err := json.Unmarshal(res.Eval, &st); err != nil || st.Drawn != st.Charts || len(st.Errors) != 0 {
+		t.Fatalf("report state %s: %v", res.Eval, err)
+	}
+	if !strings.Contains(res.Tooltip, fmt.Sprintf("peer: rank %d", peer)) || !strings.Contains(res.Tooltip, fmt.Sprintf("(%s B)", commas(bytes))) {
+		t.Fatalf("hovering recv event %d (from rank %d, %d bytes) shows %q", hover, peer, bytes, res.Tooltip)
+	}
+	if st, err := os.Stat(shot); err != nil || st.Size() < 50_000 {
+		t.Fatalf("screenshot: %v", err)
+	}
+}
+
+func commas(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func TestDiffReportInBrowser(t *testing.T) {
+	base := t.TempDir()
+	a, b := filepath.Join(base, "bs16"), filepath.Join(base, "bs64")
+	recordTrain(t, a, "16")
+	recordTrain(t, b, "64")
+	page := filepath.Join(base, "diff.html")
+	r := commprof(t, nil, "diff", a, b, "--html", page, "--limit", "0")
+	if r.code != 0 || !strings.Contains(r.stdout, `configuration: batch_size "16" -> "64"`) || !strings.Contains(r.stdout, "time per sample") {
+		t.Fatalf("diff: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	shot := filepath.Join(webtest.ScreenshotDir(t), "diff.png")
+	res := webtest.CheckPage(t, page, webtest.Options{Screenshot: shot, FullPage: true, HoverEvent: -1, WaitFor: drawn, Viewport: "1400x900",
+		Eval: `[...document.querySelectorAll('table.cp-table tbody tr')].length`})
+	t.Logf("screenshot %s", shot)
+	if p := res.Problems(); len(p) > 0 {
+		t.Fatalf("the diff report has problems: %q", p)
+	}
+	var rows int
+	if err := json.Unmarshal(res.Eval, &rows); err != nil || rows < 20 || res.Charts.Total < 4 || res.Charts.Drawn != res.Charts.Total {
+		t.Fatalf("diff page: %d change rows (%v), charts %+v", rows, err, res.Charts)
+	}
+}
+
+// Names from a trace are text on the page, wherever they appear.
+func TestReportEscapesTraceStrings(t *testing.T) {
+	const evil = `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">`
+	dir := t.TempDir()
+	m := &trace.Manifest{FormatVersion: trace.FormatVersion, Name: "run " + evil, WorldSize: 2, Status: trace.StatusComplete,
+		Config: map[string]string{"model": evil}, Metrics: map[string]float64{}}
+	for r := range 2 {
+		peer := int32(1 - r)
+		evs := []trace.Event{
+			{Rank: int32(r), Kind: trace.KindStep, Name: "step", Start: 0, Dur: 1000, Peer: -1, Seq: -1, Step: 0, Root: -1, Chunk: -1},
+			{Rank: int32(r), Kind: trace.KindCompute, Name: evil, Start: 0, Dur: 400, Peer: -1, Seq: -1, Step: 0, Root: -1, Chunk: -1},
+			{Rank: int32(r), Kind: trace.KindCollective, Name: evil, Start: 500, Dur: 300, Bytes: 4096, Peer: -1, Seq: 0, Step: 0, Algo: evil, DType: "float32", Root: -1, Chunk: -1, Comm: evil},
+			{Rank: int32(r), Kind: trace.KindSend, Name: evil, Start: 510, Dur: 100, Bytes: 4096, Peer: peer, Seq: 0, Step: 0, Algo: evil, Root: -1, Chunk: 0, Comm: evil},
+			{Rank: int32(r), Kind: trace.KindRecv, Name: evil, Start: 520, Dur: 200, Bytes: 4096, Peer: peer, Seq: 0, Step: 0, Algo: evil, Root: -1, Chunk: 0, Comm: evil, Wait: 50},
+		}
+		f, err := os.Create(filepath.Join(dir, trace.RankFile(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := trace.NewWriter(f, trace.RankInfo{Rank: r, WorldSize: 2, Host: "host" + evil}, trace.WriterOptions{})
+		if err == nil {
+			err = w.Write(evs)
+		}
+		if err == nil {
+			err = w.Close()
+		}
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Ranks = append(m.Ranks, trace.RankEntry{Rank: r, Host: "host" + evil, File: trace.RankFile(r)})
+	}
+	if err := trace.WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "report.html")
+	if r := commprof(t, nil, "report", dir); r.code != 0 {
+		t.Fatalf("report: exit %d\n%s", r.code, r.stderr)
+	}
+	td := timelineOf(t, page)
+	hover := -1
+	for i, n := range td.Events.Name {
+		if td.Names[n] == evil {
+			hover = i
+			break
+		}
+	}
+	res := webtest.CheckPage(t, page, webtest.Options{HoverEvent: hover, WaitFor: drawn,
+		Screenshot: filepath.Join(webtest.ScreenshotDir(t), "xss.png"),
+		Eval: `({pwned: window.__pwned === undefined ? 0 : window.__pwned,
+			text: document.body.innerText.split(` + "`" + evil + "`" + `).length - 1,
+			imgs: document.images.length,
+			title: document.title})`})
+	if p := res.Problems(); len(p) > 0 {
+		t.Fatalf("the page has problems: %q", p)
+	}
+	var got struct {
+		Pwned, Text, Imgs int
+		Title             string
+	}
+	if err := json.Unmarshal(res.Eval, &got); err != nil {
+		t.Fatal(err)
+	}
+	// The name shows as text in the title, the config, the tables and the
+	// pattern list; nothing ran and no element was made of it.
+	if got.Pwned != 0 || got.Imgs != 0 || got.Text < 3 || !strings.Contains(got.Title, evil) {
+		t.Fatalf("escaping: %+v", got)
+	}
+	if !strings.Contains(res.Tooltip, evil) {
+		t.Fatalf("the timeline tooltip should show the name as text: %q", res.Tooltip)
+	}
+}
