@@ -204,31 +204,41 @@ func finishManifest(dir, name, runID string, args []string, o *recordOptions, lo
 	return trace.WriteManifest(dir, m)
 }
 
+// summarize prints what was recorded, reading the run back batch by batch
+// (a long run does not fit in memory as events).
 func summarize(stdout, stderr io.Writer, dir string, started time.Time) {
-	run, err := trace.ReadRun(dir)
+	rf, err := trace.OpenRun(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "commprof: the run in %s could not be read back: %v\n", dir, err)
 		return
 	}
-	var bytes int64
-	for _, r := range run.Ranks {
-		bytes += r.Bytes
+	var bytes, n int64
+	var problems []error
+	for i, st := range rf.Streams {
+		bytes += st.Bytes
+		err := rf.ScanStream(i, func(_ trace.RankInfo, b *trace.Batch) error { n += int64(b.Len); return nil })
+		var te *trace.TruncatedError
+		if errors.As(err, &te) {
+			err = te
+		}
+		if err != nil {
+			problems = append(problems, fmt.Errorf("rank %d (%s): %w", st.Rank, filepath.Base(st.Path), err))
+		}
 	}
 	status := "unknown"
-	if run.Manifest != nil {
-		status = run.Manifest.Status
+	if rf.Manifest != nil {
+		status = rf.Manifest.Status
 	}
-	n := run.NumEvents()
 	perEvent := 0.0
 	if n > 0 {
 		perEvent = float64(bytes) / float64(n)
 	}
 	fmt.Fprintf(stdout, "\nrecorded %s: %d ranks, %d events, %s on disk (%.1f B/event), %s, %s\n",
-		dir, len(run.Ranks), n, humanBytes(bytes), perEvent, time.Since(started).Round(time.Millisecond), status)
-	for _, p := range run.Problems {
+		dir, len(rf.Streams), n, humanBytes(bytes), perEvent, time.Since(started).Round(time.Millisecond), status)
+	for _, p := range append(rf.Problems, problems...) {
 		fmt.Fprintf(stderr, "commprof: warning: %v\n", p)
 	}
-	fmt.Fprintf(stdout, "next: commprof dump %s --limit 20\n", dir)
+	fmt.Fprintf(stdout, "next: commprof report %s\n", dir)
 }
 
 func humanBytes(n int64) string {
