@@ -94,6 +94,12 @@ type RankSummarizer struct {
 	patterns                 map[patKey]*patAcc
 	lastPat                  *patAcc
 	lastPatKey               patKey
+	// The last accumulators used, since consecutive messages mostly share
+	// them: a map lookup per message would cost more than the rest.
+	lastMatrix     *matrixAcc
+	lastMatrixName int32
+	lastSize       *SizeStats
+	lastSizeKey    sizeKey
 }
 
 // callRec is one rank's event of one collective call.
@@ -203,10 +209,14 @@ func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {
 		if int(peer) >= rs.world {
 			rs.world = int(peer) + 1
 		}
-		m := rs.matrices[name]
-		if m == nil {
-			m = &matrixAcc{}
-			rs.matrices[name] = m
+		m := rs.lastMatrix
+		if m == nil || rs.lastMatrixName != name {
+			m = rs.matrices[name]
+			if m == nil {
+				m = &matrixAcc{}
+				rs.matrices[name] = m
+			}
+			rs.lastMatrix, rs.lastMatrixName = m, name
 		}
 		if len(m.bytes) < rs.world {
 			m.bytes = append(m.bytes, make([]int64, rs.world-len(m.bytes))...)
@@ -218,10 +228,14 @@ func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {
 		m.time[peer] += dur
 	}
 	k := sizeKey{name, SizeBucket(bytes)}
-	st := rs.sizes[k]
-	if st == nil {
-		st = &SizeStats{}
-		rs.sizes[k] = st
+	st := rs.lastSize
+	if st == nil || rs.lastSizeKey != k {
+		st = rs.sizes[k]
+		if st == nil {
+			st = &SizeStats{}
+			rs.sizes[k] = st
+		}
+		rs.lastSize, rs.lastSizeKey = st, k
 	}
 	st.Messages++
 	st.Bytes += bytes

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
@@ -16,7 +17,11 @@ import (
 
 // writeRun writes a 4-rank run of ring allreduces with steps, compute
 // spans and a clock offset on rank 3, in batches of 100 events.
-func writeRun(t *testing.T, dir string) {
+func writeRun(t testing.TB, dir string) { writeSteps(t, dir, 50, 100) }
+
+// writeSteps writes steps steps per rank (15 events each) in batches of
+// batch events.
+func writeSteps(t testing.TB, dir string, steps int32, batch int) {
 	t.Helper()
 	const world = 4
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -25,7 +30,7 @@ func writeRun(t *testing.T, dir string) {
 	for r := range world {
 		var evs []trace.Event
 		t0 := int64(0)
-		for step := range int32(50) {
+		for step := range steps {
 			evs = append(evs, trace.Event{Rank: int32(r), Kind: trace.KindStep, Name: "step", Start: t0, Dur: 1_000_000, Peer: -1, Seq: -1, Step: step, Root: -1, Chunk: -1})
 			evs = append(evs, trace.Event{Rank: int32(r), Kind: trace.KindCompute, Name: "backward", Start: t0, Dur: 600_000, Peer: -1, Seq: -1, Step: step, Root: -1, Chunk: -1})
 			cs := t0 + 400_000 + rng.Int64N(50_000)
@@ -59,7 +64,7 @@ func writeRun(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 		for len(evs) > 0 {
-			n := min(100, len(evs))
+			n := min(batch, len(evs))
 			if err := w.Write(evs[:n]); err != nil {
 				t.Fatal(err)
 			}
@@ -152,4 +157,42 @@ func TestCancelled(t *testing.T) {
 	if _, err := Summary(ctx, dir); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
+}
+
+// BenchmarkSummary measures a whole summary of a 4-rank run of 2.4 M
+// events (zstd, batches of 16384 as the recorder writes them), from the
+// files through Finalize.
+func BenchmarkSummary(b *testing.B) {
+	dir := b.TempDir()
+	writeSteps(b, dir, 40_000, 16384)
+	b.ResetTimer()
+	var events int64
+	for range b.N {
+		s, err := Summary(context.Background(), dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		events += s.Run.Events
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+}
+
+// BenchmarkScan reads the same run without summarizing it: the reader's
+// own speed, which bounds BenchmarkSummary's.
+func BenchmarkScan(b *testing.B) {
+	dir := b.TempDir()
+	writeSteps(b, dir, 40_000, 16384)
+	rf, err := trace.OpenRun(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var events atomic.Int64
+	for range b.N {
+		if _, err := scan(context.Background(), rf, func(_ int, _ trace.RankInfo, bt *trace.Batch) { events.Add(int64(bt.Len)) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(events.Load())/b.Elapsed().Seconds(), "events/s")
 }
