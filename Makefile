@@ -17,9 +17,11 @@ build: go-deps web
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/commprof
 
 # The main job: the reference trainer on 4 local ranks over loopback TCP,
-# on its embedded data set, recorded into runs/.
+# on its embedded data set, recorded into runs/demo, and its HTML report.
 demo: build
-	$(BIN) record --ranks 4 -- train
+	rm -rf runs/demo
+	$(BIN) record --ranks 4 --out runs/demo -- train
+	$(BIN) report runs/demo
 
 deps: go-deps system-deps web-deps
 
