@@ -282,14 +282,20 @@ func opSizeChart(s *analyze.Summary) (chartSpec, bool) {
 	for _, c := range s.Collectives {
 		sum[[2]int{indexOf(ops, c.Op), c.Bucket - lo}] += c.Time.Sum
 	}
+	// Colour by log10 of the time (a fourth dimension), since one op and
+	// size usually dwarfs the rest; the tooltip shows the time itself.
 	var cells []opts.HeatMapData
 	var maxV float64
 	for k, v := range sum {
-		cells = append(cells, opts.HeatMapData{Value: [3]interface{}{k[1], k[0], v}})
-		maxV = math.Max(maxV, float64(v))
+		lv := math.Log10(1 + float64(v))
+		cells = append(cells, opts.HeatMapData{Value: [4]interface{}{k[1], k[0], v, round(lv)}})
+		maxV = math.Max(maxV, lv)
 	}
 	sort.Slice(cells, func(i, j int) bool { return fmt.Sprint(cells[i].Value) < fmt.Sprint(cells[j].Value) })
 	h := heatmap(buckets, ops, "size", "op", cells, maxV, blues)
+	h.VisualMapList = nil
+	h.SetGlobalOptions(charts.WithVisualMapOpts(opts.VisualMap{Min: 0, Max: float32(maxV), Dimension: "3", Orient: "vertical",
+		Right: "0", Top: "center", Text: []string{"more", "less (log scale)"}, InRange: &opts.VisualMapInRange{Color: blues}}))
 	v := variant("time", "ns", "opsize", h)
 	return chartSpec{ID: "chart-opsize", Title: "Collective time by op and size", Height: 100 + 40*len(ops),
 		Note: "total time over every rank's events", Variants: []chartVariant{v}}, true
@@ -429,7 +435,7 @@ func patternCharts(s *analyze.Summary) []chartSpec {
 			break
 		}
 		g := charts.NewGraph()
-		g.SetGlobalOptions(noAnimation(), tooltipItem())
+		g.SetGlobalOptions(noAnimation(), tooltipItem(), charts.WithLegendOpts(opts.Legend{Show: opts.Bool(false)}))
 		var nodes []opts.GraphNode
 		seen := map[int]bool{}
 		for _, e := range p.Edges {
@@ -441,15 +447,15 @@ func patternCharts(s *analyze.Summary) []chartSpec {
 		}
 		sort.Ints(rs)
 		for _, r := range rs {
-			nodes = append(nodes, opts.GraphNode{Name: "rank " + strconv.Itoa(r), SymbolSize: 22})
+			nodes = append(nodes, opts.GraphNode{Name: strconv.Itoa(r), SymbolSize: 26})
 		}
 		var links []opts.GraphLink
 		for _, e := range p.Edges {
-			links = append(links, opts.GraphLink{Source: "rank " + strconv.Itoa(e[0]), Target: "rank " + strconv.Itoa(e[1])})
+			links = append(links, opts.GraphLink{Source: strconv.Itoa(e[0]), Target: strconv.Itoa(e[1])})
 		}
 		g.AddSeries(p.Op, nodes, links, charts.WithGraphChartOpts(opts.GraphChart{Layout: "circular", Roam: opts.Bool(false),
 			EdgeSymbol: []string{"none", "arrow"}, EdgeSymbolSize: 7}),
-			charts.WithLabelOpts(opts.Label{Show: opts.Bool(true), Position: "inside", Formatter: "{b}"}),
+			charts.WithLabelOpts(opts.Label{Show: opts.Bool(true), Position: "inside", Formatter: "{b}", Color: "#fff"}),
 			charts.WithLineStyleOpts(opts.LineStyle{Curveness: 0.15, Width: 1.2}))
 		out = append(out, chartSpec{ID: fmt.Sprintf("chart-pattern-%d", i), Title: fmt.Sprintf("%s · %s · %s", p.Op, p.Algo, p.Pattern), Height: 220,
 			Note:     fmt.Sprintf("communicator %s, %d ranks; %d of %d sampled calls have this shape", p.Comm, p.Ranks, p.Agree, p.Sampled),

@@ -157,6 +157,7 @@ func diffMatrixChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 			}
 		}
 		h := heatmap(rankLabels(n), rankLabels(n), "receiver", "sender", cells, m, diverging)
+		h.VisualMapList = nil
 		h.SetGlobalOptions(charts.WithVisualMapOpts(opts.VisualMap{Calculable: opts.Bool(true), Min: float32(-math.Max(m, 1)), Max: float32(math.Max(m, 1)),
 			Orient: "vertical", Right: "0", Top: "center", InRange: &opts.VisualMapInRange{Color: diverging}}))
 		c.Note = "bytes per " + d.Basis + " from each sender (rows) to each receiver (columns): B minus A; red where B moves more"

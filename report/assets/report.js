@@ -37,7 +37,7 @@
     var valueAxes = axes.filter(function (a) { return a && (a.type === "value" || a.type === "log"); });
     valueAxes.forEach(function (a) { a.axisLabel = Object.assign({}, a.axisLabel, { formatter: function (x) { return f(x); } }); });
     [].concat(option.visualMap || []).forEach(function (m) {
-      if (m) m.formatter = function (x) { return f(x); };
+      if (m && m.dimension === undefined) m.formatter = function (x) { return f(x); };
     });
     switch (v.tooltip) {
       case "matrix":
@@ -60,11 +60,14 @@
         option.tooltip.formatter = function (p) {
           return esc(p.seriesName) + "<br>" + esc(bytes(p.value[0])) + ": <b>" + esc(formats.gbps(p.value[1])) + "</b>";
         };
-        [].concat(option.xAxis || []).forEach(function (a) { a.axisLabel = { formatter: function (x) { return bytes(x); } }; });
+        [].concat(option.xAxis || []).forEach(function (a) {
+          a.logBase = 2; // ticks at powers of two: 1 KiB, 1 MiB, ...
+          a.axisLabel = { formatter: function (x) { return bytes(x); } };
+        });
         break;
       case "graph":
         option.tooltip.formatter = function (p) {
-          return p.dataType === "edge" ? esc(p.data.source) + " → " + esc(p.data.target) : esc(p.name);
+          return p.dataType === "edge" ? "rank " + esc(p.data.source) + " → rank " + esc(p.data.target) : "rank " + esc(p.name);
         };
         break;
       default:
