@@ -1,0 +1,421 @@
+// Package serve is the web server of `commprof serve`: http.Handlers over a
+// directory of recorded runs. It lists the runs with their key numbers,
+// serves each run's HTML report (generated on demand and kept in a bounded
+// cache), its summary JSON and a diff of any two runs, and follows a run
+// that is still being recorded on a live page.
+//
+// Every run is a directory directly under the runs directory; nothing
+// outside it is ever read for a response, whatever the URL and whatever
+// symlinks the directory holds. Pages allow only their own inline scripts
+// and styles and same-origin fetches (Content-Security-Policy), and every
+// string that comes from a trace is escaped.
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/report"
+	"github.com/commprof/commprof/trace"
+)
+
+// Config configures the server.
+type Config struct {
+	// RunsDir is the directory whose subdirectories are the runs.
+	RunsDir string
+	// Token, when not empty, must come with every request: as the query
+	// parameter token (the response then sets it as a cookie, so that the
+	// page's links and fetches carry it), the cookie, or the header
+	// "Authorization: Bearer TOKEN". Without it the server answers 401.
+	// With no token the server answers only requests addressed to
+	// localhost or an IP address, so that a web page cannot reach it
+	// through a DNS name of its own that resolves to the loopback address.
+	Token string
+	// Logf logs the reports the server draws, the summaries that take it
+	// more than a second, and the errors it answers with 500; nil logs
+	// nothing. It may be called from
+	// several goroutines at once.
+	Logf func(format string, args ...any)
+	// CacheSize is the most report and diff pages kept in memory
+	// (default 16); summaries are kept for twice as many runs.
+	CacheSize int
+	// LiveInterval is how often the live page of a run being recorded
+	// fetches its progress (default 2s).
+	LiveInterval time.Duration
+}
+
+// TokenCookie is the name of the cookie that carries the token.
+const TokenCookie = "commprof_token"
+
+// ContentSecurityPolicy is the policy of every response: the pages'
+// inline scripts and styles, data: images, fetches to the server itself,
+// and nothing else.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+type server struct {
+	cfg   Config
+	root  string // RunsDir, absolute, symlinks resolved
+	pages *cache[[]byte]
+	sums  *cache[*analyze.Summary]
+	infos *cache[RunInfo]
+	mux   *http.ServeMux
+	now   func() time.Time
+	boot  string // when the server started, in the entity tags
+}
+
+// New returns the server's handler for the runs in cfg.RunsDir, which
+// must be a directory. The handler is safe for concurrent use.
+func New(cfg Config) (http.Handler, error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newServer(cfg Config) (*server, error) {
+	if cfg.RunsDir == "" {
+		return nil, errors.New("serve: no runs directory")
+	}
+	abs, err := filepath.Abs(cfg.RunsDir)
+	if err != nil {
+		return nil, fmt.Errorf("serve: runs directory %s: %w", cfg.RunsDir, err)
+	}
+	root, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("serve: runs directory %s: %w", cfg.RunsDir, err)
+	}
+	if fi, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("serve: runs directory %s: %w", cfg.RunsDir, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("serve: runs directory %s is not a directory", cfg.RunsDir)
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 16
+	}
+	if cfg.LiveInterval <= 0 {
+		cfg.LiveInterval = 2 * time.Second
+	}
+	s := &server{cfg: cfg, root: root, now: time.Now, boot: strconv.FormatInt(time.Now().UnixNano(), 36),
+		pages: newCache[[]byte](cfg.CacheSize),
+		sums:  newCache[*analyze.Summary](2 * cfg.CacheSize),
+		infos: newCache[RunInfo](4096),
+		mux:   http.NewServeMux(),
+	}
+	s.mux.HandleFunc("GET /{$}", s.handleIndex)
+	s.mux.HandleFunc("GET /api/runs", s.handleAPIRuns)
+	s.mux.HandleFunc("GET /diff", s.handleDiff)
+	s.mux.HandleFunc("GET /runs/{name}", s.handleRunRedirect)
+	s.mux.HandleFunc("GET /runs/{name}/{$}", s.handleRun)
+	s.mux.HandleFunc("GET /runs/{name}/stats.json", s.handleStats)
+	s.mux.HandleFunc("GET /runs/{name}/live.json", s.handleLive)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no page %s here. The list of runs is at the server's root, /.", r.URL.Path))
+	})
+	return s, nil
+}
+
+func (s *server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// ServeHTTP checks what every request must satisfy, then routes it.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-cache, private")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.Set("Allow", "GET, HEAD")
+		s.fail(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed: this server only answers GET and HEAD.", r.Method))
+		return
+	}
+	if !s.authorized(w, r) {
+		return
+	}
+	// A path that is not clean (.., //, or their encodings) names nothing
+	// here: say so rather than redirect to what it would clean to.
+	p := r.URL.Path
+	clean := path.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != p || strings.Contains(p, "\\") {
+		s.fail(w, r, http.StatusNotFound, "No such page: the path must not contain \"..\", \"//\" or \"\\\".")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// authorized checks the token, and the Host header when there is none.
+func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.cfg.Token == "" {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(host) != nil {
+			return true
+		}
+		s.fail(w, r, http.StatusForbidden, fmt.Sprintf("This server answers only requests to localhost or an IP address, not to %q: open the address it printed, or start it with --token.", r.Host))
+		return false
+	}
+	match := func(t string) bool { return subtle.ConstantTimeCompare([]byte(t), []byte(s.cfg.Token)) == 1 }
+	if t := r.URL.Query().Get("token"); t != "" && match(t) {
+		http.SetCookie(w, &http.Cookie{Name: TokenCookie, Value: s.cfg.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		return true
+	}
+	if c, err := r.Cookie(TokenCookie); err == nil && match(c.Value) {
+		return true
+	}
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && match(strings.TrimSpace(t)) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="commprof"`)
+	s.fail(w, r, http.StatusUnauthorized, "This server needs its token: open the URL that `commprof serve` printed (it ends in ?token=...), or send the header \"Authorization: Bearer TOKEN\".")
+	return false
+}
+
+// fail answers with an error: JSON for the JSON endpoints, else a small
+// page. msg is shown as text.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	h := w.Header()
+	h.Del("ETag")
+	h.Del("Last-Modified")
+	if strings.HasSuffix(r.URL.Path, ".json") || strings.HasPrefix(r.URL.Path, "/api/") {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(struct {
+			Error string `json:"error"`
+		}{msg})
+		return
+	}
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, "error.html", errorPage{pageBase: s.base(), Code: code, Status: http.StatusText(code), Message: msg, Home: s.home(r)}); err != nil {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		fmt.Fprintln(w, msg)
+		return
+	}
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+// failErr answers with err: 404 for a run that cannot be served, nothing
+// for a request that went away, else 500.
+func (s *server) failErr(w http.ResponseWriter, r *http.Request, what string, err error) {
+	switch {
+	case errors.Is(err, errNoRun):
+		s.fail(w, r, http.StatusNotFound, what)
+	case isContextErr(err) && r.Context().Err() != nil:
+		// The client went away or the server is stopping.
+	default:
+		s.logf("%s %s: %v", r.Method, r.URL.Path, err)
+		s.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("%s: %v", what, err))
+	}
+}
+
+// home is the relative URL of the index from r's page.
+func (s *server) home(r *http.Request) string {
+	n := strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if n == 0 {
+		return "./"
+	}
+	return strings.Repeat("../", n)
+}
+
+func noRun(name string) string {
+	return fmt.Sprintf("There is no run %q here: a run is a directory directly under the runs directory, holding run.json or rank-NNNNN.arrows streams. The list of runs is at the server's root.", name)
+}
+
+// lookupOrFail resolves the {name} of r's path, or answers 404.
+func (s *server) lookupOrFail(w http.ResponseWriter, r *http.Request, name string) *run {
+	run, err := s.lookup(name)
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, noRun(name))
+		return nil
+	}
+	return run
+}
+
+func (s *server) handleRunRedirect(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if s.lookupOrFail(w, r, name) == nil {
+		return
+	}
+	u := url.PathEscape(name) + "/"
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	http.Redirect(w, r, u, http.StatusMovedPermanently)
+}
+
+// serveBytes answers with b, honouring conditional requests on its etag.
+func serveBytes(w http.ResponseWriter, r *http.Request, contentType, etag string, mod time.Time, b []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("ETag", etag)
+	http.ServeContent(w, r, "", mod, bytes.NewReader(b))
+}
+
+func (s *server) handleIndex(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.runs(r.Context())
+	if err != nil {
+		s.failErr(w, r, "listing the runs", err)
+		return
+	}
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, "index.html", s.indexPage(runs)); err != nil {
+		s.failErr(w, r, "drawing the list of runs", err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(buf.Bytes())
+}
+
+func (s *server) handleAPIRuns(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.runs(r.Context())
+	if err != nil {
+		s.failErr(w, r, "listing the runs", err)
+		return
+	}
+	if runs == nil {
+		runs = []RunInfo{}
+	}
+	writeJSON(w, struct {
+		RunsDir string    `json:"runs_dir"`
+		Runs    []RunInfo `json:"runs"`
+	}{s.cfg.RunsDir, runs})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(buf.Bytes())
+}
+
+// handleRun serves a run's report, or its live page while it is being
+// recorded (?partial=1 asks for the report of what is recorded so far).
+func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
+	run := s.lookupOrFail(w, r, r.PathValue("name"))
+	if run == nil {
+		return
+	}
+	if m, err := trace.ReadManifest(run.dir); err == nil && m.Status == trace.StatusRunning && r.URL.Query().Get("partial") == "" {
+		s.serveLivePage(w, r, run)
+		return
+	}
+	b, err := s.pages.get(r.Context(), "run\x00"+run.name+"\x00"+run.fp.key, func(ctx context.Context) ([]byte, error) {
+		start := time.Now()
+		sum, err := s.summary(ctx, run)
+		if err != nil {
+			return nil, err
+		}
+		tl, err := load.Timeline(ctx, run.dir, sum, analyze.TimelineOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := report.WriteHTML(&buf, sum, tl, report.Options{}); err != nil {
+			return nil, err
+		}
+		s.logf("report of %s: %s in %s", run.name, analyze.HumanBytes(int64(buf.Len())), time.Since(start).Round(time.Millisecond))
+		return buf.Bytes(), nil
+	})
+	if err != nil {
+		s.failErr(w, r, "drawing the report of "+run.name, err)
+		return
+	}
+	serveBytes(w, r, "text/html; charset=utf-8", run.fp.etag("report", s.boot), run.fp.modTime, b)
+}
+
+// handleStats serves a run's summary as `commprof stats --format json`
+// prints it.
+func (s *server) handleStats(w http.ResponseWriter, r *http.Request) {
+	run := s.lookupOrFail(w, r, r.PathValue("name"))
+	if run == nil {
+		return
+	}
+	sum, err := s.summary(r.Context(), run)
+	if err != nil {
+		s.failErr(w, r, "summarizing "+run.name, err)
+		return
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", " ")
+	if err := enc.Encode(sum); err != nil {
+		s.failErr(w, r, "encoding the summary of "+run.name, err)
+		return
+	}
+	serveBytes(w, r, "application/json", run.fp.etag("stats", s.boot), run.fp.modTime, buf.Bytes())
+}
+
+// handleDiff serves the diff report of runs a and b.
+func (s *server) handleDiff(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	na, nb := q.Get("a"), q.Get("b")
+	if na == "" || nb == "" {
+		s.fail(w, r, http.StatusBadRequest, "A diff needs two runs: /diff?a=RUN&b=RUN, with run names from the list of runs.")
+		return
+	}
+	a := s.lookupOrFail(w, r, na)
+	if a == nil {
+		return
+	}
+	b := s.lookupOrFail(w, r, nb)
+	if b == nil {
+		return
+	}
+	page, err := s.pages.get(r.Context(), "diff\x00"+a.name+"\x00"+a.fp.key+"\x00"+b.name+"\x00"+b.fp.key, func(ctx context.Context) ([]byte, error) {
+		sa, err := s.summary(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		sb, err := s.summary(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := report.WriteDiffHTML(&buf, sa, sb, analyze.Compare(sa, sb)); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	})
+	if err != nil {
+		s.failErr(w, r, fmt.Sprintf("comparing %s with %s", a.name, b.name), err)
+		return
+	}
+	mod := a.fp.modTime
+	if b.fp.modTime.After(mod) {
+		mod = b.fp.modTime
+	}
+	serveBytes(w, r, "text/html; charset=utf-8", `"diff-`+s.boot+"-"+a.fp.key+"-"+b.fp.key+`"`, mod, page)
+}
