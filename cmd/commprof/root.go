@@ -73,6 +73,7 @@ tables and diffs.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), newBenchCmd(args), newRecordCmd(args), newDumpCmd(), newTrainCmd(args), newStatsCmd(), newDiffCmd(), newPredictCmd(), newReportCmd())
 	root.AddCommand(newExportCmd())
+	root.AddCommand(newServeCmd())
 	return root
 }
 
