@@ -409,3 +409,31 @@ func TestGoldenSummaries(t *testing.T) {
 		})
 	}
 }
+
+// The summary of a run is the same to the last bit every time, whatever
+// order Go iterates the analyzer's maps in: three ranks (means are not
+// exact in binary), many steps and many size groups.
+func TestSummaryIsDeterministic(t *testing.T) {
+	var evs []trace.Event
+	for step := range int32(200) {
+		for r := range int32(3) {
+			t0 := int64(step)*1_000_000 + int64(r)*777
+			st := ev(trace.KindStep, r, "step", t0, 900_001+int64(r)*13)
+			st.Step = step
+			evs = append(evs, st, ev(trace.KindCompute, r, "backward", t0, 500_003+int64(step)*7))
+			for k := range int64(24) {
+				n := int64(1000)<<k + k*k
+				op := []string{"allreduce", "allgather", "reducescatter"}[k%3]
+				evs = append(evs, coll(r, op, "ring", int64(step)*24+k, t0+400_000+k*1000+int64(r)*31, 100_000+n/7+int64(r)*k, n))
+			}
+		}
+	}
+	run := runOf(3, evs...)
+	first, _ := json.Marshal(Summarize(run))
+	for i := range 20 {
+		b, _ := json.Marshal(Summarize(run))
+		if !bytes.Equal(b, first) {
+			t.Fatalf("summary %d differs from the first", i+1)
+		}
+	}
+}

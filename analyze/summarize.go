@@ -494,6 +494,20 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 			st.BusBWGBps = st.AlgBWGBps * busFactor(st.Op, st.Ranks)
 		}
 		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Op != b.Op {
+			return a.Op < b.Op
+		}
+		if a.Algo != b.Algo {
+			return a.Algo < b.Algo
+		}
+		return a.Bucket < b.Bucket
+	})
+	// Sum the ops over the sorted groups, so that the floating-point sums
+	// are the same on every read of a run.
+	for _, st := range out {
 		o := ops[st.Op]
 		if o == nil {
 			o = &OpStats{Op: st.Op}
@@ -507,16 +521,6 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 		o.MeanNS += float64(st.Time.N)                  // events, divided below
 		total += st.Time.Sum
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Op != b.Op {
-			return a.Op < b.Op
-		}
-		if a.Algo != b.Algo {
-			return a.Algo < b.Algo
-		}
-		return a.Bucket < b.Bucket
-	})
 	var opl []OpStats
 	for _, o := range ops {
 		if o.Bytes > 0 {
@@ -851,6 +855,9 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 		st.WaitNS /= n
 		st.CommBytes /= n
 		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
+	for _, st := range out { // in step order, for sums that do not change between reads
 		times = append(times, int64(st.TimeNS))
 		sum.ComputeNS += st.ComputeNS
 		sum.ExposedNS += st.ExposedNS
@@ -858,7 +865,6 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 		sum.IdleNS += st.IdleNS
 		sum.WaitNS += st.WaitNS
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Step < out[j].Step })
 	sum.Steps = len(out)
 	if len(out) > 0 {
 		n := float64(len(out))

@@ -1,5 +1,6 @@
-// Package web holds the report's front-end assets and the HTTP server of
-// `commprof serve`.
+// Package web holds the report's front-end assets; its subpackage serve is
+// the HTTP server of `commprof serve`, and webtest drives headless
+// Chromium over pages in tests.
 //
 // The assets are embedded in the binary, so that a report is one HTML file
 // that works offline: ECharts, copied from web/node_modules into web/dist/ by
