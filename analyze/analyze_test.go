@@ -95,7 +95,7 @@ func TestSkewWithALateRank(t *testing.T) {
 	if len(s.Skew.Series.Seq) != 4 || !reflect.DeepEqual(s.Skew.Series.Offset[0], []int64{0, 10_000, 100_000}) {
 		t.Fatalf("skew series: %+v", s.Skew.Series)
 	}
-	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is the straggler: it arrives last in 100% of collectives")) {
+	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is the straggler: it arrives last in 100% of 4 collectives")) {
 		t.Fatalf("findings: %q", s.Findings)
 	}
 }
@@ -435,5 +435,24 @@ func TestSummaryIsDeterministic(t *testing.T) {
 		if !bytes.Equal(b, first) {
 			t.Fatalf("summary %d differs from the first", i+1)
 		}
+	}
+}
+
+// Point-to-point messages (a parameter server's) are communication time
+// although no collective contains them.
+func TestPointToPointIsCommunication(t *testing.T) {
+	st := ev(trace.KindStep, 1, "step", 0, 100)
+	st.Step = 0
+	run := runOf(2, st,
+		ev(trace.KindCompute, 1, "backward", 0, 50),
+		message(trace.KindSend, 1, 0, PointToPoint, "direct", 0, 40, 20, 1000, 0), // 10 of it under compute
+		message(trace.KindRecv, 1, 0, PointToPoint, "direct", 1, 70, 20, 1000, 5))
+	s := Summarize(run)
+	r := s.Ranks[1]
+	if r.CommNS != 40 || r.OverlappedNS != 10 || r.ExposedNS != 30 {
+		t.Fatalf("rank 1: %+v", r)
+	}
+	if len(s.Steps) != 1 || s.Steps[0].ExposedNS != 30 || s.Steps[0].OverlappedNS != 10 || s.Steps[0].IdleNS != 20 {
+		t.Fatalf("steps: %+v", s.Steps)
 	}
 }

@@ -100,11 +100,11 @@ func findings(s *Summary) []string {
 	if h.Straggler >= 0 {
 		chance := 1 / float64(max(s.Run.WorldSize, 1))
 		if h.StragglerFrac > 1.5*chance && h.StragglerLateNS > 0 {
-			out = append(out, fmt.Sprintf("rank %d is the straggler: it arrives last in %s of collectives (chance would be %s), on average %s after the others",
-				h.Straggler, pct(h.StragglerFrac), pct(chance), HumanDuration(h.StragglerLateNS)))
+			out = append(out, fmt.Sprintf("rank %d is the straggler: it arrives last in %s of %d collectives (chance would be %s), on average %s after the others",
+				h.Straggler, pct(h.StragglerFrac), s.Skew.Calls, pct(chance), HumanDuration(h.StragglerLateNS)))
 		} else {
-			out = append(out, fmt.Sprintf("no rank stands out as a straggler: the most often last, rank %d, arrives last in %s of collectives (chance would be %s)",
-				h.Straggler, pct(h.StragglerFrac), pct(chance)))
+			out = append(out, fmt.Sprintf("no rank stands out as a straggler: the most often last, rank %d, arrives last in %s of %d collectives (chance would be %s)",
+				h.Straggler, pct(h.StragglerFrac), s.Skew.Calls, pct(chance)))
 		}
 	}
 	if h.WaitFraction > 0 {

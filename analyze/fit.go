@@ -324,6 +324,18 @@ func DefaultProjectionRanks(world int) []int {
 // rank count, from fit and the run's calls; nil if the run has no world
 // allreduce or the fit no data.
 func Project(fit Fit, calls []callSize, basis string, world int, ranks []int, algos []string) *Projection {
+	if basis == "step" {
+		// Calls made less than once every other step are set-up or
+		// tear-down (the first weights' allreduce, a final check), not the
+		// training's own communication.
+		var steady []callSize
+		for _, c := range calls {
+			if c.PerStep >= 0.5 {
+				steady = append(steady, c)
+			}
+		}
+		calls = steady
+	}
 	if len(calls) == 0 || fit.Calls+fit.Messages == 0 {
 		return nil
 	}

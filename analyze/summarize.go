@@ -20,6 +20,11 @@ type Meta struct {
 	Problems  []string
 }
 
+// PointToPoint is the op name of messages sent with Send and Recv rather
+// than inside a collective (a parameter server's pushes and pulls). Their
+// spans count as communication time like collectives'.
+const PointToPoint = "sendrecv"
+
 // Summarizer accumulates a run's events. Ranks are fed through their own
 // RankSummarizer, which may run in parallel with the others'; Finalize
 // merges them. A Summarizer is used once.
@@ -31,12 +36,14 @@ type Summarizer struct {
 	strIdx  map[string]int32
 	ranks   map[int]*RankSummarizer
 	patKeys map[patKey]bool
+	p2p     int32 // the name of point-to-point messages, which belong to no collective
 }
 
 // NewSummarizer starts a summary of a run.
 func NewSummarizer(meta Meta) *Summarizer {
 	s := &Summarizer{meta: meta, strIdx: map[string]int32{}, ranks: map[int]*RankSummarizer{}}
 	s.intern("")
+	s.p2p = s.intern(PointToPoint)
 	return s
 }
 
@@ -80,6 +87,7 @@ type RankSummarizer struct {
 
 	events                   int64
 	calls                    []callRec
+	p2p                      []span // point-to-point sends and receives
 	compute                  []span
 	computeNames             map[int32]*NameTime
 	steps                    []stepRec
@@ -177,11 +185,17 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			rs.calls = append(rs.calls, callRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], algo: algos[b.Algo[i]],
 				rank: int32(rs.rank), root: b.Root[i], step: b.Step[i], seq: b.Seq[i], start: start, dur: dur, bytes: b.Bytes[i]})
 		case trace.KindSend:
+			if names[b.Name[i]] == rs.s.p2p {
+				rs.p2p = append(rs.p2p, span{start, start + dur})
+			}
 			rs.sendNS += dur
 			rs.bytesSent += b.Bytes[i]
 			rs.msgsSent++
 			rs.pattern(comms[b.Comm[i]], names[b.Name[i]], algos[b.Algo[i]], b.Seq[i], b.Peer[i])
 		case trace.KindRecv:
+			if names[b.Name[i]] == rs.s.p2p {
+				rs.p2p = append(rs.p2p, span{start, start + dur})
+			}
 			rs.recv(names[b.Name[i]], b.Peer[i], b.Bytes[i], dur, b.Wait[i])
 		case trace.KindCompute:
 			rs.compute = append(rs.compute, span{start, start + dur})
@@ -576,6 +590,9 @@ func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst []
 		comm[c.rank] = append(comm[c.rank], span{c.start, c.start + c.dur})
 		wait[c.rank] += waits[i]
 	}
+	for _, rs := range ranks {
+		comm[rs.rank] = append(comm[rs.rank], rs.p2p...)
+	}
 	lastN, late, lateN := lateness(calls, inst, world)
 	out := make([]RankStats, 0, len(ranks))
 	for _, rs := range ranks {
@@ -796,6 +813,9 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 	for i, c := range calls {
 		commOf[c.rank] = append(commOf[c.rank], span{c.start, c.start + c.dur})
 		waitOf[c.rank] = append(waitOf[c.rank], stepWait{c.start, waits[i], c.bytes})
+	}
+	for _, rs := range ranks {
+		commOf[int32(rs.rank)] = append(commOf[int32(rs.rank)], rs.p2p...)
 	}
 	for _, rs := range ranks {
 		if len(rs.steps) == 0 {
