@@ -212,12 +212,11 @@ func (f Fit) Predict(op, algo string, p int, n float64) (float64, bool) {
 	return a*f.AlphaNS + b*f.BetaNSPerB + c*f.GammaNSPerB, ok
 }
 
-func (s *Summarizer) fitSums(ranks []*RankSummarizer, calls []callRec, waits []int64) *fitSums {
+func (s *Summarizer) fitSums(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64) *fitSums {
 	f := &fitSums{}
 	for _, rs := range ranks {
 		f.link.merge(rs.link)
 	}
-	inst := instances(calls)
 	for _, in := range inst {
 		p := in[1] - in[0]
 		c0 := calls[in[0]]

@@ -279,20 +279,34 @@ func (s *Summarizer) Finalize() *Summary {
 	calls := s.mergeCalls(ranks)
 	inst := instances(calls)
 	waits := arrivalWaits(calls, inst, world)
-	sum.Collectives, sum.Ops = s.collStats(calls, inst, waits)
-	sum.Ranks = s.rankStats(ranks, calls, inst, waits, world)
-	sum.Matrix, sum.OpMatrices = s.matrices(ranks, world)
-	sum.MessageSizes = s.messageSizes(ranks)
-	sum.Skew = s.skew(calls, inst, world)
-	sum.Steps, sum.StepSummary = s.steps(ranks, calls, waits, sum.Run.SamplesPerStep)
-	sum.Compute = s.computeNames(ranks)
-	sum.Patterns = s.patterns(ranks, calls)
+	// The analyses below only read calls, waits and the ranks'
+	// accumulators, and each writes its own part of the summary: they run
+	// side by side.
+	var wg sync.WaitGroup
+	par := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	par(func() { sum.Collectives, sum.Ops = s.collStats(calls, inst, waits) })
+	par(func() { sum.Ranks = s.rankStats(ranks, calls, inst, waits, world) })
+	par(func() {
+		sum.Matrix, sum.OpMatrices = s.matrices(ranks, world)
+		sum.MessageSizes = s.messageSizes(ranks)
+		sum.Compute = s.computeNames(ranks)
+		sum.Patterns = s.patterns(ranks, calls)
+	})
+	par(func() { sum.Skew = s.skew(calls, inst, world) })
+	par(func() { sum.Steps, sum.StepSummary = s.steps(ranks, calls, waits, sum.Run.SamplesPerStep) })
+	par(func() { sum.fitAcc = s.fitSums(ranks, calls, inst, waits) })
+	wg.Wait()
 	labelPatterns(sum)
 	for _, rs := range ranks {
 		sum.Marks = append(sum.Marks, rs.marks...)
 	}
 	sort.SliceStable(sum.Marks, func(i, j int) bool { return sum.Marks[i].AtNS < sum.Marks[j].AtNS })
-	sum.fitAcc = s.fitSums(ranks, calls, waits)
 	sum.Fit = sum.fitAcc.solve()
 	sum.stepCalls = s.stepCalls(calls, inst, waits, len(sum.Steps))
 	sum.Projection = sum.Project(DefaultProjectionRanks(world), nil)
@@ -598,7 +612,7 @@ func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst []
 	for _, rs := range ranks {
 		r := rs.rank
 		cs := union(comm[r])
-		ps := union(rs.compute)
+		ps := union(slices.Clone(rs.compute)) // steps reads rs.compute at the same time
 		ov := length(intersect(cs, ps))
 		st := RankStats{Rank: r, Host: rs.host, Events: rs.events, ComputeNS: length(ps), CommNS: length(cs), OverlappedNS: ov,
 			WaitNS: wait[r], RecvWaitNS: rs.recvWait, SendNS: rs.sendNS, RecvNS: rs.recvNS, BytesSent: rs.bytesSent,
