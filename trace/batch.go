@@ -11,7 +11,9 @@ import (
 // Batch is one record batch as columns, for readers that go through
 // millions of events and do not want an Event struct each: string columns
 // are indices into their dictionaries (Names[b.Name[i]]). A Batch's slices
-// are reused by the next NextBatch call.
+// are reused by the next NextBatch call: the numeric ones point into the
+// batch as read, so they may be changed in place (ScanStream aligns Start
+// that way) but must not be kept.
 type Batch struct {
 	Len                           int
 	Rank, Peer, Step, Root, Chunk []int32
@@ -48,7 +50,7 @@ func (r *Reader) NextBatch(b *Batch) (err error) {
 		if err := r.r.Err(); err != nil {
 			return r.cut(err)
 		}
-		if !r.src.sawEOS() {
+		if !r.guard.eos {
 			return r.cut(nil)
 		}
 		return io.EOF
@@ -74,23 +76,22 @@ func fill(rec arrow.Record, cols *[numCols]int, b *Batch) error {
 			err = fmt.Errorf("column %s is %T of %d rows in a batch of %d", fields[i].Name, col(i), col(i).Len(), n)
 		}
 	}
+	// Numeric columns are not copied: the Batch's slices point into the
+	// record's buffers, which stay valid until the next batch is read (the
+	// lifetime the Batch promises).
 	i32 := func(i int, dst []int32) []int32 {
-		dst = grow(dst, n)
 		if a, ok := col(i).(*array.Int32); ok && a.Len() == n && a.NullN() == 0 {
-			copy(dst, a.Int32Values())
-		} else {
-			bad(i)
+			return a.Int32Values()
 		}
-		return dst
+		bad(i)
+		return grow(dst, n)
 	}
 	i64 := func(i int, dst []int64) []int64 {
-		dst = grow(dst, n)
 		if a, ok := col(i).(*array.Int64); ok && a.Len() == n && a.NullN() == 0 {
-			copy(dst, a.Int64Values())
-		} else {
-			bad(i)
+			return a.Int64Values()
 		}
-		return dst
+		bad(i)
+		return grow(dst, n)
 	}
 	dict := func(i int, dst []int32, strs []string) ([]int32, []string) {
 		dst = grow(dst, n)
@@ -141,10 +142,10 @@ func fill(rec arrow.Record, cols *[numCols]int, b *Batch) error {
 	b.Root, b.Chunk = i32(11, b.Root), i32(12, b.Chunk)
 	b.Comm, b.Comms = dict(13, b.Comm, b.Comms)
 	b.Wait = i64(14, b.Wait)
-	b.Value = grow(b.Value, n)
 	if a, ok := col(15).(*array.Float64); ok && a.Len() == n {
-		copy(b.Value, a.Float64Values())
+		b.Value = a.Float64Values()
 	} else {
+		b.Value = grow(b.Value, n)
 		bad(15)
 	}
 	if err != nil {

@@ -6,22 +6,32 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/klauspost/compress/zstd"
 )
 
-// messageGuard sits between a stream and Arrow's IPC reader and checks the
-// framing of every message before Arrow sees it: the metadata length, the
-// body length against what the stream can hold, and, in the schema, the
-// counts Arrow allocates by (fields, children, metadata), which a corrupt
-// file could set to billions. Arrow reads what passes unchanged.
+// messageGuard reads a stream's messages for Arrow's IPC reader (it is an
+// ipc.MessageReader) and checks the framing of every message before Arrow
+// sees it: the metadata length, the body length against what the stream
+// can hold, and, in the schema, the counts Arrow allocates by (fields,
+// children, metadata), which a corrupt file could set to billions.
+//
+// Record batch bodies are read into buffers reused from one batch to the
+// next and handed to Arrow without a copy: a batch's arrays are valid
+// until the next message is read, which is as long as the Reader uses
+// them (Next and NextBatch copy the values out). Dictionary batches get
+// buffers of their own, since Arrow keeps dictionaries for the stream's
+// life.
 type messageGuard struct {
 	r       io.Reader
 	limit   int64 // largest body or metadata accepted
-	pending []byte
-	first   bool
-	err     error
-	zstd    *zstd.Decoder // one for the stream, made on first use
-	scratch []byte
+	n       int64 // bytes read from r
+	eos     bool  // the end-of-stream marker was read
+	zstd    *zstd.Decoder
+	raw     []byte // a record batch's body as read
+	scratch []byte // a zstd record batch's body, decompressed
+	first   bool   // the next message is the stream's first
 }
 
 func newMessageGuard(r io.Reader, limit int64) *messageGuard {
@@ -37,75 +47,104 @@ func (g *messageGuard) close() {
 	}
 }
 
-func (g *messageGuard) Read(p []byte) (int, error) {
-	if len(g.pending) == 0 {
-		if g.err != nil {
-			return 0, g.err
-		}
-		g.err = g.next()
-		if len(g.pending) == 0 {
-			return 0, g.err
-		}
-	}
-	n := copy(p, g.pending)
-	g.pending = g.pending[n:]
-	return n, nil
+// Retain and Release implement ipc.MessageReader; the guard's buffers are
+// the garbage collector's.
+func (g *messageGuard) Retain()  {}
+func (g *messageGuard) Release() {}
+
+// read fills p from the stream; a short read is io.ErrUnexpectedEOF, and
+// no bytes at all io.EOF.
+func (g *messageGuard) read(p []byte) error {
+	n, err := io.ReadFull(g.r, p)
+	g.n += int64(n)
+	return err
 }
 
-// next loads the next message (prefix, metadata and body) into pending.
-// On a short read it passes on what it has, so Arrow sees the same cut.
-func (g *messageGuard) next() error {
+// Arrow message header types.
+const (
+	msgDictionaryBatch = 2
+	msgRecordBatch     = 3
+)
+
+// Message reads the next message. It returns io.EOF at the end-of-stream
+// marker (eos is then set) and at a clean end of the file without one; a
+// stream cut inside a message gives an error wrapping
+// io.ErrUnexpectedEOF.
+func (g *messageGuard) Message() (*ipc.Message, error) {
 	var pre [8]byte
-	n, err := io.ReadFull(g.r, pre[:4])
-	if err != nil {
-		g.pending = append(g.pending[:0], pre[:n]...)
-		return err
+	switch err := g.read(pre[:4]); {
+	case err == io.EOF:
+		return nil, io.EOF
+	case err != nil:
+		return nil, fmt.Errorf("reading a message's continuation marker: %w", err)
 	}
 	if binary.LittleEndian.Uint32(pre[:4]) != 0xFFFFFFFF {
-		return fmt.Errorf("%w: no continuation marker", errFraming)
+		return nil, fmt.Errorf("%w: no continuation marker", errFraming)
 	}
-	n, err = io.ReadFull(g.r, pre[4:8])
-	if err != nil {
-		g.pending = append(g.pending[:0], pre[:4+n]...)
-		return err
+	if err := g.read(pre[4:8]); err != nil {
+		return nil, fmt.Errorf("reading a message's length: %w", unexpected(err))
 	}
 	metaLen := int64(int32(binary.LittleEndian.Uint32(pre[4:8])))
-	if metaLen == 0 { // end of stream
-		g.pending = append(g.pending[:0], pre[:]...)
-		return io.EOF
+	if metaLen == 0 {
+		g.eos = true
+		return nil, io.EOF
 	}
 	if metaLen < 0 || metaLen > 1<<20 || metaLen > g.limit {
-		return fmt.Errorf("%w: a message's metadata claims %d bytes", errFraming, metaLen)
+		return nil, fmt.Errorf("%w: a message's metadata claims %d bytes", errFraming, metaLen)
 	}
-	buf := make([]byte, 8+metaLen)
-	copy(buf, pre[:])
-	n, err = io.ReadFull(g.r, buf[8:])
+	meta := make([]byte, metaLen)
+	if err := g.read(meta); err != nil {
+		return nil, fmt.Errorf("reading a message's metadata: %w", unexpected(err))
+	}
+	bodyLen, err := g.check(meta)
 	if err != nil {
-		g.pending = buf[:8+n]
-		return err
+		return nil, err
 	}
-	meta := buf[8:]
-	body, err := g.check(meta)
-	if err != nil {
-		return err
+	kind := msgType(meta)
+	var body []byte
+	if kind == msgRecordBatch {
+		if int64(cap(g.raw)) < bodyLen {
+			g.raw = make([]byte, bodyLen)
+		}
+		body = g.raw[:bodyLen]
+	} else {
+		body = make([]byte, bodyLen)
 	}
-	if body > 0 {
-		full := make([]byte, len(buf)+int(body))
-		copy(full, buf)
-		n, err = io.ReadFull(g.r, full[len(buf):])
-		g.pending = full[:len(buf)+n]
+	if err := g.read(body); err != nil {
+		return nil, fmt.Errorf("reading a message's body: %w", unexpected(err))
+	}
+	if bodyLen > 0 {
+		out, ok, err := g.inflate(meta, body)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if out, ok, err := g.inflate(meta, full[len(buf):]); err != nil {
-			return err
-		} else if ok {
-			g.pending = append(buf, out...)
+		if ok {
+			body = out
+			if kind != msgRecordBatch {
+				body = append([]byte(nil), out...)
+			}
 		}
-		return nil
 	}
-	g.pending = buf
-	return nil
+	return ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body)), nil
+}
+
+// unexpected turns the io.EOF of a read that began inside a message into
+// io.ErrUnexpectedEOF: the stream was cut there.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// msgType returns a message's header type, or -1.
+func msgType(meta []byte) int {
+	f := &fb{b: meta}
+	tp := f.field(f.ref(0), 1)
+	if tp < 0 || tp >= len(meta) || f.err != nil {
+		return -1
+	}
+	return int(meta[tp])
 }
 
 // inflate decompresses a zstd-compressed batch's buffers with one decoder
@@ -115,11 +154,7 @@ func (g *messageGuard) next() error {
 // otherwise make a new zstd decoder for every batch, which costs more than
 // the decoding. It reports ok == false for messages it leaves alone.
 func (g *messageGuard) inflate(meta, body []byte) (out []byte, ok bool, err error) {
-	const (
-		dictionaryBatch = 2
-		recordBatch     = 3
-		zstdCodec       = 1
-	)
+	const zstdCodec = 1
 	f := &fb{b: meta}
 	msg := f.ref(0)
 	hp, tp := f.field(msg, 2), f.field(msg, 1)
@@ -128,8 +163,8 @@ func (g *messageGuard) inflate(meta, body []byte) (out []byte, ok bool, err erro
 	}
 	rb := f.ref(hp)
 	switch meta[tp] {
-	case recordBatch:
-	case dictionaryBatch:
+	case msgRecordBatch:
+	case msgDictionaryBatch:
 		dp := f.field(rb, 1)
 		if dp < 0 {
 			return nil, false, nil

@@ -57,7 +57,6 @@ type ReaderOptions struct {
 // concurrent use; the caller must call Release.
 type Reader struct {
 	r       *ipc.Reader
-	src     *eosReader
 	guard   *messageGuard
 	info    RankInfo
 	cols    [numCols]int
@@ -75,15 +74,14 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 		opt.Limit = 1 << 30
 	}
 	guard := newMessageGuard(r, opt.Limit)
-	src := &eosReader{r: guard}
 	defer func() {
 		if p := recover(); p != nil {
 			rd, err = nil, fmt.Errorf("%w: %v", ErrNotTrace, p)
 		}
 	}()
-	ir, err := ipc.NewReader(src, ipc.WithAllocator(&limitAlloc{opt.Alloc, opt.Limit}))
+	ir, err := ipc.NewReaderFromMessageReader(guard, ipc.WithAllocator(&limitAlloc{opt.Alloc, opt.Limit}))
 	if err != nil {
-		if src.n == 0 {
+		if guard.n == 0 {
 			return nil, fmt.Errorf("%w: the stream is empty", ErrNotTrace)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrNotTrace, err)
@@ -92,7 +90,7 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 	if err == nil {
 		var info RankInfo
 		if info, err = infoFrom(ir.Schema()); err == nil {
-			return &Reader{r: ir, src: src, guard: guard, info: info, cols: cols}, nil
+			return &Reader{r: ir, guard: guard, info: info, cols: cols}, nil
 		}
 	}
 	ir.Release()
@@ -127,7 +125,7 @@ func (r *Reader) next(dst []Event) (out []Event, err error) {
 		if err := r.r.Err(); err != nil {
 			return dst, r.cut(err)
 		}
-		if !r.src.sawEOS() {
+		if !r.guard.eos {
 			return dst, r.cut(nil)
 		}
 		return dst, io.EOF
@@ -144,7 +142,7 @@ func (r *Reader) next(dst []Event) (out []Event, err error) {
 }
 
 func (r *Reader) cut(err error) error {
-	return &TruncatedError{Batches: r.batches, Events: r.events, Bytes: r.src.n, Err: err}
+	return &TruncatedError{Batches: r.batches, Events: r.events, Bytes: r.guard.n, Err: err}
 }
 
 // Release frees the reader's buffers.
@@ -220,30 +218,6 @@ func decode(rec arrow.Record, cols *[numCols]int, dst []Event) ([]Event, error) 
 		dst = append(dst, b.Event(i))
 	}
 	return dst, nil
-}
-
-// eosReader counts the bytes read and remembers the last eight, to tell a
-// stream that ended with the end-of-stream marker from one that was cut.
-type eosReader struct {
-	r    io.Reader
-	n    int64
-	tail [8]byte
-}
-
-func (e *eosReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if n >= 8 {
-		copy(e.tail[:], p[n-8:n])
-	} else if n > 0 {
-		copy(e.tail[:], e.tail[n:])
-		copy(e.tail[8-n:], p[:n])
-	}
-	e.n += int64(n)
-	return n, err
-}
-
-func (e *eosReader) sawEOS() bool {
-	return e.n >= 8 && e.tail == [8]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
 }
 
 // limitAlloc refuses allocations above a limit, which only a corrupt
