@@ -406,3 +406,20 @@ func (b *TimelineBuilder) Finalize() *TimelineData {
 	}
 	return td
 }
+
+// TimelineOf builds the timeline of a run held in memory; s is its
+// summary.
+func TimelineOf(s *Summary, run *trace.Run, opt TimelineOptions) *TimelineData {
+	tb := NewTimeline(s, opt)
+	for _, rk := range run.Ranks {
+		tr := tb.Rank(rk.Info.Rank)
+		var b trace.Batch
+		for evs := rk.Events; len(evs) > 0; {
+			n := min(8192, len(evs))
+			toBatch(evs[:n], &b)
+			tr.AddBatch(&b)
+			evs = evs[n:]
+		}
+	}
+	return tb.Finalize()
+}

@@ -1,0 +1,101 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/trace"
+	"github.com/commprof/commprof/web"
+)
+
+const evil = `</script><script>alert(1)</script>`
+
+// run builds a small two-rank run whose strings are hostile.
+func run() *trace.Run {
+	r := &trace.Run{Dir: "d", Manifest: &trace.Manifest{Name: evil, WorldSize: 2, Config: map[string]string{"model": evil, "batch_size": "8"}}}
+	for rank := range int32(2) {
+		peer := 1 - rank
+		evs := []trace.Event{
+			{Rank: rank, Kind: trace.KindStep, Name: "step", Start: 0, Dur: 1000, Peer: -1, Seq: -1, Step: 0, Root: -1, Chunk: -1},
+			{Rank: rank, Kind: trace.KindCompute, Name: evil, Start: 0, Dur: 500, Peer: -1, Seq: -1, Step: 0, Root: -1, Chunk: -1},
+			{Rank: rank, Kind: trace.KindCollective, Name: "allreduce", Start: 400 + int64(rank)*50, Dur: 400, Bytes: 4096, Peer: -1, Seq: 0, Step: 0, Algo: evil, Root: -1, Chunk: -1, Comm: "world"},
+			{Rank: rank, Kind: trace.KindSend, Name: "allreduce", Start: 500, Dur: 100, Bytes: 4096, Peer: peer, Seq: 0, Step: 0, Algo: evil, Root: -1, Chunk: 0, Comm: "world"},
+			{Rank: rank, Kind: trace.KindRecv, Name: "allreduce", Start: 550, Dur: 200, Bytes: 4096, Peer: peer, Seq: 0, Step: 0, Algo: evil, Root: -1, Chunk: 0, Comm: "world", Wait: 20},
+		}
+		r.Ranks = append(r.Ranks, trace.Rank{Info: trace.RankInfo{Rank: int(rank), WorldSize: 2, Host: evil}, Events: evs})
+	}
+	return r
+}
+
+func TestViewsAndCSV(t *testing.T) {
+	s := analyze.Summarize(run())
+	for _, by := range Views {
+		tb, err := View(s, by, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := tb.WriteCSV(&buf); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) < 2 {
+			t.Errorf("--by %s: %d CSV lines\n%s", by, len(lines), buf.String())
+		}
+		if strings.Contains(lines[0], " ") {
+			t.Errorf("--by %s: CSV header with spaces: %s", by, lines[0])
+		}
+	}
+	if _, err := View(s, "colour", false); err == nil {
+		t.Error("an unknown view is an error")
+	}
+	if got := csvName(Column{Name: "recv time", Unit: "ns"}); got != "recv_time_ns" {
+		t.Errorf("csvName = %q", got)
+	}
+}
+
+func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
+	if _, err := web.ECharts(); errors.Is(err, web.ErrNotBuilt) {
+		t.Skip("web assets not built (make web)")
+	}
+	r := run()
+	s := analyze.Summarize(r)
+	tl := analyze.TimelineOf(s, r, analyze.TimelineOptions{})
+	if len(tl.Events.Rank) != 10 || len(tl.Links) != 2 {
+		t.Fatalf("timeline: %d events, %d links", len(tl.Events.Rank), len(tl.Links))
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, s, tl, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	// The hostile string never appears raw: only escaped, as text or JSON.
+	if strings.Contains(page, evil) || strings.Contains(page, "<script>alert") {
+		t.Fatal("a trace string reached the page unescaped")
+	}
+	if !strings.Contains(page, "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatal("the name is not shown as text")
+	}
+	// Nothing is fetched: no src or href leaves the page.
+	if m := regexp.MustCompile(`(?i)(src|href)="(https?:)?//`).FindString(page); m != "" {
+		t.Fatalf("the page links out: %s", m)
+	}
+	// Every chart has its options, and they parse.
+	ids := regexp.MustCompile(`id="(chart-[a-z0-9-]+)" data-chart`).FindAllStringSubmatch(page, -1)
+	if len(ids) < 8 {
+		t.Fatalf("%d charts", len(ids))
+	}
+	for _, id := range ids {
+		re := regexp.MustCompile(`<script type="application/json" data-spec-for="` + id[1] + `">(.*?)</script>`)
+		m := re.FindStringSubmatch(page)
+		var v []chartVariant
+		if m == nil || json.Unmarshal([]byte(m[1]), &v) != nil || len(v) == 0 || len(v[0].Option) == 0 {
+			t.Fatalf("chart %s has no usable options", id[1])
+		}
+	}
+}
