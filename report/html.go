@@ -148,10 +148,24 @@ func runSubtitle(r analyze.RunInfo) string {
 	if r.Status != "" {
 		parts = append(parts, r.Status)
 	}
+	if c := clockNote(r); c != "" {
+		parts = append(parts, c)
+	}
 	if r.Dir != "" {
 		parts = append(parts, r.Dir)
 	}
 	return strings.Join(parts, " · ")
+}
+
+// clockNote says how far cross-rank times can be trusted.
+func clockNote(r analyze.RunInfo) string {
+	switch r.ClockMethod {
+	case "":
+		return ""
+	case "same-host":
+		return "one clock for every rank"
+	}
+	return fmt.Sprintf("clocks aligned by %s to ±%s", r.ClockMethod, analyze.HumanDuration(float64(r.ClockUncertNS)))
 }
 
 func sortedKV(m map[string]string) [][2]string {
@@ -230,8 +244,12 @@ func runSections(s *analyze.Summary, o Options) []section {
 		skew = append(skew, c)
 	}
 	if len(skew) > 0 {
-		secs = append(secs, section{ID: "skew", Title: "Arrival skew", Charts: skew,
-			Intro: fmt.Sprintf("Straggler ranking, most often last first: %s.", joinInts(s.Skew.Ranking, 8))})
+		intro := fmt.Sprintf("Straggler ranking, most often last first: %s.", joinInts(s.Skew.Ranking, 8))
+		if s.Run.ClockMethod != "" && s.Run.ClockMethod != "same-host" {
+			intro += fmt.Sprintf(" The ranks ran on %d hosts whose clocks were aligned by %s exchanges: any arrival difference below ±%s may be the clocks'.",
+				len(s.Run.Hosts), s.Run.ClockMethod, analyze.HumanDuration(float64(s.Run.ClockUncertNS)))
+		}
+		secs = append(secs, section{ID: "skew", Title: "Arrival skew", Charts: skew, Intro: intro})
 	}
 	var net []chartSpec
 	if c, ok := busbwChart(s); ok {

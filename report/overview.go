@@ -21,6 +21,9 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 	if r.Status != "" {
 		fmt.Fprintf(w, ", %s", r.Status)
 	}
+	if c := clockNote(r); c != "" && r.ClockMethod != "same-host" {
+		fmt.Fprintf(w, ", %s", c)
+	}
 	fmt.Fprintln(w)
 	if len(r.Config) > 0 {
 		keys := make([]string, 0, len(r.Config))
