@@ -80,7 +80,7 @@ type TimelineEvents struct {
 
 // TimelineOptions bound a timeline's size.
 type TimelineOptions struct {
-	Bins   int // bins across the run (default 1500)
+	Bins   int // bins across the run (default: 1500, fewer above 40 ranks)
 	Detail int // most detail events (default 100,000)
 }
 
@@ -100,7 +100,10 @@ type TimelineBuilder struct {
 // NewTimeline starts a timeline of the run s summarizes.
 func NewTimeline(s *Summary, opt TimelineOptions) *TimelineBuilder {
 	if opt.Bins <= 0 {
-		opt.Bins = 1500
+		// About 300,000 cells in all, so that the occupancy of a run of
+		// many ranks stays a few MB of page: 1500 bins up to 40 ranks,
+		// fewer beyond, never under 100.
+		opt.Bins = min(1500, max(100, 300_000/(5*max(1, s.Run.Ranks))))
 	}
 	if opt.Detail <= 0 {
 		opt.Detail = 100_000

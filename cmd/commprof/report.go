@@ -49,13 +49,13 @@ occupancy and keeps every event only in a few windows of detail
 	f.StringVarP(&o.out, "output", "o", "", "HTML file to write (default RUN/report.html)")
 	f.BoolVar(&o.open, "open", false, "open the report in the default browser")
 	f.IntVar(&o.detail, "detail", 100_000, "most events the timeline shows one by one")
-	f.IntVar(&o.bins, "bins", 1500, "occupancy bins across the run in the timeline")
+	f.IntVar(&o.bins, "bins", 0, "occupancy bins across the run in the timeline (0: 1500, fewer for more than 40 ranks)")
 	return cmd
 }
 
 func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, dir string) error {
-	if o.detail < 0 || o.bins < 1 || o.bins > 100_000 {
-		return usagef("--detail %d --bins %d: want --detail 0 or more and --bins from 1 to 100000", o.detail, o.bins)
+	if o.detail < 0 || o.bins < 0 || o.bins > 100_000 {
+		return usagef("--detail %d --bins %d: want --detail 0 or more and --bins from 0 (automatic) to 100000", o.detail, o.bins)
 	}
 	start := time.Now()
 	s, err := load.Summary(ctx, dir)
