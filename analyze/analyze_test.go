@@ -491,6 +491,12 @@ func TestTimeline(t *testing.T) {
 			t.Fatalf("collective bins of rank %d: %v %v", row.Rank, row.Busy, row.Name)
 		}
 	}
+	// A window asked for keeps the events that overlap it: the messages
+	// start at 10, 110, 210, 310 and the collectives span the run.
+	w := TimelineOf(s, run, TimelineOptions{Bins: 10, Window: [2]int64{100, 200}})
+	if len(w.Windows) != 1 || w.Windows[0] != [2]int64{100, 200} || len(w.Events.Rank) != 3*(1+2) {
+		t.Fatalf("window [100,200): windows %v, %d events", w.Windows, len(w.Events.Rank))
+	}
 	// A detail budget smaller than the run keeps fewer events in windows.
 	small := TimelineOf(s, run, TimelineOptions{Bins: 10, Detail: 6})
 	if n := len(small.Events.Rank); n == 0 || n > 6 || small.Truncated != int64(27-n) {

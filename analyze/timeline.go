@@ -82,6 +82,10 @@ type TimelineEvents struct {
 type TimelineOptions struct {
 	Bins   int // bins across the run (default: 1500, fewer above 40 ranks)
 	Detail int // most detail events (default 100,000)
+	// Window, if its end is after its start, is the one span (ns since the
+	// run's first event) whose events are kept in detail, instead of the
+	// spans chosen around steps: what a viewer zoomed into asks for.
+	Window [2]int64
 }
 
 // TimelineBuilder accumulates a run's events into TimelineData. It needs
@@ -111,6 +115,9 @@ func NewTimeline(s *Summary, opt TimelineOptions) *TimelineBuilder {
 	b := &TimelineBuilder{sum: s, opt: opt, t0: s.Run.FirstNS, ranks: map[int]*TimelineRank{}}
 	b.w = max(1, (s.Run.SpanNS+int64(opt.Bins)-1)/int64(opt.Bins))
 	b.windows = detailWindows(s, 2*opt.Detail)
+	if w := opt.Window; w[1] > w[0] {
+		b.windows = [][2]int64{{s.Run.FirstNS + w[0], s.Run.FirstNS + w[1]}}
+	}
 	return b
 }
 

@@ -135,3 +135,34 @@ func TestServeLivePageInBrowser(t *testing.T) {
 	}
 	t.Logf("screenshot %s", shot)
 }
+
+// A served report holding only part of its run's events one by one
+// fetches the events of a span it is zoomed into.
+func TestServeReportFetchesDetail(t *testing.T) {
+	runs, _ := fixture(t)
+	ts := httptest.NewServer(newTestServer(t, Config{RunsDir: runs, ReportDetail: 50}))
+	defer ts.Close()
+	shot := filepath.Join(webtest.ScreenshotDir(t), "serve-detail.png")
+	r := webtest.CheckPage(t, ts.URL+"/runs/beta/", webtest.Options{WaitFor: reportDrawn, Screenshot: shot, HoverEvent: -1, Viewport: "1280x900",
+		Eval: `(async () => {
+			const h = document.getElementById('timeline').commprofTimeline;
+			const [, t1] = h.view();
+			h.zoomTo(t1 * 0.80, t1 * 0.82);
+			for (let i = 0; i < 100 && (h.detailLoads < 1 || h.loading); i++) await new Promise((ok) => setTimeout(ok, 100));
+			h.redraw();
+			return {loads: h.detailLoads, mode: h.mode, drawn: h.drawnEvents};
+		})()`})
+	for _, p := range r.Problems() {
+		t.Error(p)
+	}
+	var got struct {
+		Loads, Drawn int
+		Mode         string
+	}
+	if err := json.Unmarshal(r.Eval, &got); err != nil {
+		t.Fatalf("eval %s: %v", r.Eval, err)
+	}
+	if got.Loads != 1 || got.Mode != "events" || got.Drawn == 0 {
+		t.Fatalf("after zooming in: %+v (screenshot %s)", got, shot)
+	}
+}

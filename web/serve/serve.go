@@ -57,6 +57,10 @@ type Config struct {
 	// LiveInterval is how often the live page of a run being recorded
 	// fetches its progress (default 2s).
 	LiveInterval time.Duration
+	// ReportDetail is how many events a report page holds one by one
+	// (default: as `commprof report`, 100,000); the page fetches the
+	// events of any other span it is zoomed into from timeline.json.
+	ReportDetail int
 }
 
 // TokenCookie is the name of the cookie that carries the token.
@@ -125,6 +129,7 @@ func newServer(cfg Config) (*server, error) {
 	s.mux.HandleFunc("GET /runs/{name}/{$}", s.handleRun)
 	s.mux.HandleFunc("GET /runs/{name}/stats.json", s.handleStats)
 	s.mux.HandleFunc("GET /runs/{name}/live.json", s.handleLive)
+	s.mux.HandleFunc("GET /runs/{name}/timeline.json", s.handleTimeline)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no page %s here. The list of runs is at the server's root, /.", r.URL.Path))
 	})
@@ -338,12 +343,12 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		tl, err := load.Timeline(ctx, run.dir, sum, analyze.TimelineOptions{})
+		tl, err := load.Timeline(ctx, run.dir, sum, analyze.TimelineOptions{Detail: s.cfg.ReportDetail})
 		if err != nil {
 			return nil, err
 		}
 		var buf bytes.Buffer
-		if err := report.WriteHTML(&buf, sum, tl, report.Options{}); err != nil {
+		if err := report.WriteHTML(&buf, sum, tl, report.Options{DetailURL: "timeline.json"}); err != nil {
 			return nil, err
 		}
 		s.logf("report of %s: %s in %s", run.name, analyze.HumanBytes(int64(buf.Len())), time.Since(start).Round(time.Millisecond))
@@ -354,6 +359,42 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serveBytes(w, r, "text/html; charset=utf-8", run.fp.etag("report", s.boot), run.fp.modTime, b)
+}
+
+// detailEvents bounds the events of one span the timeline fetches.
+const detailEvents = 200_000
+
+// handleTimeline serves the report timeline's data with every event of
+// the span [from, to) (ns since the run's first event) in detail, for a
+// report page zoomed into a stretch it holds only as occupancy.
+func (s *server) handleTimeline(w http.ResponseWriter, r *http.Request) {
+	run := s.lookupOrFail(w, r, r.PathValue("name"))
+	if run == nil {
+		return
+	}
+	q := r.URL.Query()
+	from, err1 := strconv.ParseInt(q.Get("from"), 10, 64)
+	to, err2 := strconv.ParseInt(q.Get("to"), 10, 64)
+	if err1 != nil || err2 != nil || from < 0 || to <= from {
+		s.fail(w, r, http.StatusBadRequest, "timeline.json needs from and to, ns since the run's start, with from < to")
+		return
+	}
+	sum, err := s.summary(r.Context(), run)
+	if err != nil {
+		s.failErr(w, r, "summarizing "+run.name, err)
+		return
+	}
+	tl, err := load.Timeline(r.Context(), run.dir, sum, analyze.TimelineOptions{Detail: detailEvents, Window: [2]int64{from, to}})
+	if err != nil {
+		s.failErr(w, r, "reading the timeline of "+run.name, err)
+		return
+	}
+	b, err := json.Marshal(tl)
+	if err != nil {
+		s.failErr(w, r, "encoding the timeline of "+run.name, err)
+		return
+	}
+	serveBytes(w, r, "application/json", run.fp.etag(fmt.Sprintf("timeline-%d-%d", from, to), s.boot), run.fp.modTime, b)
 }
 
 // handleStats serves a run's summary as `commprof stats --format json`

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -535,5 +537,61 @@ func TestServeLiveBeforeFirstEvents(t *testing.T) {
 	}
 	if page := body(t, get(t, s, "/")); !strings.Contains(page, `data-run="starting"`) {
 		t.Fatal("the index does not list the run that is starting")
+	}
+}
+
+// timeline.json holds every event of the span asked for, and only those.
+func TestServeTimelineDetail(t *testing.T) {
+	runs, _ := fixture(t)
+	s := newTestServer(t, Config{RunsDir: runs})
+	run, err := trace.ReadRun(filepath.Join(runs, "beta"))
+	must(t, err)
+	first := int64(math.MaxInt64)
+	for _, rk := range run.Ranks {
+		for _, e := range rk.Events {
+			first = min(first, e.Start)
+		}
+	}
+	var last int64
+	for _, rk := range run.Ranks {
+		for _, e := range rk.Events {
+			last = max(last, e.End()-first)
+		}
+	}
+	from, to := last/3, last/2
+	want := 0
+	for _, rk := range run.Ranks {
+		for _, e := range rk.Events {
+			if e.Kind != trace.KindMark && e.Start-first < to && e.End()-first >= from {
+				want++
+			}
+		}
+	}
+	res := get(t, s, fmt.Sprintf("/runs/beta/timeline.json?from=%d&to=%d", from, to))
+	var td analyze.TimelineData
+	if res.StatusCode != 200 {
+		t.Fatalf("timeline.json: %d %s", res.StatusCode, body(t, res))
+	}
+	must(t, json.Unmarshal([]byte(body(t, res)), &td))
+	if len(td.Windows) != 1 || td.Windows[0] != [2]int64{from, to} || len(td.Events.Rank) != want || want == 0 {
+		t.Fatalf("windows %v, %d events, want %d", td.Windows, len(td.Events.Rank), want)
+	}
+	row, at := [2]int32{-1, -1}, int64(0)
+	for i := range td.Events.Rank {
+		if r := [2]int32{td.Events.Rank[i], int32(td.Events.Lane[i])}; r != row {
+			row, at = r, 0
+		}
+		at += td.Events.Start[i]
+		if at >= to || at+td.Events.Dur[i] < from {
+			t.Fatalf("event %d at %d..%d is outside [%d, %d)", i, at, at+td.Events.Dur[i], from, to)
+		}
+	}
+	for _, q := range []string{"", "?from=10", "?from=a&to=b", "?from=20&to=10", "?from=-1&to=10"} {
+		if res := get(t, s, "/runs/beta/timeline.json"+q); res.StatusCode != http.StatusBadRequest {
+			t.Errorf("timeline.json%s: %d", q, res.StatusCode)
+		}
+	}
+	if res := get(t, s, "/runs/nosuch/timeline.json?from=0&to=10"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown run: %d", res.StatusCode)
 	}
 }

@@ -515,7 +515,7 @@
     let tooltipLines = [];
     let raf = 0;
     let overlayRaf = 0;
-    const batches = m.palette.map(() => []);
+    let batches = m.palette.map(() => []);
     const linkCands = []; // events drawn that have a link, for drawLinks
     let linkOverflow = false;
     const hook = {
@@ -531,6 +531,8 @@
       view: () => [v0, v1],
       setColorBy: setColorBy,
       redraw: () => draw(),
+      loading: false, // a span's events are being fetched (fetchDetail)
+      detailLoads: 0, // spans of detail fetched so far
     };
     element.commprofTimeline = hook;
 
@@ -1040,10 +1042,63 @@
         else if (links < 0) s += '; zoom in for message lines';
       }
       if (m.truncated > 0) s += ' · ' + fmtInt(m.truncated) + ' events outside the windows are summarised only';
+      wantDetail();
+      if (fetching) s += ' · loading every event of this span…';
+      else if (detailError) s += ' · ' + detailError;
       status.textContent = s;
       drawOverlay();
       hook.lastDrawMs = performance.now() - t0;
       hook.ready = true;
+    }
+
+    // Detail on demand. A page served with its run (commprof serve) passes
+    // options.fetchDetail(from, to), which resolves to the timeline data of
+    // that span with every event in it; when the view holds stretches known
+    // only as occupancy, the span around it is fetched and replaces the
+    // detail the page had.
+    let fetchTimer = 0;
+    let fetching = false;
+    let asked = null; // [from, to] of the last request
+    let detailError = '';
+    function wantDetail() {
+      if (typeof opt.fetchDetail !== 'function' || fetching || v1 - v0 >= m.t1 * 0.999) return;
+      let known = 0;
+      for (const [a, b] of coveredSegments()) known += b - a;
+      if (known >= (v1 - v0) * 0.999 || (asked && asked[0] <= v0 && asked[1] >= v1)) return;
+      clearTimeout(fetchTimer);
+      fetchTimer = setTimeout(fetchDetail, 250);
+    }
+    function fetchDetail() {
+      const span = v1 - v0;
+      const from = Math.max(0, v0 - span / 2);
+      const to = Math.min(m.t1, v1 + span / 2);
+      fetching = true;
+      hook.loading = true;
+      asked = [from, to];
+      detailError = '';
+      invalidate();
+      Promise.resolve()
+        .then(() => opt.fetchDetail(from, to))
+        .then(reload)
+        .catch((err) => {
+          detailError = 'could not load the span’s events: ' + (err && err.message ? err.message : String(err));
+        })
+        .finally(() => {
+          fetching = false;
+          hook.loading = false;
+          invalidate();
+        });
+    }
+    function reload(d) {
+      const next = prepare(d);
+      if (next.ranks.length !== m.ranks.length || next.nl !== m.nl) throw new Error('the detail is of another run');
+      pin(-1);
+      hover = null;
+      hideTooltip();
+      m = next;
+      batches = m.palette.map(() => []);
+      buildLegend();
+      hook.detailLoads++;
     }
 
     // fit shortens text with an ellipsis to at most w px in ctx's font.
