@@ -35,7 +35,6 @@ type Summarizer struct {
 	strs    []string
 	strIdx  map[string]int32
 	ranks   map[int]*RankSummarizer
-	patKeys map[patKey]bool
 	p2p     int32 // the name of point-to-point messages, which belong to no collective
 }
 

@@ -308,9 +308,3 @@ func (m *mailbox) fail(err error) {
 		complete(r, time.Time{}, err)
 	}
 }
-
-func (m *mailbox) failed() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.err
-}
