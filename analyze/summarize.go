@@ -31,11 +31,11 @@ const PointToPoint = "sendrecv"
 type Summarizer struct {
 	meta Meta
 
-	mu      sync.Mutex
-	strs    []string
-	strIdx  map[string]int32
-	ranks   map[int]*RankSummarizer
-	p2p     int32 // the name of point-to-point messages, which belong to no collective
+	mu     sync.Mutex
+	strs   []string
+	strIdx map[string]int32
+	ranks  map[int]*RankSummarizer
+	p2p    int32 // the name of point-to-point messages, which belong to no collective
 }
 
 // NewSummarizer starts a summary of a run.
