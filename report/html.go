@@ -49,6 +49,7 @@ type page struct {
 	Sections  []section
 	Timeline  template.JS // the timeline's data, JSON; empty for none
 	TLNote    string
+	DetailURL string
 	Changes   []analyze.Change
 	SummaryJS template.JS // the summary (or diff) JSON, for scripts reading the page
 	ECharts   template.JS
@@ -88,6 +89,10 @@ func assets(p *page) error {
 // Options tune the run report.
 type Options struct {
 	TableRows int // most rows per table (default 500)
+	// DetailURL, for a page served with its run, is where the timeline
+	// fetches every event of a span it holds only as occupancy:
+	// DetailURL?from=NS&to=NS answers with the timeline data of that span.
+	DetailURL string
 }
 
 // WriteHTML writes the self-contained HTML report of one run: tl is its
@@ -96,7 +101,7 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *analyze.TimelineData, o Opti
 	if o.TableRows <= 0 {
 		o.TableRows = 500
 	}
-	p := &page{Kind: "run", Title: runTitle(s.Run), Subtitle: runSubtitle(s.Run), Findings: s.Findings, Problems: s.Problems}
+	p := &page{Kind: "run", Title: runTitle(s.Run), Subtitle: runSubtitle(s.Run), Findings: s.Findings, Problems: s.Problems, DetailURL: o.DetailURL}
 	if err := assets(p); err != nil {
 		return err
 	}
@@ -109,6 +114,9 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *analyze.TimelineData, o Opti
 		}
 		p.Timeline = js
 		switch {
+		case tl.Truncated > 0 && o.DetailURL != "":
+			p.TLNote = fmt.Sprintf("The whole run is drawn as occupancy, with every event in %d window(s) of detail (%d events). Zoom in anywhere else and the page fetches that span's events from the server. Scroll to zoom, drag to pan, double-click to reset.",
+				len(tl.Windows), len(tl.Events.Rank))
 		case tl.Truncated > 0:
 			p.TLNote = fmt.Sprintf("The whole run is drawn as occupancy; every event is shown in %d window(s) of detail (%d events; %d more are summarized by the occupancy). Scroll to zoom, drag to pan, double-click to reset.",
 				len(tl.Windows), len(tl.Events.Rank), tl.Truncated)

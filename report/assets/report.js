@@ -119,7 +119,19 @@
     var data = document.getElementById("timeline-data");
     if (tl && data) {
       try {
-        CommprofTimeline.mount(tl, JSON.parse(data.textContent), {});
+        var opts = {};
+        var url = tl.getAttribute("data-detail-url");
+        if (url) {
+          // Served with its run: fetch the events of a span on demand.
+          opts.fetchDetail = function (from, to) {
+            var q = url + (url.indexOf("?") < 0 ? "?" : "&") + "from=" + Math.floor(from) + "&to=" + Math.ceil(to);
+            return fetch(q, { credentials: "same-origin" }).then(function (r) {
+              if (!r.ok) throw new Error(r.status + " " + r.statusText);
+              return r.json();
+            });
+          };
+        }
+        CommprofTimeline.mount(tl, JSON.parse(data.textContent), opts);
       } catch (e) {
         state.errors.push("timeline: " + e.message);
         console.error("commprof: timeline: " + e.message);
