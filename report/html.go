@@ -29,7 +29,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"rel":   FormatRel,
 }).Parse(pageHTML))
 
-// Card is one key number at the top of a page.
+// card is one key number at the top of a page.
 type card struct {
 	Label, Value, Detail string
 	Class                string // good, bad or ""
@@ -50,7 +50,6 @@ type page struct {
 	Timeline  template.JS // the timeline's data, JSON; empty for none
 	TLNote    string
 	DetailURL string
-	Changes   []analyze.Change
 	SummaryJS template.JS // the summary (or diff) JSON, for scripts reading the page
 	ECharts   template.JS
 	Script    template.JS
@@ -326,7 +325,6 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 	}
 	p.Cards = diffCards(a, b)
 	p.Problems = append(append([]string{}, a.Problems...), b.Problems...)
-	p.Changes = d.Changes
 	for i, c := range d.Changes {
 		if i >= 6 {
 			break
