@@ -3,7 +3,9 @@ package analyze
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Diff compares two runs' summaries, A the baseline and B the new one.
@@ -129,7 +131,7 @@ func Compare(a, b *Summary) *Diff {
 	for _, o := range b.Ops {
 		opB[o.Op] = o
 	}
-	for _, op := range unionKeys(opA, opB) {
+	for _, op := range unionKeys(opA, opB, strings.Compare) {
 		oa, ob := opA[op], opB[op]
 		ra, rb := float64(max(len(a.Ranks), 1)), float64(max(len(b.Ranks), 1))
 		weight = share(oa.TimeNS, a, ob.TimeNS, b)
@@ -141,39 +143,18 @@ func Compare(a, b *Summary) *Diff {
 	}
 
 	// Collectives by algorithm and size.
-	type ck struct {
-		op, algo string
-		bucket   int
-	}
-	ca, cb := map[ck]CollStats{}, map[ck]CollStats{}
+	// Keyed by a group with only its op, algorithm and bucket set.
+	key := func(c CollStats) CollStats { return CollStats{Op: c.Op, Algo: c.Algo, Bucket: c.Bucket} }
+	ca, cb := map[CollStats]CollStats{}, map[CollStats]CollStats{}
 	for _, c := range a.Collectives {
-		ca[ck{c.Op, c.Algo, c.Bucket}] = c
+		ca[key(c)] = c
 	}
 	for _, c := range b.Collectives {
-		cb[ck{c.Op, c.Algo, c.Bucket}] = c
+		cb[key(c)] = c
 	}
-	var keys []ck
-	for k := range ca {
-		keys = append(keys, k)
-	}
-	for k := range cb {
-		if _, ok := ca[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		x, y := keys[i], keys[j]
-		if x.op != y.op {
-			return x.op < y.op
-		}
-		if x.algo != y.algo {
-			return x.algo < y.algo
-		}
-		return x.bucket < y.bucket
-	})
-	for _, k := range keys {
+	for _, k := range unionKeys(ca, cb, cmpColl) {
 		x, y := ca[k], cb[k]
-		name := fmt.Sprintf("%s %s %s", k.op, k.algo, BucketLabel(k.bucket))
+		name := fmt.Sprintf("%s %s %s", k.Op, k.Algo, BucketLabel(k.Bucket))
 		weight = share(x.Time.Sum, a, y.Time.Sum, b)
 		add("collective", name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower)
 		add("collective", name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher)
@@ -188,7 +169,7 @@ func Compare(a, b *Summary) *Diff {
 	add("fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher)
 	add("fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower)
 	add("fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower)
-	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics) {
+	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics, strings.Compare) {
 		bt := neutral
 		switch m {
 		case "test_accuracy", "train_accuracy", "images_per_second":
@@ -198,7 +179,7 @@ func Compare(a, b *Summary) *Diff {
 		}
 		add("result", m, "", a.Run.Metrics[m], b.Run.Metrics[m], bt)
 	}
-	for _, k := range unionKeys(a.Run.Config, b.Run.Config) {
+	for _, k := range unionKeys(a.Run.Config, b.Run.Config, strings.Compare) {
 		if a.Run.Config[k] != b.Run.Config[k] {
 			d.Config = append(d.Config, ConfigChange{Key: k, A: a.Run.Config[k], B: b.Run.Config[k]})
 		}
@@ -241,8 +222,9 @@ func commBytes(s *Summary) float64 {
 	return n
 }
 
-func unionKeys[V any](a, b map[string]V) []string {
-	var out []string
+// unionKeys returns the keys of a and b, once each, in order.
+func unionKeys[K comparable, V any](a, b map[K]V, order func(K, K) int) []K {
+	var out []K
 	for k := range a {
 		out = append(out, k)
 	}
@@ -251,6 +233,6 @@ func unionKeys[V any](a, b map[string]V) []string {
 			out = append(out, k)
 		}
 	}
-	sort.Strings(out)
+	slices.SortFunc(out, order)
 	return out
 }

@@ -50,8 +50,7 @@ func MatchMessages(ranks [][]trace.Event) []Link {
 	}
 
 	// Both sides, with the number of their (sender, receiver) pair.
-	ops := opNumbers{ids: map[opKey]int32{}, id: -1}
-	pairs := pairNumbers{ids: map[[2]int32]int32{}, id: -1}
+	ops, pairs := newNumbers[opKey](), newNumbers[[2]int32]()
 	sends, recvs := make([]side, 0, nsend), make([]side, 0, nrecv)
 	sendPair, recvPair := make([]int32, 0, nsend), make([]int32, 0, nrecv)
 	for r, evs := range ranks {
@@ -60,14 +59,14 @@ func MatchMessages(ranks [][]trace.Event) []Link {
 			if e.Kind != trace.KindSend && e.Kind != trace.KindRecv {
 				continue
 			}
-			s := side{op: ops.get(e), chunk: e.Chunk, seq: e.Seq, start: e.Start, rank: int32(r), index: int32(i)}
+			s := side{op: ops.get(opKey{e.Name, e.Comm}), chunk: e.Chunk, seq: e.Seq, start: e.Start, rank: int32(r), index: int32(i)}
 			if e.Kind == trace.KindSend {
 				s.send = int32(len(sends))
 				sends = append(sends, s)
-				sendPair = append(sendPair, pairs.get(int32(r), e.Peer))
+				sendPair = append(sendPair, pairs.get([2]int32{int32(r), e.Peer}))
 			} else {
 				recvs = append(recvs, s)
-				recvPair = append(recvPair, pairs.get(e.Peer, int32(r)))
+				recvPair = append(recvPair, pairs.get([2]int32{e.Peer, int32(r)}))
 			}
 		}
 	}
@@ -161,38 +160,19 @@ func compareSides(a, b side) int {
 // opKey is a collective name on a communicator.
 type opKey struct{ name, comm string }
 
-// opNumbers numbers the distinct (name, comm) pairs. Consecutive events
-// nearly always share theirs, and share the very strings (a batch's
-// dictionary), so the last pair is checked before the map.
-type opNumbers struct {
-	ids  map[opKey]int32
-	last opKey
+// numbers gives each distinct key a dense number: the (name, comm) of a
+// collective, the (sender, receiver) of a message. Consecutive events
+// mostly share their key, so the last one is remembered and the map is
+// consulted only when it changes.
+type numbers[K comparable] struct {
+	ids  map[K]int32
+	last K
 	id   int32
 }
 
-func (o *opNumbers) get(e *trace.Event) int32 {
-	if o.id >= 0 && e.Name == o.last.name && e.Comm == o.last.comm {
-		return o.id
-	}
-	k := opKey{e.Name, e.Comm}
-	id, ok := o.ids[k]
-	if !ok {
-		id = int32(len(o.ids))
-		o.ids[k] = id
-	}
-	o.last, o.id = k, id
-	return id
-}
+func newNumbers[K comparable]() *numbers[K] { return &numbers[K]{ids: map[K]int32{}, id: -1} }
 
-// pairNumbers numbers the distinct (sender, receiver) rank pairs.
-type pairNumbers struct {
-	ids  map[[2]int32]int32
-	last [2]int32
-	id   int32
-}
-
-func (o *pairNumbers) get(from, to int32) int32 {
-	k := [2]int32{from, to}
+func (o *numbers[K]) get(k K) int32 {
 	if o.id >= 0 && k == o.last {
 		return o.id
 	}

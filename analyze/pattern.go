@@ -1,9 +1,11 @@
 package analyze
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // patSamples is how many calls of each op, algorithm and communicator are
@@ -126,15 +128,8 @@ func (s *Summarizer) patterns(ranks []*RankSummarizer, calls []callRec) []Patter
 		a.p.Pattern, a.p.Agree = best, a.counts[best]
 		out = append(out, a.p)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Op != b.Op {
-			return a.Op < b.Op
-		}
-		if a.Algo != b.Algo {
-			return a.Algo < b.Algo
-		}
-		return a.Comm < b.Comm
+	slices.SortFunc(out, func(a, b Pattern) int {
+		return cmp.Or(strings.Compare(a.Op, b.Op), strings.Compare(a.Algo, b.Algo), strings.Compare(a.Comm, b.Comm))
 	})
 	return out
 }

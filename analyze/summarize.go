@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/commprof/commprof/trace"
@@ -522,16 +523,7 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 		}
 		out = append(out, st)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Op != b.Op {
-			return a.Op < b.Op
-		}
-		if a.Algo != b.Algo {
-			return a.Algo < b.Algo
-		}
-		return a.Bucket < b.Bucket
-	})
+	slices.SortFunc(out, cmpColl)
 	// Sum the ops over the sorted groups, so that the floating-point sums
 	// are the same on every read of a run.
 	for _, st := range out {
@@ -570,6 +562,11 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 		return opl[i].Op < opl[j].Op
 	})
 	return orEmpty(out), orEmpty(opl)
+}
+
+// cmpColl orders collective groups by op, algorithm and size bucket.
+func cmpColl(a, b CollStats) int {
+	return cmp.Or(strings.Compare(a.Op, b.Op), strings.Compare(a.Algo, b.Algo), cmp.Compare(a.Bucket, b.Bucket))
 }
 
 func orEmpty[T any](s []T) []T {
@@ -717,11 +714,8 @@ func (s *Summarizer) messageSizes(ranks []*RankSummarizer) []SizeStats {
 		}
 		out = append(out, *m)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Op != out[j].Op {
-			return out[i].Op < out[j].Op
-		}
-		return out[i].Bucket < out[j].Bucket
+	slices.SortFunc(out, func(a, b SizeStats) int {
+		return cmp.Or(strings.Compare(a.Op, b.Op), cmp.Compare(a.Bucket, b.Bucket))
 	})
 	return out
 }

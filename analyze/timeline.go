@@ -76,6 +76,7 @@ type TimelineEvents struct {
 	Algo  []int32 `json:"algo"`
 	Step  []int32 `json:"step"`
 	Wait  []int64 `json:"wait"`
+	Comm  []int32 `json:"comm"` // index into Comms
 }
 
 // TimelineOptions bound a timeline's size.
@@ -390,7 +391,7 @@ func (b *TimelineBuilder) Finalize() *TimelineData {
 		ev.Algo = append(ev.Algo, intern(&td.Algos, algoIDs, e.Algo))
 		ev.Step = append(ev.Step, e.Step)
 		ev.Wait = append(ev.Wait, e.Wait)
-		intern(&td.Comms, commIDs, e.Comm)
+		ev.Comm = append(ev.Comm, intern(&td.Comms, commIDs, e.Comm))
 	}
 	// Links between the kept sends and receives, as indices into Events.
 	base := map[int32]int{}

@@ -13,53 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/web"
 	"github.com/commprof/commprof/web/webtest"
 )
-
-// timelineData is the timeline's input as docs/web.md describes it.
-type timelineData struct {
-	T0        int64        `json:"t0"`
-	T1        int64        `json:"t1"`
-	Ranks     []int        `json:"ranks"`
-	Hosts     []string     `json:"hosts"`
-	Lanes     []string     `json:"lanes"`
-	Names     []string     `json:"names"`
-	Algos     []string     `json:"algos"`
-	Comms     []string     `json:"comms"`
-	Bins      binsData     `json:"bins"`
-	Events    eventColumns `json:"events"`
-	Links     [][2]int     `json:"links"`
-	Windows   [][2]int64   `json:"windows"`
-	Truncated int          `json:"truncated"`
-}
-
-type binsData struct {
-	N     int      `json:"n"`
-	Width int64    `json:"width"`
-	Rows  []binRow `json:"rows"`
-}
-
-type binRow struct {
-	Rank int   `json:"rank"`
-	Lane int   `json:"lane"`
-	Busy []int `json:"busy"`
-	Name []int `json:"name"`
-}
-
-type eventColumns struct {
-	Rank  []int   `json:"rank"`
-	Lane  []int   `json:"lane"`
-	Name  []int   `json:"name"`
-	Start []int64 `json:"start"`
-	Dur   []int64 `json:"dur"`
-	Bytes []int64 `json:"bytes"`
-	Peer  []int   `json:"peer"`
-	Seq   []int64 `json:"seq"`
-	Algo  []int   `json:"algo"`
-	Step  []int   `json:"step"`
-	Wait  []int64 `json:"wait"`
-}
 
 const (
 	laneStep = iota
@@ -103,7 +60,7 @@ type synthEvent struct {
 // with a broadcast from rank 0. Events are kept only inside the given
 // steps (all when nil).
 type synthetic struct {
-	data   timelineData
+	data   analyze.TimelineData
 	raw    []synthEvent
 	hover  int // index into data.events of a send of the evil-named allreduce
 	window [2]int64
@@ -224,7 +181,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 	}
 	t1 := t
 
-	var d timelineData
+	var d analyze.TimelineData
 	d.T1 = t1
 	for r := range ranks {
 		d.Ranks = append(d.Ranks, r)
@@ -259,7 +216,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 			order = append(order, i)
 		}
 	}
-	d.Truncated = len(raw) - len(order)
+	d.Truncated = int64(len(raw) - len(order))
 	slices.SortStableFunc(order, func(a, b int) int {
 		ea, eb := raw[a], raw[b]
 		return cmp.Or(cmp.Compare(ea.rank, eb.rank), cmp.Compare(ea.lane, eb.lane), cmp.Compare(ea.start, eb.start))
@@ -274,21 +231,21 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 		if row != prevRow {
 			prevRow, prevStart = row, 0
 		}
-		ev.Rank = append(ev.Rank, e.rank)
-		ev.Lane = append(ev.Lane, e.lane)
-		ev.Name = append(ev.Name, e.name)
+		ev.Rank = append(ev.Rank, int32(e.rank))
+		ev.Lane = append(ev.Lane, int8(e.lane))
+		ev.Name = append(ev.Name, int32(e.name))
 		ev.Start = append(ev.Start, e.start-prevStart)
 		prevStart = e.start
 		ev.Dur = append(ev.Dur, e.dur)
 		ev.Bytes = append(ev.Bytes, e.bytes)
-		ev.Peer = append(ev.Peer, e.peer)
+		ev.Peer = append(ev.Peer, int32(e.peer))
 		ev.Seq = append(ev.Seq, e.seq)
 		algo := -1
 		if e.lane >= laneCollective && e.name != nameBroadcast {
 			algo = 0
 		}
-		ev.Algo = append(ev.Algo, algo)
-		ev.Step = append(ev.Step, e.step)
+		ev.Algo = append(ev.Algo, int32(algo))
+		ev.Step = append(ev.Step, int32(e.step))
 		ev.Wait = append(ev.Wait, e.wait)
 	}
 	synth := synthetic{hover: -1}
@@ -307,7 +264,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 
 	// Bins over every event, kept or not: per (rank, lane) the share of
 	// each bin that was busy, and the name busy longest in it.
-	d.Bins = binsData{N: bins, Width: (t1 + int64(bins) - 1) / int64(bins)}
+	d.Bins = analyze.TimelineBins{N: bins, Width: (t1 + int64(bins) - 1) / int64(bins)}
 	byRow := make([][]synthEvent, ranks*nLanes)
 	for _, e := range raw {
 		byRow[e.rank*nLanes+e.lane] = append(byRow[e.rank*nLanes+e.lane], e)
@@ -329,14 +286,14 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 				perName[e.name][b] += o
 			}
 		}
-		br := binRow{Rank: row / nLanes, Lane: row % nLanes, Busy: make([]int, bins), Name: make([]int, bins)}
+		br := analyze.TimelineRow{Rank: row / nLanes, Lane: row % nLanes, Busy: make([]int32, bins), Name: make([]int32, bins)}
 		for b := range bins {
-			br.Busy[b] = int(min(1000, busy[b]*1000/w))
+			br.Busy[b] = int32(min(1000, busy[b]*1000/w))
 			br.Name[b] = -1
 			var best int64
 			for n, ns := range perName {
 				if ns != nil && ns[b] > best {
-					best, br.Name[b] = ns[b], n
+					best, br.Name[b] = ns[b], int32(n)
 				}
 			}
 		}
@@ -356,7 +313,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 // JSON.parse: json.Marshal writes "<", ">" and "&" as \u003c, \u003e and
 // \u0026, so no string from a trace can close the element (an encoder with
 // SetEscapeHTML(false) would not be safe here).
-func writePage(t testing.TB, dir, name string, data timelineData, options string) string {
+func writePage(t testing.TB, dir, name string, data analyze.TimelineData, options string) string {
 	t.Helper()
 	js, err := json.Marshal(data)
 	if err != nil {
@@ -711,7 +668,7 @@ const interactions = `(async () => {
 })()`
 
 // eventStart undoes the per-row delta encoding for event i.
-func eventStart(d timelineData, i int) int64 {
+func eventStart(d analyze.TimelineData, i int) int64 {
 	var t int64
 	for j := i; j >= 0; j-- {
 		if d.Events.Rank[j] != d.Events.Rank[i] || d.Events.Lane[j] != d.Events.Lane[i] {

@@ -192,6 +192,20 @@ func startLong(t *testing.T, env []string) (*exec.Cmd, *bytes.Buffer, map[int]in
 // exited) and the ranks' pids.
 func startJob(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, map[int]int) {
 	t.Helper()
+	cmd, br, stderr := startCommprof(t, env, args...)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "# commprof bench") {
+		t.Fatalf("no header from rank 0: %q %v", line, err)
+	}
+	go func() { _, _ = br.WriteTo(io.Discard) }()
+	return cmd, stderr, rankPIDs(t, cmd.Process.Pid)
+}
+
+// startCommprof starts the binary with a clean environment plus env, to be
+// killed when the test ends. It returns its standard output to read and
+// its standard error (to read once it has exited).
+func startCommprof(t *testing.T, env []string, args ...string) (*exec.Cmd, *bufio.Reader, *bytes.Buffer) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(cleanEnv(), env...)
 	stdout, err := cmd.StdoutPipe()
@@ -204,13 +218,7 @@ func startJob(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buf
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	br := bufio.NewReader(stdout)
-	line, err := br.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "# commprof bench") {
-		t.Fatalf("no header from rank 0: %q %v", line, err)
-	}
-	go func() { _, _ = br.WriteTo(io.Discard) }()
-	return cmd, &stderr, rankPIDs(t, cmd.Process.Pid)
+	return cmd, bufio.NewReader(stdout), &stderr
 }
 
 // rankPIDs finds the children of the launcher and their ranks.

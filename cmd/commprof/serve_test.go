@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -21,21 +20,9 @@ import (
 // printed and its standard error (to read once it has exited).
 func startServe(t *testing.T, args ...string) (*exec.Cmd, *url.URL, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
-	cmd.Env = cleanEnv()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	cmd, br, stderr := startCommprof(t, nil, append([]string{"serve"}, args...)...)
 	line := make(chan string, 1)
 	go func() {
-		br := bufio.NewReader(stdout)
 		l, _ := br.ReadString('\n')
 		line <- l
 		_, _ = br.WriteTo(io.Discard)
@@ -56,7 +43,7 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, *url.URL, *bytes.Buffe
 	if err != nil {
 		t.Fatalf("serve printed the URL %q: %v", raw, err)
 	}
-	return cmd, u, &stderr
+	return cmd, u, stderr
 }
 
 // sameJSON compares two JSON documents, whitespace aside: a summary of a
