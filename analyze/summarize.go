@@ -338,7 +338,7 @@ func (s *Summarizer) runInfo(ranks []*RankSummarizer, world int) RunInfo {
 		}
 	}
 	if m := s.meta.Manifest; m != nil {
-		ri.Name, ri.ID, ri.Status = m.Name, m.RunID, m.Status
+		ri.Name, ri.ID, ri.Status, ri.Error = m.Name, m.RunID, m.Status, m.Error
 		if m.Command != nil {
 			ri.Command = m.Command
 		}

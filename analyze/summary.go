@@ -37,6 +37,7 @@ type RunInfo struct {
 	Name      string             `json:"name"`
 	ID        string             `json:"id"`
 	Status    string             `json:"status"`
+	Error     string             `json:"error,omitempty"` // why a failed or interrupted run ended
 	WorldSize int                `json:"world_size"`
 	Ranks     int                `json:"ranks_with_events"`
 	Hosts     []string           `json:"hosts"`

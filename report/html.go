@@ -100,7 +100,11 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *analyze.TimelineData, o Opti
 	if o.TableRows <= 0 {
 		o.TableRows = 500
 	}
-	p := &page{Kind: "run", Title: runTitle(s.Run), Subtitle: runSubtitle(s.Run), Findings: s.Findings, Problems: s.Problems, DetailURL: o.DetailURL}
+	p := &page{Kind: "run", Title: runTitle(s.Run), Subtitle: runSubtitle(s.Run), Findings: s.Findings, DetailURL: o.DetailURL}
+	if s.Run.Error != "" {
+		p.Problems = append(p.Problems, "the run "+s.Run.Status+": "+s.Run.Error)
+	}
+	p.Problems = append(p.Problems, s.Problems...)
 	if err := assets(p); err != nil {
 		return err
 	}

@@ -25,6 +25,9 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 		fmt.Fprintf(w, ", %s", c)
 	}
 	fmt.Fprintln(w)
+	if r.Error != "" {
+		fmt.Fprintf(w, "the run %s: %s\n", r.Status, r.Error)
+	}
 	if len(r.Config) > 0 {
 		keys := make([]string, 0, len(r.Config))
 		for k := range r.Config {
