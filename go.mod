@@ -6,7 +6,7 @@ require (
 	github.com/apache/arrow/go/v15 v15.0.2
 	github.com/go-echarts/go-echarts/v2 v2.6.7
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
-	github.com/klauspost/compress v1.16.7
+	github.com/klauspost/compress v1.20.3
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/gonum v0.17.0

@@ -46,20 +46,25 @@ func (e *TruncatedError) Unwrap() error        { return e.Err }
 
 // ReaderOptions configure a Reader.
 type ReaderOptions struct {
-	Alloc memory.Allocator // default memory.DefaultAllocator
+	Alloc memory.Allocator // for reading the schema; default memory.DefaultAllocator
 	// Limit bounds any single allocation the decoder makes, in bytes, so a
 	// corrupt length cannot exhaust memory (default 1 GiB; ReadFile uses
-	// the file's size).
+	// the file's size). Decompressed buffers may be up to 64 times larger.
 	Limit int64
+	// Columns names the v1 columns NextBatch decodes (Col* constants); the
+	// Batch's other columns are nil. Empty means all of them. Next and
+	// ReadAll always decode every column.
+	Columns []string
 }
 
 // Reader reads one rank's stream, one batch at a time. It is not safe for
 // concurrent use; the caller must call Release.
 type Reader struct {
-	r       *ipc.Reader
 	guard   *messageGuard
+	dec     *decoder
+	need    [numCols]bool
 	info    RankInfo
-	cols    [numCols]int
+	batch   Batch // Next's
 	batches int
 	events  int64
 	done    bool
@@ -73,12 +78,18 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 	if opt.Limit <= 0 {
 		opt.Limit = 1 << 30
 	}
+	need, err := wanted(opt.Columns)
+	if err != nil {
+		return nil, err
+	}
 	guard := newMessageGuard(r, opt.Limit)
 	defer func() {
 		if p := recover(); p != nil {
 			rd, err = nil, fmt.Errorf("%w: %v", ErrNotTrace, p)
 		}
 	}()
+	// Arrow's reader parses the schema message; the batches that follow
+	// are the decoder's.
 	ir, err := ipc.NewReaderFromMessageReader(guard, ipc.WithAllocator(&limitAlloc{opt.Alloc, opt.Limit}))
 	if err != nil {
 		if guard.n == 0 {
@@ -86,16 +97,39 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrNotTrace, err)
 	}
-	cols, err := columns(ir.Schema())
-	if err == nil {
-		var info RankInfo
-		if info, err = infoFrom(ir.Schema()); err == nil {
-			return &Reader{r: ir, guard: guard, info: info, cols: cols}, nil
+	s := ir.Schema()
+	ir.Release()
+	cols, err := columns(s)
+	if err != nil {
+		return nil, err
+	}
+	info, err := infoFrom(s)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := newDecoder(s, cols, guard.schema, min(opt.Limit*64, 4<<30))
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{guard: guard, dec: dec, need: need, info: info}, nil
+}
+
+// wanted turns column names into the decoder's mask.
+func wanted(names []string) ([numCols]bool, error) {
+	var need [numCols]bool
+	if len(names) == 0 {
+		for i := range need {
+			need[i] = true
 		}
 	}
-	ir.Release()
-	guard.close()
-	return nil, err
+	for _, n := range names {
+		i := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == n })
+		if i < 0 {
+			return need, fmt.Errorf("trace: no column %q in the v1 schema", n)
+		}
+		need[i] = true
+	}
+	return need, nil
 }
 
 // Info returns the rank's facts from the schema metadata.
@@ -115,30 +149,52 @@ func (r *Reader) Next(dst []Event) ([]Event, error) {
 	return out, err
 }
 
-func (r *Reader) next(dst []Event) (out []Event, err error) {
+func (r *Reader) next(dst []Event) ([]Event, error) {
+	b := &r.batch
+	if err := r.read(b, &r.dec.all); err != nil {
+		return dst, err
+	}
+	dst = slices.Grow(dst, b.Len)
+	for i := range b.Len {
+		dst = append(dst, b.Event(i))
+	}
+	return dst, nil
+}
+
+// read decodes the next record batch into b, applying the dictionary
+// batches before it.
+func (r *Reader) read(b *Batch, need *[numCols]bool) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = dst, r.cut(fmt.Errorf("corrupt batch: %v", p))
+			err = r.cut(fmt.Errorf("corrupt batch: %v", p))
 		}
 	}()
-	if !r.r.Next() {
-		if err := r.r.Err(); err != nil {
-			return dst, r.cut(err)
+	for {
+		kind, meta, body, err := r.guard.next()
+		switch {
+		case err == io.EOF && r.guard.eos:
+			return io.EOF
+		case err == io.EOF:
+			return r.cut(nil)
+		case err != nil:
+			return r.cut(err)
 		}
-		if !r.guard.eos {
-			return dst, r.cut(nil)
+		switch kind {
+		case msgDictionaryBatch:
+			if err := r.dec.dictionary(meta, body); err != nil {
+				return r.cut(err)
+			}
+		case msgRecordBatch:
+			if err := r.dec.batch(meta, body, b, need); err != nil {
+				return r.cut(err)
+			}
+			r.batches++
+			r.events += int64(b.Len)
+			return nil
+		default:
+			return r.cut(fmt.Errorf("%w: a message of type %d after the schema", errFraming, kind))
 		}
-		return dst, io.EOF
 	}
-	rec := r.r.Record()
-	n0 := len(dst)
-	dst, err = decode(rec, &r.cols, dst)
-	if err != nil {
-		return dst[:n0], r.cut(err)
-	}
-	r.batches++
-	r.events += int64(len(dst) - n0)
-	return dst, nil
 }
 
 func (r *Reader) cut(err error) error {
@@ -146,10 +202,7 @@ func (r *Reader) cut(err error) error {
 }
 
 // Release frees the reader's buffers.
-func (r *Reader) Release() {
-	r.r.Release()
-	r.guard.close()
-}
+func (r *Reader) Release() { r.dec.close() }
 
 // ReadFile reads a whole rank stream from path. If the stream was cut it
 // returns every complete batch's events together with a *TruncatedError.
@@ -205,19 +258,6 @@ func (r *Reader) ReadAll() ([]Event, error) {
 		evs = append(evs, b...)
 	}
 	return evs, err
-}
-
-// decode appends a record batch's rows to dst as Events.
-func decode(rec arrow.Record, cols *[numCols]int, dst []Event) ([]Event, error) {
-	var b Batch
-	if err := fill(rec, cols, &b); err != nil {
-		return dst, err
-	}
-	dst = slices.Grow(dst, b.Len)
-	for i := range b.Len {
-		dst = append(dst, b.Event(i))
-	}
-	return dst, nil
 }
 
 // limitAlloc refuses allocations above a limit, which only a corrupt

@@ -92,18 +92,19 @@ func (r *RunFiles) WorldSize() int {
 }
 
 // ScanStream reads stream i batch by batch and calls fn with each batch,
-// its start times already moved onto rank 0's clock. The Batch is reused:
-// fn must not keep it. A cut stream scans every complete batch and then
+// its start times already moved onto rank 0's clock. cols names the
+// columns to decode (nil for all; see ReaderOptions.Columns). The Batch is
+// reused: fn must not keep or change it. A cut stream scans every complete batch and then
 // returns a *TruncatedError (wrapped with the file's name); an error from
 // fn stops the scan and is returned as is.
-func (r *RunFiles) ScanStream(i int, fn func(info RankInfo, b *Batch) error) error {
+func (r *RunFiles) ScanStream(i int, cols []string, fn func(info RankInfo, b *Batch) error) error {
 	s := r.Streams[i]
 	f, err := os.Open(s.Path)
 	if err != nil {
 		return fmt.Errorf("opening trace: %w", err)
 	}
 	defer f.Close()
-	rd, err := NewReader(bufio.NewReaderSize(f, 1<<20), ReaderOptions{Limit: s.Bytes + 1<<20})
+	rd, err := NewReader(bufio.NewReaderSize(f, 1<<20), ReaderOptions{Limit: s.Bytes + 1<<20, Columns: cols})
 	if err != nil {
 		return fmt.Errorf("reading trace %s: %w", s.Path, err)
 	}
@@ -114,6 +115,7 @@ func (r *RunFiles) ScanStream(i int, fn func(info RankInfo, b *Batch) error) err
 	}
 	off, drift, at := clockOf(info, r.Manifest)
 	var b Batch
+	var aligned []int64
 	for {
 		err := rd.NextBatch(&b)
 		if err == io.EOF {
@@ -122,10 +124,14 @@ func (r *RunFiles) ScanStream(i int, fn func(info RankInfo, b *Batch) error) err
 		if err != nil {
 			return fmt.Errorf("reading trace %s: %w", s.Path, err)
 		}
-		if off != 0 || drift != 0 {
+		if (off != 0 || drift != 0) && b.Start != nil {
+			// Into a slice of its own: the batch's may be the reader's
+			// memory of the previous batch.
+			aligned = grow(aligned, b.Len)
 			for j, t := range b.Start[:b.Len] {
-				b.Start[j] = t + off + int64(drift*float64(t-at))
+				aligned[j] = t + off + int64(drift*float64(t-at))
 			}
+			b.Start = aligned
 		}
 		if err := fn(info, &b); err != nil {
 			return err

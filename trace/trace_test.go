@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -298,5 +299,74 @@ func TestBatches(t *testing.T) {
 	}
 	if err := r.NextBatch(&b); err != io.EOF {
 		t.Fatalf("after the last batch: %v", err)
+	}
+}
+
+// TestColumns reads only some columns: they match a full read, and the
+// others are nil.
+func TestColumns(t *testing.T) {
+	batches := [][]Event{sample(1, 40, 0), sample(1, 25, 3)}
+	for _, codec := range []Codec{Zstd, LZ4, None} {
+		data := write(t, memory.NewGoAllocator(), codec, batches, true)
+		r, err := NewReader(bytes.NewReader(data), ReaderOptions{Columns: []string{ColKind, ColStart, ColName, ColValue}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b Batch
+		for i, want := range batches {
+			if err := r.NextBatch(&b); err != nil {
+				t.Fatal(err)
+			}
+			if b.Rank != nil || b.Dur != nil || b.Algo != nil || b.Comm != nil || b.Wait != nil || b.Len != len(want) {
+				t.Fatalf("%s batch %d: columns not asked for were decoded, or %d rows", codec, i, b.Len)
+			}
+			for j, e := range want {
+				if b.Kind[j] != e.Kind || b.Start[j] != e.Start || b.Names[b.Name[j]] != e.Name || b.Value[j] != e.Value {
+					t.Fatalf("%s batch %d row %d: %v %d %q %v, want %+v", codec, i, j, b.Kind[j], b.Start[j], b.Names[b.Name[j]], b.Value[j], e)
+				}
+			}
+		}
+		r.Release()
+	}
+	if _, err := NewReader(bytes.NewReader(nil), ReaderOptions{Columns: []string{"starts"}}); err == nil || !strings.Contains(err.Error(), `"starts"`) {
+		t.Errorf("an unknown column: %v", err)
+	}
+}
+
+// TestRepeatedBuffers: a batch whose compressed column equals the previous
+// batch's reuses its values, and a column that changes is decoded afresh;
+// clock alignment does not change what the reader keeps.
+func TestRepeatedBuffers(t *testing.T) {
+	mk := func(step int32) []Event {
+		evs := sample(1, 50, 0)
+		for i := range evs {
+			evs[i].Step = step
+		}
+		return evs
+	}
+	// Batches 0 and 1 are identical, times included; batch 2 has another
+	// step in every row.
+	batches := [][]Event{mk(7), mk(7), mk(8)}
+	dir := t.TempDir()
+	data := write(t, memory.NewGoAllocator(), Zstd, batches, true)
+	if err := os.WriteFile(filepath.Join(dir, RankFile(2)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := OpenRun(dir) // no manifest: the stream's own offset, -17
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	err = rf.ScanStream(0, nil, func(_ RankInfo, b *Batch) error {
+		for j, e := range batches[i] {
+			if b.Step[j] != e.Step || b.Start[j] != e.Start-17 {
+				t.Fatalf("batch %d row %d: step %d start %d, want %d and %d", i, j, b.Step[j], b.Start[j], e.Step, e.Start-17)
+			}
+		}
+		i++
+		return nil
+	})
+	if err != nil || i != 3 {
+		t.Fatalf("%d batches, %v", i, err)
 	}
 }

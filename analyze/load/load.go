@@ -32,7 +32,7 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 	}
 	sum := analyze.NewSummarizer(meta)
 	rs := make([]*analyze.RankSummarizer, len(rf.Streams))
-	cut, err := scan(ctx, rf, func(i int, info trace.RankInfo, b *trace.Batch) {
+	cut, err := scan(ctx, rf, analyze.SummaryColumns, func(i int, info trace.RankInfo, b *trace.Batch) {
 		if rs[i] == nil {
 			rs[i] = sum.Rank(info.Rank, info.Host)
 		}
@@ -69,16 +69,17 @@ func Timeline(ctx context.Context, dir string, s *analyze.Summary, opt analyze.T
 		trs[i] = tb.Rank(st.Rank)
 	}
 	// A cut stream is already among the summary's problems.
-	if _, err := scan(ctx, rf, func(i int, _ trace.RankInfo, b *trace.Batch) { trs[i].AddBatch(b) }); err != nil {
+	if _, err := scan(ctx, rf, nil, func(i int, _ trace.RankInfo, b *trace.Batch) { trs[i].AddBatch(b) }); err != nil {
 		return nil, err
 	}
 	return tb.Finalize(), nil
 }
 
-// scan feeds every stream's batches to fn(stream index, ...), streams in
+// scan feeds every stream's batches, decoded to the columns cols names
+// (nil for all), to fn(stream index, ...), streams in
 // parallel and each stream's batches in order. A cut stream is not an
 // error: its TruncatedError is returned in cut[i].
-func scan(ctx context.Context, rf *trace.RunFiles, fn func(i int, info trace.RankInfo, b *trace.Batch)) (cut []error, err error) {
+func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int, info trace.RankInfo, b *trace.Batch)) (cut []error, err error) {
 	errs := make([]error, len(rf.Streams))
 	cut = make([]error, len(rf.Streams))
 	// More streams than cores in flight: decoding waits on memory as much
@@ -91,7 +92,7 @@ func scan(ctx context.Context, rf *trace.RunFiles, fn func(i int, info trace.Ran
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := rf.ScanStream(i, func(info trace.RankInfo, b *trace.Batch) error {
+			err := rf.ScanStream(i, cols, func(info trace.RankInfo, b *trace.Batch) error {
 				if err := ctx.Err(); err != nil {
 					return err
 				}

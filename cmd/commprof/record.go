@@ -216,7 +216,7 @@ func summarize(stdout, stderr io.Writer, dir string, started time.Time) {
 	var problems []error
 	for i, st := range rf.Streams {
 		bytes += st.Bytes
-		err := rf.ScanStream(i, func(_ trace.RankInfo, b *trace.Batch) error { n += int64(b.Len); return nil })
+		err := rf.ScanStream(i, []string{trace.ColKind}, func(_ trace.RankInfo, b *trace.Batch) error { n += int64(b.Len); return nil })
 		var te *trace.TruncatedError
 		if errors.As(err, &te) {
 			err = te
