@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -501,5 +502,34 @@ func TestTimeline(t *testing.T) {
 	small := TimelineOf(s, run, TimelineOptions{Bins: 10, Detail: 6})
 	if n := len(small.Events.Rank); n == 0 || n > 6 || small.Truncated != int64(27-n) {
 		t.Fatalf("budget 6: %d events, %d truncated, windows %v", n, small.Truncated, small.Windows)
+	}
+}
+
+// TestDist checks the selected percentiles against a sort, on data with
+// many repeats and on sorted and reversed data.
+func TestDist(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for trial := range 300 {
+		n := 1 + rng.Intn(3000)
+		d := make([]int64, n)
+		for i := range d {
+			switch trial % 4 {
+			case 0:
+				d[i] = rng.Int63n(10) // many repeats
+			case 1:
+				d[i] = int64(i) // sorted
+			case 2:
+				d[i] = int64(n - i) // reversed
+			default:
+				d[i] = rng.Int63n(1 << 40)
+			}
+		}
+		sorted := slices.Clone(d)
+		slices.Sort(sorted)
+		at := func(p float64) int64 { return sorted[min(max(int(p*float64(n)+0.999999)-1, 0), n-1)] }
+		got := dist(d)
+		if got.P50 != at(0.5) || got.P95 != at(0.95) || got.P99 != at(0.99) || got.Max != sorted[n-1] || got.N != int64(n) {
+			t.Fatalf("trial %d (n=%d): %+v; sorted gives p50 %d p95 %d p99 %d max %d", trial, n, got, at(0.5), at(0.95), at(0.99), sorted[n-1])
+		}
 	}
 }

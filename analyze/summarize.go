@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -71,7 +72,8 @@ func (s *Summarizer) Rank(r int, host string) *RankSummarizer {
 	}
 	rs := &RankSummarizer{s: s, rank: r, host: host, world: max(s.meta.WorldSize, r+1),
 		computeNames: map[int32]*NameTime{}, matrices: map[int32]*matrixAcc{}, sizes: map[sizeKey]*SizeStats{},
-		patterns: map[patKey]*patAcc{}}
+		sizesByName: map[int32]*[65]*SizeStats{},
+		patterns:    map[patKey]*patAcc{}}
 	s.ranks[r] = rs
 	return rs
 }
@@ -106,8 +108,9 @@ type RankSummarizer struct {
 	// them: a map lookup per message would cost more than the rest.
 	lastMatrix     *matrixAcc
 	lastMatrixName int32
-	lastSize       *SizeStats
-	lastSizeKey    sizeKey
+	lastSizes      *[65]*SizeStats // one op's size buckets (SizeBucket is 0..64), as in sizes
+	lastSizesName  int32
+	sizesByName    map[int32]*[65]*SizeStats
 }
 
 // callRec is one rank's event of one collective call.
@@ -246,15 +249,23 @@ func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {
 		m.msgs[peer]++
 		m.time[peer] += dur
 	}
-	k := sizeKey{name, SizeBucket(bytes)}
-	st := rs.lastSize
-	if st == nil || rs.lastSizeKey != k {
-		st = rs.sizes[k]
-		if st == nil {
-			st = &SizeStats{}
-			rs.sizes[k] = st
+	// Consecutive messages of one op alternate between sizes (a ring's
+	// chunks differ by one element), so the buckets of the last op are
+	// looked up by index.
+	bs := rs.lastSizes
+	if bs == nil || rs.lastSizesName != name {
+		if bs = rs.sizesByName[name]; bs == nil {
+			bs = new([65]*SizeStats)
+			rs.sizesByName[name] = bs
 		}
-		rs.lastSize, rs.lastSizeKey = st, k
+		rs.lastSizes, rs.lastSizesName = bs, name
+	}
+	bk := SizeBucket(bytes)
+	st := bs[bk]
+	if st == nil {
+		st = &SizeStats{}
+		rs.sizes[sizeKey{name, bk}] = st
+		bs[bk] = st
 	}
 	st.Messages++
 	st.Bytes += bytes
@@ -581,21 +592,77 @@ func orEmpty[T any](s []T) []T {
 	return s
 }
 
-// dist sorts d and returns its distribution; nearest-rank percentiles.
+// dist returns d's distribution, with nearest-rank percentiles. It
+// reorders d: the percentiles are selected, not sorted for, since sorting
+// the durations of millions of calls was most of Finalize's time.
 func dist(d []int64) Dist {
 	if len(d) == 0 {
 		return Dist{}
 	}
-	slices.Sort(d)
 	var sum int64
+	mx := d[0]
 	for _, x := range d {
 		sum += x
+		mx = max(mx, x)
 	}
-	pct := func(p float64) int64 {
+	rank := func(p float64) int {
 		k := int(p*float64(len(d))+0.999999) - 1
-		return d[min(max(k, 0), len(d)-1)]
+		return min(max(k, 0), len(d)-1)
 	}
-	return Dist{N: int64(len(d)), Sum: sum, Mean: float64(sum) / float64(len(d)), P50: pct(0.50), P95: pct(0.95), P99: pct(0.99), Max: d[len(d)-1]}
+	// Each selection leaves larger values after the selected one, so the
+	// next, higher percentile is looked for among those only.
+	k50, k95, k99 := rank(0.50), rank(0.95), rank(0.99)
+	nth(d, k50)
+	nth(d[k50:], k95-k50)
+	nth(d[k95:], k99-k95)
+	return Dist{N: int64(len(d)), Sum: sum, Mean: float64(sum) / float64(len(d)), P50: d[k50], P95: d[k95], P99: d[k99], Max: mx}
+}
+
+// nth reorders d so that d[k] is the value a sorted d would hold there,
+// with no larger value before it and no smaller one after (quickselect; it
+// falls back to sorting the part left when the partitions stay unbalanced).
+func nth(d []int64, k int) {
+	lo, hi := 0, len(d)-1
+	for budget := 2*bits.Len(uint(len(d))) + 8; hi-lo > 16; budget-- {
+		if budget == 0 {
+			break
+		}
+		m := lo + (hi-lo)/2
+		if d[m] < d[lo] {
+			d[m], d[lo] = d[lo], d[m]
+		}
+		if d[hi] < d[lo] {
+			d[hi], d[lo] = d[lo], d[hi]
+		}
+		if d[hi] < d[m] {
+			d[hi], d[m] = d[m], d[hi]
+		}
+		p := d[m]
+		i, j := lo, hi
+		for i <= j {
+			for d[i] < p {
+				i++
+			}
+			for d[j] > p {
+				j--
+			}
+			if i <= j {
+				d[i], d[j] = d[j], d[i]
+				i++
+				j--
+			}
+		}
+		// d[lo..j] <= p, d[i..hi] >= p, and anything between equals p.
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+	slices.Sort(d[lo : hi+1])
 }
 
 func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64, world int) []RankStats {
