@@ -213,7 +213,7 @@ func (f Fit) Predict(op, algo string, p int, n float64) (float64, bool) {
 }
 
 func (s *Summarizer) fitSums(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64) *fitSums {
-	f := &fitSums{}
+	f := &fitSums{terms: make([]callTerm, 0, len(calls))}
 	for _, rs := range ranks {
 		f.link.merge(rs.link)
 	}

@@ -668,6 +668,13 @@ func nth(d []int64, k int) {
 func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64, world int) []RankStats {
 	comm := make([][]span, world)
 	wait := make([]int64, world)
+	perRank := make([]int, world)
+	for _, c := range calls {
+		perRank[c.rank]++
+	}
+	for r, n := range perRank {
+		comm[r] = make([]span, 0, n)
+	}
 	for i, c := range calls {
 		comm[c.rank] = append(comm[c.rank], span{c.start, c.start + c.dur})
 		wait[c.rank] += waits[i]
@@ -797,7 +804,7 @@ const skewSeriesMax = 400
 
 func (s *Summarizer) skew(calls []callRec, inst [][2]int, world int) Skew {
 	sk := Skew{Ranking: []int{}, ByOp: []OpSkew{}, Series: SkewSeries{Seq: []int64{}, Op: []string{}, Offset: [][]int64{}}}
-	var all []int64
+	all := make([]int64, 0, len(inst))
 	byOp := map[int32][]int64{}
 	worldID, hasWorld := s.strIdx["world"]
 	var worldInst [][2]int
@@ -889,6 +896,14 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 	byStep := map[int32]*acc{}
 	commOf := map[int32][]span{}
 	waitOf := map[int32][]stepWait{}
+	perRank := map[int32]int{}
+	for _, c := range calls {
+		perRank[c.rank]++
+	}
+	for r, n := range perRank {
+		commOf[r] = make([]span, 0, n)
+		waitOf[r] = make([]stepWait, 0, n)
+	}
 	for i, c := range calls {
 		commOf[c.rank] = append(commOf[c.rank], span{c.start, c.start + c.dur})
 		waitOf[c.rank] = append(waitOf[c.rank], stepWait{c.start, waits[i], c.bytes})
