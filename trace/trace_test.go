@@ -370,3 +370,50 @@ func TestRepeatedBuffers(t *testing.T) {
 		t.Fatalf("%d batches, %v", i, err)
 	}
 }
+
+// TestArrowReadsOurStreams reads what the Writer wrote with Arrow Go's own
+// IPC reader, which commprof's reader no longer uses for batches: the
+// encoder must write streams any Arrow implementation reads, dictionary
+// deltas included.
+func TestArrowReadsOurStreams(t *testing.T) {
+	batches := [][]Event{sample(1, 40, 0), sample(1, 25, 3), sample(1, 7, 5)}
+	var want []Event
+	for _, b := range batches {
+		want = append(want, b...)
+	}
+	for _, codec := range []Codec{Zstd, LZ4, None} {
+		data := write(t, memory.NewGoAllocator(), codec, batches, true)
+		r, err := ipc.NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", codec, err)
+		}
+		row := 0
+		nb := 0
+		for r.Next() {
+			rec := r.Record()
+			nb++
+			col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+			str := func(name string, i int) string {
+				d := col(name).(*array.Dictionary)
+				return d.Dictionary().(*array.String).Value(d.GetValueIndex(i))
+			}
+			for i := range int(rec.NumRows()) {
+				e := want[row]
+				if got := col(ColStart).(*array.Int64).Value(i); got != e.Start {
+					t.Fatalf("%s row %d: start %d, want %d", codec, row, got, e.Start)
+				}
+				if col(ColPeer).(*array.Int32).Value(i) != e.Peer || col(ColValue).(*array.Float64).Value(i) != e.Value || col(ColWait).(*array.Int64).Value(i) != e.Wait {
+					t.Fatalf("%s row %d: peer, value or wait differ from %+v", codec, row, e)
+				}
+				if str(ColKind, i) != e.Kind.String() || str(ColName, i) != e.Name || str(ColAlgo, i) != e.Algo || str(ColComm, i) != e.Comm {
+					t.Fatalf("%s row %d: %s %s %s %s, want %+v", codec, row, str(ColKind, i), str(ColName, i), str(ColAlgo, i), str(ColComm, i), e)
+				}
+				row++
+			}
+		}
+		if err := r.Err(); err != nil || row != len(want) || nb != len(batches) {
+			t.Fatalf("%s: Arrow read %d rows in %d batches, want %d in %d: %v", codec, row, nb, len(want), len(batches), err)
+		}
+		r.Release()
+	}
+}

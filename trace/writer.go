@@ -1,13 +1,12 @@
 package trace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 )
@@ -42,13 +41,14 @@ type WriterOptions struct {
 // Writer writes one rank's events as an Arrow IPC stream, one record batch
 // per Write. It is not safe for concurrent use.
 type Writer struct {
-	w      *ipc.Writer
-	mem    memory.Allocator
-	info   RankInfo
-	schema *arrow.Schema
+	enc  *encoder
+	info RankInfo
 	// Dictionaries only grow, so each batch's is an extension of the last
 	// and the stream carries deltas.
 	kinds, names, algos, dtypes, comms memo
+	dictIDs                            [numCols]int64
+	sent                               [numCols]int // dictionary values written so far
+	started                            [numCols]bool
 	cols                               cols
 	events                             int64
 	closed                             bool
@@ -80,7 +80,8 @@ func (m *memo) id(s string) (int, error) {
 	return m.last, nil
 }
 
-// NewWriter starts a stream on w. The caller closes w after Close.
+// NewWriter starts a stream on w, writing its schema. The caller closes w
+// after Close.
 func NewWriter(w io.Writer, info RankInfo, opt WriterOptions) (*Writer, error) {
 	if opt.Alloc == nil {
 		opt.Alloc = memory.DefaultAllocator
@@ -88,20 +89,36 @@ func NewWriter(w io.Writer, info RankInfo, opt WriterOptions) (*Writer, error) {
 	if opt.Codec == "" {
 		opt.Codec = Zstd
 	}
-	s := schema(info)
-	opts := []ipc.Option{ipc.WithSchema(s), ipc.WithAllocator(opt.Alloc), ipc.WithDictionaryDeltas(true)}
-	switch opt.Codec {
-	case Zstd:
-		opts = append(opts, ipc.WithZstd())
-	case LZ4:
-		opts = append(opts, ipc.WithLZ4())
-	case None:
-	default:
-		return nil, fmt.Errorf("trace: unknown codec %q", opt.Codec)
+	if _, err := ParseCodec(string(opt.Codec)); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
 	}
-	tw := &Writer{w: ipc.NewWriter(w, opts...), mem: opt.Alloc, info: info, schema: s,
+	// Arrow's writer makes the schema message: a stream of no batches is
+	// the schema and the end-of-stream marker.
+	var sb bytes.Buffer
+	aw := ipc.NewWriter(&sb, ipc.WithSchema(schema(info)), ipc.WithAllocator(opt.Alloc))
+	if err := aw.Close(); err != nil {
+		return nil, fmt.Errorf("trace: writing the schema: %w", err)
+	}
+	msg := sb.Bytes()
+	if len(msg) < 16 {
+		return nil, fmt.Errorf("trace: Arrow wrote a %d-byte schema", len(msg))
+	}
+	msg = msg[:len(msg)-8] // the end-of-stream marker
+	ids, err := dictionaryIDs(msg[8:], len(fields))
+	if err != nil {
+		return nil, err
+	}
+	enc, err := newEncoder(w, opt.Codec)
+	if err != nil {
+		return nil, err
+	}
+	tw := &Writer{enc: enc, info: info,
 		kinds: newMemo(math.MaxInt8), names: newMemo(math.MaxInt32), algos: newMemo(math.MaxInt8),
 		dtypes: newMemo(math.MaxInt8), comms: newMemo(math.MaxInt32)}
+	copy(tw.dictIDs[:], ids)
+	if _, err := w.Write(msg); err != nil {
+		return nil, fmt.Errorf("trace: writing rank %d's schema: %w", info.Rank, err)
+	}
 	return tw, nil
 }
 
@@ -116,12 +133,7 @@ func (w *Writer) Write(evs []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	rec, err := w.record(evs)
-	if err != nil {
-		return err
-	}
-	defer rec.Release()
-	if err := w.w.Write(rec); err != nil {
+	if err := w.write(evs); err != nil {
 		return fmt.Errorf("trace: writing rank %d's batch: %w", w.info.Rank, err)
 	}
 	w.events += int64(len(evs))
@@ -152,7 +164,9 @@ func (c *cols) resize(n int) {
 	c.value = grow(c.value, n)
 }
 
-func (w *Writer) record(evs []Event) (arrow.Record, error) {
+// write encodes evs as one record batch, after the dictionary values it
+// adds.
+func (w *Writer) write(evs []Event) error {
 	n := len(evs)
 	c := &w.cols
 	c.resize(n)
@@ -164,56 +178,33 @@ func (w *Writer) record(evs []Event) (arrow.Record, error) {
 		dt, err4 := w.dtypes.id(e.DType)
 		cm, err5 := w.comms.id(e.Comm)
 		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
-			return nil, errors.Join(err1, err2, err3, err4, err5)
+			return errors.Join(err1, err2, err3, err4, err5)
 		}
 		c.rank[i], c.kind[i], c.name[i], c.start[i], c.dur[i], c.bytes[i] = e.Rank, int8(k), int32(nm), e.Start, e.Dur, e.Bytes
 		c.peer[i], c.seq[i], c.step[i], c.algo[i], c.dtype[i], c.root[i] = e.Peer, e.Seq, e.Step, int8(al), int8(dt), e.Root
 		c.chunk[i], c.comm[i], c.wait[i], c.value[i] = e.Chunk, int32(cm), e.Wait, e.Value
 	}
-	arrs := []arrow.Array{
-		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.rank), n),
-		w.dictionary(1, arrow.PrimitiveTypes.Int8, arrow.Int8Traits.CastToBytes(c.kind), &w.kinds, n),
-		w.dictionary(2, arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.name), &w.names, n),
-		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.start), n),
-		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.dur), n),
-		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.bytes), n),
-		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.peer), n),
-		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.seq), n),
-		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.step), n),
-		w.dictionary(9, arrow.PrimitiveTypes.Int8, arrow.Int8Traits.CastToBytes(c.algo), &w.algos, n),
-		w.dictionary(10, arrow.PrimitiveTypes.Int8, arrow.Int8Traits.CastToBytes(c.dtype), &w.dtypes, n),
-		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.root), n),
-		primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.chunk), n),
-		w.dictionary(13, arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(c.comm), &w.comms, n),
-		primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(c.wait), n),
-		primitive(arrow.PrimitiveTypes.Float64, arrow.Float64Traits.CastToBytes(c.value), n),
-	}
-	defer func() {
-		for _, a := range arrs {
-			a.Release()
+	for _, d := range [...]struct {
+		col int
+		m   *memo
+	}{{1, &w.kinds}, {2, &w.names}, {9, &w.algos}, {10, &w.dtypes}, {13, &w.comms}} {
+		col, m := d.col, d.m
+		if w.started[col] && len(m.values) == w.sent[col] {
+			continue
 		}
-	}()
-	return array.NewRecord(w.schema, arrs, int64(n)), nil
-}
-
-// primitive wraps Go memory as an Arrow array without copying; the memory
-// must stay untouched until the batch is written.
-func primitive(t arrow.DataType, b []byte, n int) arrow.Array {
-	data := array.NewData(t, n, []*memory.Buffer{nil, memory.NewBufferBytes(b)}, nil, 0, 0)
-	defer data.Release()
-	return array.MakeFromData(data)
-}
-
-// dictionary builds column i from its indices and the memo's values so far.
-func (w *Writer) dictionary(i int, index arrow.DataType, b []byte, m *memo, n int) arrow.Array {
-	idx := primitive(index, b, n)
-	defer idx.Release()
-	sb := array.NewStringBuilder(w.mem)
-	defer sb.Release()
-	sb.AppendValues(m.values, nil)
-	d := sb.NewArray()
-	defer d.Release()
-	return array.NewDictionaryArray(fields[i].Type, idx, d)
+		if err := w.enc.dictionary(w.dictIDs[col], m.values[w.sent[col]:], w.started[col]); err != nil {
+			return err
+		}
+		w.started[col], w.sent[col] = true, len(m.values)
+	}
+	e := w.enc
+	e.reset()
+	for _, b := range [numCols][]byte{bytesOf(c.rank), bytesOf(c.kind), bytesOf(c.name), bytesOf(c.start),
+		bytesOf(c.dur), bytesOf(c.bytes), bytesOf(c.peer), bytesOf(c.seq), bytesOf(c.step), bytesOf(c.algo),
+		bytesOf(c.dtype), bytesOf(c.root), bytesOf(c.chunk), bytesOf(c.comm), bytesOf(c.wait), bytesOf(c.value)} {
+		e.column(n, b)
+	}
+	return e.message(msgRecordBatch, e.recordBatch(n))
 }
 
 // Close ends the stream (writing the end-of-stream marker that tells a
@@ -223,7 +214,7 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	if err := w.w.Close(); err != nil {
+	if err := w.enc.close(); err != nil {
 		return fmt.Errorf("trace: closing rank %d's stream: %w", w.info.Rank, err)
 	}
 	return nil
