@@ -3,10 +3,9 @@ package trace
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"io"
 	"math"
-	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -35,7 +34,6 @@ type decoder struct {
 	dicts   map[int64][]string // dictionary id → values so far
 	kinds   []Kind             // the kind dictionary's values, parsed
 	zstd    *zstd.Decoder
-	lz4     *lz4.Reader
 	dictBuf [2][]byte // scratch for a dictionary's offsets and data
 	kindIx  []int32   // scratch for the kind column's indices
 	all     [numCols]bool
@@ -228,26 +226,12 @@ func (l *batchLayout) buffer(i int, cd *colDec, scratch *[]byte) ([]byte, error)
 		}
 		out, err = d.zstd.DecodeAll(src[8:], (*dst)[:0])
 	case codecLZ4:
-		if d.lz4 == nil {
-			d.lz4 = lz4.NewReader(nil)
+		// An LZ4 block expands at most 255-fold: a larger claim is corrupt,
+		// and is refused before anything is allocated for it.
+		if want > 256*int64(len(src))+1<<16 {
+			return nil, fmt.Errorf("%w: a %d-byte lz4 buffer claims %d bytes uncompressed", errFraming, len(src), want)
 		}
-		d.lz4.Reset(bytes.NewReader(src[8:]))
-		// Grown as the data arrives, not to the claimed size at once.
-		out = (*dst)[:0]
-		for int64(len(out)) < want && err == nil {
-			if len(out) == cap(out) {
-				out = slices.Grow(out, min(int(want)-len(out), max(len(out), 64<<10)))
-			}
-			var n int
-			n, err = d.lz4.Read(out[len(out):min(cap(out), int(want))])
-			out = out[:len(out)+n]
-			if n == 0 && err == nil {
-				err = io.ErrNoProgress
-			}
-		}
-		if err == io.EOF {
-			err = nil // the length check below tells a short buffer
-		}
+		out, err = lz4Frames(src[8:], grow(*dst, int(want))[:0])
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errFraming, err)
@@ -487,3 +471,91 @@ func view[T int32 | int64 | float64](b []byte) []T {
 // littleEndian is true on little-endian hosts, where Arrow's buffers can be
 // used as they are.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// lz4Frames decompresses the LZ4 frames in src (Arrow's LZ4_FRAME codec)
+// into dst, whose capacity is the size the buffer declared: nothing is
+// written past it. Block and content checksums are skipped, not checked.
+func lz4Frames(src, dst []byte) ([]byte, error) {
+	errCorrupt := errors.New("corrupt lz4 frame")
+	for len(src) > 0 {
+		if len(src) < 7 {
+			return nil, errCorrupt
+		}
+		magic := binary.LittleEndian.Uint32(src)
+		if magic&0xFFFFFFF0 == 0x184D2A50 { // a skippable frame
+			if len(src) < 8 {
+				return nil, errCorrupt
+			}
+			n := uint64(binary.LittleEndian.Uint32(src[4:]))
+			if n > uint64(len(src)-8) {
+				return nil, errCorrupt
+			}
+			src = src[8+n:]
+			continue
+		}
+		flg := src[4]
+		if magic != 0x184D2204 || flg>>6 != 1 {
+			return nil, errCorrupt
+		}
+		indep, blockSum, contentSum := flg&0x20 != 0, flg&0x10 != 0, flg&0x04 != 0
+		hdr := 7 // magic, FLG, BD, HC
+		if flg&0x08 != 0 {
+			hdr += 8 // content size
+		}
+		if flg&0x01 != 0 {
+			hdr += 4 // dictionary id
+		}
+		if len(src) < hdr {
+			return nil, errCorrupt
+		}
+		src = src[hdr:]
+		for {
+			if len(src) < 4 {
+				return nil, errCorrupt
+			}
+			v := binary.LittleEndian.Uint32(src)
+			src = src[4:]
+			if v == 0 { // end mark
+				break
+			}
+			n := int(v & 0x7FFFFFFF)
+			if n > len(src) {
+				return nil, errCorrupt
+			}
+			block := src[:n]
+			src = src[n:]
+			if v&0x80000000 != 0 { // stored
+				if len(block) > cap(dst)-len(dst) {
+					return nil, errCorrupt
+				}
+				dst = append(dst, block...)
+			} else {
+				var m int
+				var err error
+				room := dst[len(dst):cap(dst)]
+				if indep || len(dst) == 0 {
+					m, err = lz4.UncompressBlock(block, room)
+				} else {
+					m, err = lz4.UncompressBlockWithDict(block, room, dst[max(0, len(dst)-64<<10):])
+				}
+				if err != nil {
+					return nil, err
+				}
+				dst = dst[:len(dst)+m]
+			}
+			if blockSum {
+				if len(src) < 4 {
+					return nil, errCorrupt
+				}
+				src = src[4:]
+			}
+		}
+		if contentSum {
+			if len(src) < 4 {
+				return nil, errCorrupt
+			}
+			src = src[4:]
+		}
+	}
+	return dst, nil
+}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -268,6 +269,7 @@ func TestRunDirectory(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	f.Add(write(f, memory.NewGoAllocator(), Zstd, [][]Event{sample(0, 10, 0), sample(0, 5, 1)}, true))
 	f.Add(write(f, memory.NewGoAllocator(), None, [][]Event{sample(0, 3, 0)}, false))
+	f.Add(write(f, memory.NewGoAllocator(), LZ4, [][]Event{sample(0, 10, 0), sample(0, 5, 1)}, true))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _, _ = readAll(t, memory.NewGoAllocator(), data)
@@ -415,5 +417,40 @@ func TestArrowReadsOurStreams(t *testing.T) {
 			t.Fatalf("%s: Arrow read %d rows in %d batches, want %d in %d: %v", codec, row, nb, len(want), len(batches), err)
 		}
 		r.Release()
+	}
+}
+
+// TestLZ4Frames decodes LZ4 frames as other writers make them: linked
+// blocks (a block's matches reaching into the one before), stored blocks,
+// skippable frames, checksums; and refuses cut ones.
+func TestLZ4Frames(t *testing.T) {
+	le := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	var f []byte
+	f = append(f, le(0x184D2A53)...) // a skippable frame of 3 bytes
+	f = append(f, le(3)...)
+	f = append(f, 1, 2, 3)
+	f = append(f, le(0x184D2204)...)
+	f = append(f, 0x40|0x10|0x04, 0x40, 0) // linked blocks, block and content checksums
+	f = append(f, le(0x80000000|16)...)    // a stored block
+	f = append(f, "abcdefghijklmnop"...)
+	f = append(f, le(0)...) // its checksum (not checked)
+	block := []byte{0x0C, 16, 0, 0x50, 'V', 'W', 'X', 'Y', 'Z'}
+	f = append(f, le(uint32(len(block)))...) // a match 16 bytes back, into the stored block
+	f = append(f, block...)
+	f = append(f, le(0)...)
+	f = append(f, le(0)...) // end mark
+	f = append(f, le(0)...) // content checksum
+	want := "abcdefghijklmnop" + "abcdefghijklmnop" + "VWXYZ"
+	got, err := lz4Frames(f, make([]byte, 0, len(want)))
+	if err != nil || string(got) != want {
+		t.Fatalf("%q, %v; want %q", got, err, want)
+	}
+	for n := range len(f) - 4 {
+		if _, err := lz4Frames(f[:n], make([]byte, 0, len(want))); err == nil && n > 11 {
+			t.Fatalf("a frame cut to %d bytes decoded", n)
+		}
+	}
+	if _, err := lz4Frames(f, make([]byte, 0, len(want)-1)); err == nil {
+		t.Fatal("a frame larger than its declared size decoded")
 	}
 }
