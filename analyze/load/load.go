@@ -111,3 +111,37 @@ func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int,
 	}
 	return cut, errors.Join(errs...)
 }
+
+// ReadCount is what Read went through.
+type ReadCount struct {
+	Streams   int
+	Events    int64
+	DiskBytes int64
+	Cut       int // streams that were cut; their complete batches are counted
+}
+
+// Read reads every stream of the run in dir as Summary does, decoding the
+// columns cols names (nil for all), and only counts the events: the
+// reader's own speed, which `commprof bench read` measures.
+func Read(ctx context.Context, dir string, cols []string) (ReadCount, error) {
+	rf, err := trace.OpenRun(dir)
+	if err != nil {
+		return ReadCount{}, err
+	}
+	c := ReadCount{Streams: len(rf.Streams)}
+	for _, s := range rf.Streams {
+		c.DiskBytes += s.Bytes
+	}
+	events := make([]int64, len(rf.Streams))
+	cut, err := scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { events[i] += int64(b.Len) })
+	if err != nil {
+		return c, err
+	}
+	for i, n := range events {
+		c.Events += n
+		if cut[i] != nil {
+			c.Cut++
+		}
+	}
+	return c, nil
+}

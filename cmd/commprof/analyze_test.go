@@ -179,10 +179,39 @@ func TestAnalyzerBadInput(t *testing.T) {
 		{[]string{"diff", dir}, 2, "takes 2 argument"},
 		{[]string{"predict", dir, "--ranks", "eight"}, 2, "--ranks"},
 		{[]string{"predict", dir, "--algo", "magic"}, 2, "--algo"},
+		{[]string{"bench", "read", filepath.Join(dir, "nosuch")}, 1, "nosuch"},
+		{[]string{"bench", "read", dir, "--columns", "some"}, 2, "--columns"},
+		{[]string{"bench", "read", dir, "--repeat", "0"}, 2, "--repeat"},
 	} {
 		r := commprof(t, nil, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "panic") {
 			t.Errorf("commprof %v: exit %d, want %d with %q\n%s", tc.args, r.code, tc.code, tc.want, r.stderr)
+		}
+	}
+}
+
+// bench read counts every event of a recorded run, whichever columns it
+// decodes.
+func TestBenchRead(t *testing.T) {
+	dir := recordBench(t, filepath.Join(t.TempDir(), "run"), "2", "allreduce", "ring", "16K")
+	want := statsJSON(t, dir).Run.Events
+	for _, cols := range []string{"summary", "all"} {
+		r := commprof(t, nil, "bench", "read", dir, "--columns", cols, "--repeat", "2", "--json")
+		if r.code != 0 {
+			t.Fatalf("bench read: exit %d\n%s", r.code, r.stderr)
+		}
+		var got struct {
+			Events  int64 `json:"events"`
+			Streams int   `json:"streams"`
+			Reads   []struct {
+				EventsPerSec float64 `json:"events_per_sec"`
+			} `json:"reads"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Events != want || got.Streams != 2 || len(got.Reads) != 2 || got.Reads[0].EventsPerSec <= 0 {
+			t.Errorf("--columns %s: %+v; stats counts %d events", cols, got, want)
 		}
 	}
 }

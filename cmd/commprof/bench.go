@@ -62,6 +62,7 @@ elements found.`,
 	f.IntVar(&o.root, "root", 0, "root rank of broadcast and reduce")
 	f.BoolVar(&o.json, "json", false, "print the results as JSON")
 	f.StringVar(&o.tune, "tune", "", "algorithm thresholds, e.g. allreduce_rd_max=32K,segment=1M (see docs/collectives.md)")
+	cmd.AddCommand(newBenchReadCmd())
 	return cmd
 }
 
