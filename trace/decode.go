@@ -175,8 +175,9 @@ func (l *batchLayout) node(i int) (rows, nulls int64) {
 	return l.f.i64(p), l.f.i64(p + 8)
 }
 
-// buffer returns buffer i's bytes, decompressed. memo, if not nil, is the
-// column whose last decompressed buffer may be reused.
+// buffer returns buffer i's bytes, decompressed: into cd's buffer, which
+// is reused when the compressed bytes repeat cd's previous ones, or (cd
+// nil) into scratch.
 func (l *batchLayout) buffer(i int, cd *colDec, scratch *[]byte) ([]byte, error) {
 	p := l.bufs + 16*i
 	off, ln := l.f.i64(p), l.f.i64(p+8)
@@ -360,7 +361,7 @@ func (d *decoder) batch(meta, body []byte, b *Batch, need *[numCols]bool) error 
 		if err != nil {
 			return err
 		}
-		if len(v) < n*cd.width {
+		if len(v)/cd.width < n { // not len(v) < n*width, which a huge n overflows
 			return fmt.Errorf("column %s holds %d bytes for %d rows", fields[c].Name, len(v), n)
 		}
 		vals[c] = v[:n*cd.width]

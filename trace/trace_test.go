@@ -454,3 +454,41 @@ func TestLZ4Frames(t *testing.T) {
 		t.Fatal("a frame larger than its declared size decoded")
 	}
 }
+
+// TestHugeRowCount: a batch whose row count (in the batch and in every
+// field node) claims far more rows than its buffers hold is refused,
+// whichever columns are read, instead of handing out a Batch whose Len
+// overruns its columns.
+func TestHugeRowCount(t *testing.T) {
+	data := write(t, memory.NewGoAllocator(), None, [][]Event{sample(1, 10, 0)}, true)
+	g := newMessageGuard(bytes.NewReader(data), 1<<20)
+	for {
+		start := g.n
+		kind, meta, _, err := g.next()
+		if err != nil {
+			t.Fatal("no record batch found")
+		}
+		if kind != msgRecordBatch {
+			continue
+		}
+		f := &fb{b: meta}
+		rb := f.ref(f.field(f.ref(0), 2))
+		at := func(p int) []byte { return data[int(start)+8+p:] }
+		binary.LittleEndian.PutUint64(at(f.field(rb, 0)), 1<<62)
+		nodes, n := f.vector(rb, 1, 16)
+		for i := range n {
+			binary.LittleEndian.PutUint64(at(nodes+16*i), 1<<62)
+		}
+		break
+	}
+	for _, cols := range [][]string{nil, {ColStart}, {ColRank, ColValue}} {
+		r, err := NewReader(bytes.NewReader(data), ReaderOptions{Columns: cols})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b Batch
+		if err := r.NextBatch(&b); err == nil || !errors.Is(err, ErrTruncated) {
+			t.Errorf("columns %v: a batch of 2^62 rows read as %d rows, error %v", cols, b.Len, err)
+		}
+	}
+}
