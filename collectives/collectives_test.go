@@ -417,3 +417,35 @@ func TestTuningAndSizes(t *testing.T) {
 		t.Errorf("Set(nope=1) = %v; want an error listing the keys", err)
 	}
 }
+
+// TestAutomaticChoice pins the allreduce algorithm chosen by size and rank
+// count with the default thresholds (docs/collectives.md).
+func TestAutomaticChoice(t *testing.T) {
+	for _, tc := range []struct {
+		ranks, bytes int
+		want         Algo
+	}{
+		{2, 8, AlgoRecursiveDoubling},
+		{2, 512 << 10, AlgoRecursiveDoubling},
+		{2, 1 << 20, AlgoRabenseifner},
+		{2, 8 << 20, AlgoRabenseifner},
+		{2, 16 << 20, AlgoRing},
+		{4, 32 << 10, AlgoRecursiveDoubling},
+		{4, 64 << 10, AlgoRabenseifner},
+		{4, 16 << 20, AlgoRing},
+		{3, 1 << 20, AlgoRabenseifner},
+		{3, 2 << 20, AlgoRing},
+	} {
+		ts := NewLocal(tc.ranks)
+		c, err := New(ts[0], Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Algorithm(OpAllReduce, tc.bytes); got != tc.want {
+			t.Errorf("%d ranks, %d bytes: %s, want %s", tc.ranks, tc.bytes, got, tc.want)
+		}
+		for _, tr := range ts {
+			tr.Close()
+		}
+	}
+}

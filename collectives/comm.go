@@ -69,8 +69,11 @@ func BlockRange(n, size, i int) (lo, hi int) {
 // Tuning holds the sizes at which automatic algorithm selection switches.
 // Sizes are in bytes of the whole buffer.
 type Tuning struct {
-	// AllReduce uses recursive doubling up to this size...
-	AllReduceRecursiveDoublingMax int
+	// AllReduce uses recursive doubling up to this size (up to
+	// AllReduceRecursiveDoublingMax2Ranks on two ranks, where it sends no
+	// more than Rabenseifner does)...
+	AllReduceRecursiveDoublingMax       int
+	AllReduceRecursiveDoublingMax2Ranks int
 	// ...then Rabenseifner up to this size when the rank count is a power
 	// of two, or up to AllReduceRabenseifnerMaxNonPow2 when it is not (the
 	// ranks beyond a power of two cost an extra full-buffer transfer), and
@@ -87,16 +90,18 @@ type Tuning struct {
 // (docs/collectives.md).
 func DefaultTuning() Tuning {
 	return Tuning{
-		AllReduceRecursiveDoublingMax:   32 << 10,
-		AllReduceRabenseifnerMax:        8 << 20,
-		AllReduceRabenseifnerMaxNonPow2: 1 << 20,
-		BroadcastTreeMax:                512 << 10,
-		SegmentBytes:                    1 << 20,
+		AllReduceRecursiveDoublingMax:       32 << 10,
+		AllReduceRecursiveDoublingMax2Ranks: 512 << 10,
+		AllReduceRabenseifnerMax:            8 << 20,
+		AllReduceRabenseifnerMaxNonPow2:     1 << 20,
+		BroadcastTreeMax:                    512 << 10,
+		SegmentBytes:                        1 << 20,
 	}
 }
 
 var tuningKeys = map[string]func(*Tuning) *int{
 	"allreduce_rd_max":        func(t *Tuning) *int { return &t.AllReduceRecursiveDoublingMax },
+	"allreduce_rd_max_2ranks": func(t *Tuning) *int { return &t.AllReduceRecursiveDoublingMax2Ranks },
 	"allreduce_rab_max":       func(t *Tuning) *int { return &t.AllReduceRabenseifnerMax },
 	"allreduce_rab_max_npow2": func(t *Tuning) *int { return &t.AllReduceRabenseifnerMaxNonPow2 },
 	"bcast_tree_max":          func(t *Tuning) *int { return &t.BroadcastTreeMax },
@@ -104,8 +109,8 @@ var tuningKeys = map[string]func(*Tuning) *int{
 }
 
 // Set applies overrides written as "key=size[,key=size...]", with sizes
-// such as 64K or 4M; keys are allreduce_rd_max, allreduce_rab_max,
-// allreduce_rab_max_npow2, bcast_tree_max and segment.
+// such as 64K or 4M; keys are allreduce_rd_max, allreduce_rd_max_2ranks,
+// allreduce_rab_max, allreduce_rab_max_npow2, bcast_tree_max and segment.
 func (t *Tuning) Set(s string) error {
 	for _, kv := range strings.Split(s, ",") {
 		kv = strings.TrimSpace(kv)
@@ -243,7 +248,7 @@ func (c *Comm) Algorithm(op Op, bytes int) Algo {
 			rabMax = c.tune.AllReduceRabenseifnerMaxNonPow2
 		}
 		switch {
-		case bytes <= c.tune.AllReduceRecursiveDoublingMax || p <= 2 && bytes <= c.tune.AllReduceRabenseifnerMaxNonPow2:
+		case bytes <= c.tune.AllReduceRecursiveDoublingMax || p <= 2 && bytes <= c.tune.AllReduceRecursiveDoublingMax2Ranks:
 			return AlgoRecursiveDoubling
 		case bytes <= rabMax:
 			return AlgoRabenseifner
