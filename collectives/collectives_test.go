@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -446,6 +447,16 @@ func TestAutomaticChoice(t *testing.T) {
 		}
 		for _, tr := range ts {
 			tr.Close()
+		}
+	}
+}
+
+// TestDefaultTuningComplete: every threshold has a default.
+func TestDefaultTuningComplete(t *testing.T) {
+	v := reflect.ValueOf(DefaultTuning())
+	for i := range v.NumField() {
+		if v.Field(i).Int() <= 0 {
+			t.Errorf("DefaultTuning().%s = %d", v.Type().Field(i).Name, v.Field(i).Int())
 		}
 	}
 }
