@@ -28,17 +28,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func sh(t *testing.T, ranks int, script string, linger time.Duration) (error, string, string, time.Duration) {
+func sh(t *testing.T, ranks int, script string, linger time.Duration) (string, string, time.Duration, error) {
 	t.Helper()
 	var out, errOut syncBuffer
 	start := time.Now()
 	err := Run(context.Background(), Spec{Ranks: ranks, Path: "/bin/sh", Args: []string{"-c", script},
 		Stdout: &out, Stderr: &errOut, Linger: linger, Grace: time.Second})
-	return err, out.String(), errOut.String(), time.Since(start)
+	return out.String(), errOut.String(), time.Since(start), err
 }
 
 func TestOutputIsPrefixed(t *testing.T) {
-	err, out, errOut, _ := sh(t, 3, `echo "out $COMMPROF_RANK of $COMMPROF_SIZE"; echo "err $COMMPROF_RANK" >&2`, 0)
+	out, errOut, _, err := sh(t, 3, `echo "out $COMMPROF_RANK of $COMMPROF_SIZE"; echo "err $COMMPROF_RANK" >&2`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestOutputIsPrefixed(t *testing.T) {
 }
 
 func TestFailingRankStopsTheOthers(t *testing.T) {
-	err, _, _, took := sh(t, 3, `if [ "$COMMPROF_RANK" = 1 ]; then echo "out of cheese" >&2; exit 3; fi; exec sleep 60`, 200*time.Millisecond)
+	_, _, took, err := sh(t, 3, `if [ "$COMMPROF_RANK" = 1 ]; then echo "out of cheese" >&2; exit 3; fi; exec sleep 60`, 200*time.Millisecond)
 	var re *RankError
 	if !errors.As(err, &re) || re.Rank != 1 || re.ExitCode != 3 || re.LastLine != "out of cheese" {
 		t.Fatalf("got %v", err)
@@ -120,7 +120,7 @@ func TestBadSpec(t *testing.T) {
 // its output forwarded (reading must finish before the pipe is dropped).
 func TestNoOutputLost(t *testing.T) {
 	for range 5 {
-		err, out, errOut, _ := sh(t, 3, `i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); done`, 0)
+		out, errOut, _, err := sh(t, 3, `i=0; while [ $i -lt 300 ]; do echo "line $i"; i=$((i+1)); done`, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
