@@ -146,7 +146,13 @@ try {
   } catch (err) {
     throw new Fail(`starting ${executablePath}: ${err.message}`);
   }
-  const page = context.pages()[0] || (await context.newPage());
+  // A page of our own: the persistent context's first page may still be
+  // finishing its own start-up navigation, which would replace the page
+  // under test (seen as "Execution context was destroyed" now and then).
+  const page = await context.newPage();
+  for (const p of context.pages()) {
+    if (p !== page) await p.close().catch(() => {});
+  }
 
   const aborted = new Set();
   await context.route('**/*', (route) => {
