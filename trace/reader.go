@@ -25,7 +25,8 @@ var (
 	ErrTruncated = errors.New("trace stream was cut")
 )
 
-// TruncatedError says where a stream was cut.
+// TruncatedError says where a stream was cut, or where it turned corrupt:
+// either way every complete batch before that point was read.
 type TruncatedError struct {
 	Batches int   // complete batches read
 	Events  int64 // events in them
@@ -34,11 +35,16 @@ type TruncatedError struct {
 }
 
 func (e *TruncatedError) Error() string {
-	s := fmt.Sprintf("trace stream was cut after %d complete batches (%d events, %d bytes read): the rank stopped without closing its trace", e.Batches, e.Events, e.Bytes)
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
+	// A stream that simply ends early was cut (its rank was killed);
+	// anything else wrong past the last good batch is corruption.
+	if e.Err == nil || errors.Is(e.Err, io.ErrUnexpectedEOF) {
+		s := fmt.Sprintf("trace stream was cut after %d complete batches (%d events, %d bytes read): the rank stopped without closing its trace", e.Batches, e.Events, e.Bytes)
+		if e.Err != nil {
+			s += ": " + e.Err.Error()
+		}
+		return s
 	}
-	return s
+	return fmt.Sprintf("trace stream is corrupt after %d complete batches (%d events, %d bytes read; the events before are kept): %v", e.Batches, e.Events, e.Bytes, e.Err)
 }
 
 func (e *TruncatedError) Is(target error) bool { return target == ErrTruncated }

@@ -492,3 +492,18 @@ func TestHugeRowCount(t *testing.T) {
 		}
 	}
 }
+
+// TestCorruptIsNotCut: a damaged batch is reported as corruption, after
+// the batches before it, not as a rank that stopped.
+func TestCorruptIsNotCut(t *testing.T) {
+	data := write(t, memory.NewGoAllocator(), Zstd, [][]Event{sample(1, 40, 0), sample(1, 40, 1)}, true)
+	data[len(data)-20] ^= 0xFF // inside the last batch's last buffer
+	_, evs, err := readAll(t, memory.NewGoAllocator(), data)
+	if !errors.Is(err, ErrTruncated) || len(evs) != 40 || !strings.Contains(err.Error(), "corrupt") || strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("%d events, %v", len(evs), err)
+	}
+	_, evs, err = readAll(t, memory.NewGoAllocator(), data[:len(data)-30])
+	if !errors.Is(err, ErrTruncated) || len(evs) != 40 || !strings.Contains(err.Error(), "stopped without closing") {
+		t.Fatalf("cut: %d events, %v", len(evs), err)
+	}
+}
