@@ -220,13 +220,19 @@ func runCards(s *analyze.Summary) []card {
 		cs = append(cs, card{Label: "bus bandwidth", Value: fmt.Sprintf("%.2f GB/s", h.BusBWGBps), Detail: d})
 	}
 	if h.Straggler >= 0 {
-		cls = ""
 		chance := 1 / float64(max(s.Run.WorldSize, 1))
-		if h.StragglerFrac > 1.5*chance && h.StragglerLateNS > 0 {
-			cls = "bad"
+		when := fmt.Sprintf("%s after the others on average", analyze.HumanDuration(h.StragglerLateNS))
+		if h.StragglerLateNS < 0 {
+			when = fmt.Sprintf("yet %s before the others on average", analyze.HumanDuration(-h.StragglerLateNS))
 		}
-		cs = append(cs, card{Label: "worst straggler", Value: fmt.Sprintf("rank %d", h.Straggler), Class: cls,
-			Detail: fmt.Sprintf("last in %.0f%% of collectives (chance %.0f%%), %s late on average", 100*h.StragglerFrac, 100*chance, analyze.HumanDuration(h.StragglerLateNS))})
+		// The same test as the findings' "is the straggler".
+		c := card{Label: "worst straggler", Value: "none stands out",
+			Detail: fmt.Sprintf("most often last: rank %d, in %.0f%% of collectives (chance %.0f%%), %s", h.Straggler, 100*h.StragglerFrac, 100*chance, when)}
+		if h.StragglerFrac > 1.5*chance && h.StragglerLateNS > 0 {
+			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
+			c.Detail = fmt.Sprintf("last in %.0f%% of collectives (chance %.0f%%), %s", 100*h.StragglerFrac, 100*chance, when)
+		}
+		cs = append(cs, c)
 	}
 	if acc, ok := s.Run.Metrics["test_accuracy"]; ok {
 		cs = append(cs, card{Label: "test accuracy", Value: fmt.Sprintf("%.2f%%", 100*acc), Detail: "final epoch"})

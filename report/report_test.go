@@ -99,3 +99,25 @@ func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestStragglerCard names a straggler only when the findings do, and never
+// calls a rank that arrives early on average "late".
+func TestStragglerCard(t *testing.T) {
+	get := func(frac, late float64) card {
+		s := &analyze.Summary{Run: analyze.RunInfo{WorldSize: 4}}
+		s.Headline.Straggler, s.Headline.StragglerFrac, s.Headline.StragglerLateNS = 3, frac, late
+		for _, c := range runCards(s) {
+			if c.Label == "worst straggler" {
+				return c
+			}
+		}
+		t.Fatal("no straggler card")
+		return card{}
+	}
+	if c := get(0.9, 95_000); c.Value != "rank 3" || c.Class != "bad" || !strings.Contains(c.Detail, "95µs after the others") {
+		t.Errorf("a clear straggler: %+v", c)
+	}
+	if c := get(0.26, -134_000); c.Value != "none stands out" || c.Class == "bad" || !strings.Contains(c.Detail, "before the others") || strings.Contains(c.Detail, "-") {
+		t.Errorf("no straggler, arriving early on average: %+v", c)
+	}
+}
