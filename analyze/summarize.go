@@ -388,46 +388,31 @@ func (s *Summarizer) mergeCalls(ranks []*RankSummarizer) []callRec {
 		lists = append(lists, rs.calls)
 		rs.calls = nil
 	}
+	// Each list holds one rank's calls and the lists come in rank order
+	// (Finalize sorts ranks), so the merged order, by (comm, seq, rank),
+	// takes each (comm, seq) from the lists in turn: find the smallest
+	// head, then drain every list's calls with that key, list by list.
 	calls := make([]callRec, 0, n)
-	// A k-way merge by a binary heap of list heads.
-	h := make([]int, 0, len(lists))
-	less := func(a, b int) bool { return cmpCall(lists[h[a]][0], lists[h[b]][0]) < 0 }
-	down := func(i int) {
-		for {
-			l, m := 2*i+1, i
-			if l < len(h) && less(l, m) {
-				m = l
+	for {
+		var key callRec
+		found := false
+		for _, l := range lists {
+			if len(l) > 0 && (!found || l[0].comm < key.comm || l[0].comm == key.comm && l[0].seq < key.seq) {
+				key, found = l[0], true
 			}
-			if l+1 < len(h) && less(l+1, m) {
-				m = l + 1
+		}
+		if !found {
+			return calls
+		}
+		for i, l := range lists {
+			j := 0
+			for j < len(l) && l[j].comm == key.comm && l[j].seq == key.seq {
+				j++
 			}
-			if m == i {
-				return
-			}
-			h[i], h[m] = h[m], h[i]
-			i = m
+			calls = append(calls, l[:j]...)
+			lists[i] = l[j:]
 		}
 	}
-	for i, l := range lists {
-		if len(l) > 0 {
-			h = append(h, i)
-		}
-	}
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		down(i)
-	}
-	for len(h) > 0 {
-		l := lists[h[0]]
-		calls = append(calls, l[0])
-		if lists[h[0]] = l[1:]; len(l) == 1 {
-			h[0] = h[len(h)-1]
-			h = h[:len(h)-1]
-		}
-		if len(h) > 0 {
-			down(0)
-		}
-	}
-	return calls
 }
 
 func cmpCall(a, b callRec) int {
