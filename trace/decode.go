@@ -375,8 +375,9 @@ func (d *decoder) batch(meta, body []byte, b *Batch, need *[numCols]bool) error 
 	if kind, _, err = d.indices(1, vals[1], d.kindIx); err != nil {
 		return err
 	}
-	b.Kind = b.Kind[:0]
-	if kind != nil {
+	if kind == nil {
+		b.Kind = nil
+	} else {
 		d.kindIx = kind
 		b.Kind = grow(b.Kind, n)
 		for j, k := range kind {

@@ -314,10 +314,17 @@ func TestColumns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var b Batch
+		noKind, err := NewReader(bytes.NewReader(data), ReaderOptions{Columns: []string{ColStart}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b, nb Batch
 		for i, want := range batches {
 			if err := r.NextBatch(&b); err != nil {
 				t.Fatal(err)
+			}
+			if err := noKind.NextBatch(&nb); err != nil || nb.Kind != nil || nb.Name != nil || len(nb.Start) != len(want) {
+				t.Fatalf("%s batch %d, start only: %v, kind %v, %d starts", codec, i, err, nb.Kind, len(nb.Start))
 			}
 			if b.Rank != nil || b.Dur != nil || b.Algo != nil || b.Comm != nil || b.Wait != nil || b.Len != len(want) {
 				t.Fatalf("%s batch %d: columns not asked for were decoded, or %d rows", codec, i, b.Len)
@@ -329,6 +336,7 @@ func TestColumns(t *testing.T) {
 			}
 		}
 		r.Release()
+		noKind.Release()
 	}
 	if _, err := NewReader(bytes.NewReader(nil), ReaderOptions{Columns: []string{"starts"}}); err == nil || !strings.Contains(err.Error(), `"starts"`) {
 		t.Errorf("an unknown column: %v", err)
