@@ -169,10 +169,12 @@ func (rs *RankSummarizer) AddEvents(evs []trace.Event) {
 	}
 }
 
-// SummaryColumns are the trace columns AddBatch reads; a reader need not
-// decode the others.
-var SummaryColumns = []string{trace.ColKind, trace.ColName, trace.ColStart, trace.ColDur, trace.ColBytes, trace.ColPeer,
-	trace.ColSeq, trace.ColStep, trace.ColAlgo, trace.ColRoot, trace.ColComm, trace.ColWait, trace.ColValue}
+// SummaryColumns returns the trace columns AddBatch reads; a reader need
+// not decode the others.
+func SummaryColumns() []string {
+	return []string{trace.ColKind, trace.ColName, trace.ColStart, trace.ColDur, trace.ColBytes, trace.ColPeer,
+		trace.ColSeq, trace.ColStep, trace.ColAlgo, trace.ColRoot, trace.ColComm, trace.ColWait, trace.ColValue}
+}
 
 // AddBatch adds one batch of this rank's events; b may be reused after.
 func (rs *RankSummarizer) AddBatch(b *trace.Batch) {

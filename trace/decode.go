@@ -449,7 +449,7 @@ func view[T int32 | int64 | float64](b []byte) []T {
 	if n == 0 {
 		return []T{}
 	}
-	if littleEndian && uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0 {
+	if littleEndian() && uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0 {
 		return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
 	}
 	out := make([]T, n)
@@ -470,9 +470,9 @@ func view[T int32 | int64 | float64](b []byte) []T {
 	return out
 }
 
-// littleEndian is true on little-endian hosts, where Arrow's buffers can be
-// used as they are.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+// littleEndian reports whether this host is little-endian, where Arrow's
+// buffers can be used as they are.
+func littleEndian() bool { return binary.NativeEndian.Uint16([]byte{1, 0}) == 1 }
 
 // lz4Frames decompresses the LZ4 frames in src (Arrow's LZ4_FRAME codec)
 // into dst, whose capacity is the size the buffer declared: nothing is

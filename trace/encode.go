@@ -30,6 +30,7 @@ type encoder struct {
 	frame []byte
 	nodes [][2]int64 // a batch's field nodes: length, null count
 	bufs  [][2]int64 // and buffers: offset, length in the body
+	err   error      // the first compression error of the message being built
 }
 
 // Arrow IPC constants the encoder writes.
@@ -72,8 +73,8 @@ func (e *encoder) buffer(data []byte) {
 		if err == nil {
 			err = e.lz4.Close()
 		}
-		if err != nil { // writing to memory: cannot fail
-			panic(fmt.Sprintf("trace: lz4: %v", err))
+		if err != nil && e.err == nil {
+			e.err = fmt.Errorf("lz4: %w", err)
 		}
 		e.body = binary.LittleEndian.AppendUint64(e.body, uint64(len(data)))
 		e.body = append(e.body, e.lzOut.Bytes()...)
@@ -91,7 +92,7 @@ func (e *encoder) column(rows int, data []byte) {
 }
 
 func (e *encoder) reset() {
-	e.body, e.nodes, e.bufs = e.body[:0], e.nodes[:0], e.bufs[:0]
+	e.body, e.nodes, e.bufs, e.err = e.body[:0], e.nodes[:0], e.bufs[:0], nil
 	e.fbb.Reset()
 }
 
@@ -134,6 +135,9 @@ func (e *encoder) recordBatch(rows int) flatbuffers.UOffsetT {
 // message writes a message whose header (of type kind) was built last,
 // followed by the body.
 func (e *encoder) message(kind byte, header flatbuffers.UOffsetT) error {
+	if e.err != nil {
+		return e.err
+	}
 	for len(e.body)%8 != 0 {
 		e.body = append(e.body, 0)
 	}
@@ -204,7 +208,7 @@ func bytesOf[T int8 | int32 | int64 | float64](s []T) []byte {
 	}
 	var zero T
 	size := int(unsafe.Sizeof(zero))
-	if littleEndian || size == 1 {
+	if littleEndian() || size == 1 {
 		return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*size)
 	}
 	out := make([]byte, 0, len(s)*size)

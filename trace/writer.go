@@ -35,7 +35,7 @@ func ParseCodec(s string) (Codec, error) {
 // WriterOptions configure a Writer.
 type WriterOptions struct {
 	Codec Codec            // default Zstd
-	Alloc memory.Allocator // default memory.DefaultAllocator
+	Alloc memory.Allocator // for the schema, which Arrow writes; default memory.DefaultAllocator
 }
 
 // Writer writes one rank's events as an Arrow IPC stream, one record batch

@@ -32,7 +32,7 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 	}
 	sum := analyze.NewSummarizer(meta)
 	rs := make([]*analyze.RankSummarizer, len(rf.Streams))
-	cut, err := scan(ctx, rf, analyze.SummaryColumns, func(i int, info trace.RankInfo, b *trace.Batch) {
+	cut, err := scan(ctx, rf, analyze.SummaryColumns(), func(i int, info trace.RankInfo, b *trace.Batch) {
 		if rs[i] == nil {
 			rs[i] = sum.Rank(info.Rank, info.Host)
 		}

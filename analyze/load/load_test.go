@@ -191,7 +191,7 @@ func BenchmarkScan(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		cols []string
-	}{{"all", nil}, {"summary", analyze.SummaryColumns}} {
+	}{{"all", nil}, {"summary", analyze.SummaryColumns()}} {
 		b.Run(bc.name, func(b *testing.B) {
 			var events atomic.Int64
 			for range b.N {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,7 +56,7 @@ func runBenchRead(ctx context.Context, stdout io.Writer, o *benchReadOptions, di
 	var cols []string
 	switch o.columns {
 	case "summary":
-		cols = analyze.SummaryColumns
+		cols = analyze.SummaryColumns()
 	case "all":
 	default:
 		return usagef("--columns %q: want summary or all", o.columns)
@@ -75,7 +76,7 @@ func runBenchRead(ctx context.Context, stdout io.Writer, o *benchReadOptions, di
 		count = c
 		runs = append(runs, benchReadResult{Seconds: sec, EventsPerSec: float64(c.Events) / sec, DiskMBPerSec: float64(c.DiskBytes) / 1e6 / sec})
 	}
-	best := slices.MaxFunc(runs, func(a, b benchReadResult) int { return int(a.EventsPerSec - b.EventsPerSec) })
+	best := slices.MaxFunc(runs, func(a, b benchReadResult) int { return cmp.Compare(a.EventsPerSec, b.EventsPerSec) })
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", " ")
