@@ -5,7 +5,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,6 +24,7 @@ const (
 	EnvPeerTimeout   = "COMMPROF_PEER_TIMEOUT"
 	EnvJoinTimeout   = "COMMPROF_JOIN_TIMEOUT"
 	EnvAdvertise     = "COMMPROF_ADVERTISE"
+	EnvRawIO         = "COMMPROF_RAW_IO"
 )
 
 // launchers lists the rank and size variables of the launchers commprof
@@ -102,6 +105,9 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 		if job.Timeout, err = duration(getenv, EnvJoinTimeout); err != nil {
 			return job, true, err
 		}
+		if job.TCP.RawIO, err = rawIO(getenv(EnvRawIO), job.LocalSize, runtime.NumCPU()); err != nil {
+			return job, true, err
+		}
 		return job, true, nil
 	}
 	return job, false, nil
@@ -126,4 +132,19 @@ func duration(getenv func(string) string, key string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: want a duration such as 10s", key, v)
 	}
 	return d, nil
+}
+
+// rawIO decides TCPConfig.RawIO from COMMPROF_RAW_IO: on or off as it says,
+// and by default on when this host's ranks outnumber its cores, where raw
+// system calls measured faster (docs/collectives.md).
+func rawIO(v string, localSize, cores int) (bool, error) {
+	switch strings.ToLower(v) {
+	case "":
+		return localSize > cores, nil
+	case "1", "on", "true", "yes":
+		return true, nil
+	case "0", "off", "false", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s=%q: want on, off, or unset to decide by ranks per core", EnvRawIO, v)
 }

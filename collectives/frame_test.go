@@ -41,7 +41,10 @@ func peerSends(t testing.TB, raw []byte, want Header, size int) ([]byte, error) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTCP(0, []*net.TCPConn{nil, ours.(*net.TCPConn), nil}, TCPConfig{PeerTimeout: 5 * time.Second, MaxUnexpected: 1 << 20})
+	tr, err := NewTCP(0, []*net.TCPConn{nil, ours.(*net.TCPConn), nil}, TCPConfig{PeerTimeout: 5 * time.Second, MaxUnexpected: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer tr.Close()
 	go func() {
 		_, _ = fake.Write(raw)

@@ -150,7 +150,16 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return NewTCP(cfg.Rank, conns, cfg.TCP), peers, nil
+	tr, err := NewTCP(cfg.Rank, conns, cfg.TCP)
+	if err != nil {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return nil, nil, err
+	}
+	return tr, peers, nil
 }
 
 func advertiseHost() string {

@@ -42,6 +42,7 @@ var worlds = []world{
 		return ts
 	}},
 	{"tcp", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{}) }},
+	{"tcp-raw", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{RawIO: true}) }},
 }
 
 // run calls f on every rank concurrently and returns the ranks' errors.

@@ -1,0 +1,49 @@
+package collectives
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestJobFromEnvRawIO(t *testing.T) {
+	cores := runtime.NumCPU()
+	for _, tc := range []struct {
+		name      string
+		raw       string
+		localSize int
+		want      bool
+		err       string
+	}{
+		{name: "a rank per core", localSize: cores, want: false},
+		{name: "more ranks than cores", localSize: cores + 1, want: true},
+		{name: "local size unknown", localSize: 0, want: false},
+		{name: "forced on", raw: "on", localSize: 1, want: true},
+		{name: "forced off", raw: "0", localSize: cores * 4, want: false},
+		{name: "nonsense", raw: "sometimes", localSize: 1, err: `COMMPROF_RAW_IO="sometimes"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvRawIO: tc.raw}
+			if tc.localSize > 0 {
+				env["COMMPROF_LOCAL_SIZE"] = strconv.Itoa(tc.localSize)
+			}
+			job, ok, err := JobFromEnv(func(k string) string { return env[k] })
+			if !ok {
+				t.Fatal("the commprof launcher's variables were not recognised")
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if job.TCP.RawIO != tc.want {
+				t.Errorf("RawIO %v with %d local ranks on %d cores and %s=%q, want %v", job.TCP.RawIO, tc.localSize, cores, EnvRawIO, tc.raw, tc.want)
+			}
+		})
+	}
+}
