@@ -34,67 +34,81 @@ type sockIO struct {
 	c   *net.TCPConn
 	rc  syscall.RawConn
 	raw bool
+	nw  *netWrite
+	rw  *rawWrite // under the peer's write lock
+	rr  *rawRead  // by the connection's reader goroutine only
 }
 
 const maxRawIO = 4 << 20
 
 func newSockIO(c *net.TCPConn, raw bool) (sockIO, error) {
 	rc, err := c.SyscallConn()
-	return sockIO{c: c, rc: rc, raw: raw}, err
+	s := sockIO{c: c, rc: rc, raw: raw, nw: new(netWrite), rw: new(rawWrite), rr: new(rawRead)}
+	// The callbacks the poller calls are made once, so that a message
+	// allocates nothing.
+	s.rw.fn, s.rr.fn = s.rw.try, s.rr.try
+	return s, err
 }
 
 // writev writes hdr then p, all of them, waiting whenever the socket's
 // buffer is full.
 func (s sockIO) writev(hdr, p []byte) error {
 	if !s.raw {
-		if len(p) == 0 {
-			_, err := s.c.Write(hdr)
-			return err
-		}
-		bufs := net.Buffers{hdr, p}
-		_, err := bufs.WriteTo(s.c)
-		return err
+		return s.nw.writev(s.c, hdr, p)
 	}
-	var errno syscall.Errno
+	w := s.rw
+	w.hdr, w.p, w.errno = hdr, p, 0
 	raceReleaseIO()
-	err := s.rc.Write(func(fd uintptr) bool {
-		for len(hdr) > 0 || len(p) > 0 {
-			var iov [2]syscall.Iovec
-			k := 0
-			if len(hdr) > 0 {
-				iov[k].Base = &hdr[0]
-				iov[k].SetLen(len(hdr))
-				k++
-			}
-			if len(p) > 0 {
-				iov[k].Base = &p[0]
-				iov[k].SetLen(min(len(p), maxRawIO))
-				k++
-			}
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
-			switch e {
-			case 0:
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait until the socket can take more
-			default:
-				errno = e
-				return true
-			}
-			w := int(r)
-			h := min(w, len(hdr))
-			hdr, p = hdr[h:], p[w-h:]
-		}
-		return true
-	})
+	err := s.rc.Write(w.fn)
+	w.hdr, w.p = nil, nil
 	if err != nil {
 		return err
 	}
-	if errno != 0 {
-		return errno
+	if w.errno != 0 {
+		return w.errno
 	}
 	return nil
+}
+
+// rawWrite is the state of one raw writev.
+type rawWrite struct {
+	hdr, p []byte
+	errno  syscall.Errno
+	fn     func(fd uintptr) bool
+}
+
+// try writes what the socket takes; false sends the caller to wait in
+// the poller until it takes more.
+func (w *rawWrite) try(fd uintptr) bool {
+	for len(w.hdr) > 0 || len(w.p) > 0 {
+		var iov [2]syscall.Iovec
+		k := 0
+		if len(w.hdr) > 0 {
+			iov[k].Base = &w.hdr[0]
+			iov[k].SetLen(len(w.hdr))
+			k++
+		}
+		if len(w.p) > 0 {
+			iov[k].Base = &w.p[0]
+			iov[k].SetLen(min(len(w.p), maxRawIO))
+			k++
+		}
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+		switch e {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			w.errno = e
+			return true
+		}
+		n := int(r)
+		h := min(n, len(w.hdr))
+		w.hdr, w.p = w.hdr[h:], w.p[n-h:]
+	}
+	return true
 }
 
 // read reads up to len(p) bytes, waiting until some have arrived; io.EOF
@@ -106,34 +120,46 @@ func (s sockIO) read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	p = p[:min(len(p), maxRawIO)]
-	var n int
-	var errno syscall.Errno
-	err := s.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case 0:
-				n = int(r)
-				return true
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait for data
-			default:
-				errno = e
-				return true
-			}
-		}
-	})
+	r := s.rr
+	r.p, r.n, r.errno = p[:min(len(p), maxRawIO)], 0, 0
+	err := s.rc.Read(r.fn)
+	r.p = nil
 	switch {
 	case err != nil:
 		return 0, err
-	case errno != 0:
-		return 0, errno
-	case n == 0:
+	case r.errno != 0:
+		return 0, r.errno
+	case r.n == 0:
 		return 0, io.EOF
 	}
 	raceAcquireIO()
-	return n, nil
+	return r.n, nil
+}
+
+// rawRead is the state of one raw read.
+type rawRead struct {
+	p     []byte
+	n     int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool
+}
+
+// try reads what has arrived; false sends the caller to wait in the
+// poller for data.
+func (r *rawRead) try(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+		switch e {
+		case 0:
+			r.n = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			r.errno = e
+			return true
+		}
+	}
 }

@@ -7,15 +7,12 @@ import "net"
 // sockIO reads and writes one connection through the net package; raw
 // system calls (TCPConfig.RawIO) are used on Linux only (sockio_linux.go).
 type sockIO struct {
-	c *net.TCPConn
+	c  *net.TCPConn
+	nw *netWrite
 }
 
-func newSockIO(c *net.TCPConn, _ bool) (sockIO, error) { return sockIO{c: c}, nil }
+func newSockIO(c *net.TCPConn, _ bool) (sockIO, error) { return sockIO{c: c, nw: new(netWrite)}, nil }
 
-func (s sockIO) writev(hdr, p []byte) error {
-	bufs := net.Buffers{hdr, p}
-	_, err := bufs.WriteTo(s.c)
-	return err
-}
+func (s sockIO) writev(hdr, p []byte) error { return s.nw.writev(s.c, hdr, p) }
 
 func (s sockIO) read(p []byte) (int, error) { return s.c.Read(p) }

@@ -78,3 +78,39 @@ func mustRun(t testing.TB, ts []Transport, cfg Config, f func(c *Comm) error) {
 		}
 	}
 }
+
+// TestSendRecvAllocs checks that a message in steady state allocates
+// nothing, on either I/O path, small frames and large.
+func TestSendRecvAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, raw := range []bool{false, true} {
+		for _, size := range []int{64, 256 << 10} {
+			t.Run(fmt.Sprintf("raw=%v/%dB", raw, size), func(t *testing.T) {
+				ts := tcpWorld(t, 2, TCPConfig{RawIO: raw})
+				ctx := context.Background()
+				out, in := make([]byte, size), make([]byte, size)
+				h := Header{Comm: 1, Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+				var seq uint64
+				round := func() {
+					seq++
+					h.Seq = seq
+					r := ts[1].Post(0, h, in)
+					if err := ts[0].Send(ctx, 1, h, out); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := r.Wait(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range 50 {
+					round()
+				}
+				if n := testing.AllocsPerRun(500, round); n > 0 {
+					t.Errorf("%v allocations per message", n)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package collectives
+
+const raceEnabled = false
