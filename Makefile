@@ -56,8 +56,11 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Every test, with the race detector; the launcher tests run real mpirun.
+# Allocation counts are checked again without it (the detector allocates,
+# so those tests skip themselves under -race).
 test: deps vet build
 	COMMPROF_REQUIRE_DEPS=1 $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -run 'Allocs' ./...
 
 bench: bench-go
 	$(BIN) bench allreduce --ranks 2
