@@ -334,7 +334,13 @@ func TestMismatchIsReported(t *testing.T) {
 // collectives: every other rank must return an error naming rank 2, and
 // none may hang.
 func TestDeadPeerFailsEveryRank(t *testing.T) {
-	ts := tcpWorld(t, 4, TCPConfig{})
+	for _, raw := range []bool{false, true} {
+		t.Run(fmt.Sprintf("raw=%v", raw), func(t *testing.T) { deadPeerFailsEveryRank(t, raw) })
+	}
+}
+
+func deadPeerFailsEveryRank(t *testing.T, raw bool) {
+	ts := tcpWorld(t, 4, TCPConfig{RawIO: raw})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	errs := run(t, ts, Config{}, func(c *Comm) error {

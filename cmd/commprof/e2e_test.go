@@ -273,8 +273,15 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, time.Durat
 
 // TestKilledRankStopsTheJob kills rank 2 mid-collective: the other ranks
 // must report rank 2 and the launcher must exit non-zero naming it.
+// Both socket paths are run, whatever this machine's cores would choose.
 func TestKilledRankStopsTheJob(t *testing.T) {
-	cmd, stderr, pids := startLong(t, nil)
+	for _, raw := range []string{"off", "on"} {
+		t.Run("raw_io="+raw, func(t *testing.T) { killedRankStopsTheJob(t, raw) })
+	}
+}
+
+func killedRankStopsTheJob(t *testing.T, raw string) {
+	cmd, stderr, pids := startLong(t, []string{"COMMPROF_RAW_IO=" + raw})
 	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -301,8 +308,15 @@ func TestKilledRankStopsTheJob(t *testing.T) {
 
 // TestStoppedRankTimesOut freezes rank 1 (SIGSTOP): with no data and no
 // heartbeats the others must give up on it after COMMPROF_PEER_TIMEOUT.
+// Both socket paths are run.
 func TestStoppedRankTimesOut(t *testing.T) {
-	cmd, stderr, pids := startLong(t, []string{"COMMPROF_PEER_TIMEOUT=2s"})
+	for _, raw := range []string{"off", "on"} {
+		t.Run("raw_io="+raw, func(t *testing.T) { stoppedRankTimesOut(t, raw) })
+	}
+}
+
+func stoppedRankTimesOut(t *testing.T, raw string) {
+	cmd, stderr, pids := startLong(t, []string{"COMMPROF_PEER_TIMEOUT=2s", "COMMPROF_RAW_IO=" + raw})
 	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
