@@ -39,11 +39,15 @@ const (
 	bodyCompBuffer = 0 // BodyCompressionMethod BUFFER
 )
 
-func newEncoder(w io.Writer, codec Codec) (*encoder, error) {
+func newEncoder(w io.Writer, codec Codec, level Level) (*encoder, error) {
 	e := &encoder{w: w, codec: codec, fbb: flatbuffers.NewBuilder(2048)}
 	switch codec {
 	case Zstd:
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		zl := zstd.SpeedDefault
+		if level == LevelSmallest {
+			zl = zstd.SpeedBestCompression
+		}
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zl))
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +59,9 @@ func newEncoder(w io.Writer, codec Codec) (*encoder, error) {
 }
 
 // buffer appends one buffer to the body, compressed as the codec says,
-// at an 8-byte aligned offset.
+// at an 8-byte aligned offset. A buffer that compression would not make
+// smaller (a dictionary's few strings, a short batch's column) is stored
+// as it is, behind the length -1 that Arrow readers take to mean so.
 func (e *encoder) buffer(data []byte) {
 	for len(e.body)%8 != 0 {
 		e.body = append(e.body, 0)
@@ -66,6 +72,10 @@ func (e *encoder) buffer(data []byte) {
 	case e.codec == Zstd:
 		e.body = binary.LittleEndian.AppendUint64(e.body, uint64(len(data)))
 		e.body = e.zstd.EncodeAll(data, e.body)
+		if len(e.body)-off-8 >= len(data) {
+			e.body = binary.LittleEndian.AppendUint64(e.body[:off], math.MaxUint64) // -1
+			e.body = append(e.body, data...)
+		}
 	case e.codec == LZ4:
 		e.lzOut.Reset()
 		e.lz4.Reset(&e.lzOut)
@@ -76,8 +86,13 @@ func (e *encoder) buffer(data []byte) {
 		if err != nil && e.err == nil {
 			e.err = fmt.Errorf("lz4: %w", err)
 		}
-		e.body = binary.LittleEndian.AppendUint64(e.body, uint64(len(data)))
-		e.body = append(e.body, e.lzOut.Bytes()...)
+		if e.lzOut.Len() < len(data) {
+			e.body = binary.LittleEndian.AppendUint64(e.body, uint64(len(data)))
+			e.body = append(e.body, e.lzOut.Bytes()...)
+		} else {
+			e.body = binary.LittleEndian.AppendUint64(e.body, math.MaxUint64) // -1: stored as it is
+			e.body = append(e.body, data...)
+		}
 	default:
 		e.body = append(e.body, data...)
 	}
