@@ -263,3 +263,83 @@ func abs(x int64) int64 {
 	}
 	return x
 }
+
+// TestSessionCompacts: a run that ends well has its timer-flushed batches
+// rewritten as one; a failed run keeps its stream as written. Both read
+// back with every event.
+func TestSessionCompacts(t *testing.T) {
+	for _, failed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failed=%v", failed), func(t *testing.T) {
+			const n = 2
+			ts, peers := tcpWorld(t, n, []string{"a", "a"})
+			dir := t.TempDir()
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			errs := make([]error, n)
+			recorded := make([]int64, n)
+			for r := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s, err := Start(ctx, ts[r], SessionConfig{Dir: dir, Peers: peers,
+						Recorder: RecorderOptions{FlushEvery: 2 * time.Millisecond},
+						Warn:     func(err error) { t.Errorf("rank %d: %v", r, err) }})
+					if err != nil {
+						errs[r] = err
+						return
+					}
+					comm, err := collectives.New(s.Transport(), collectives.Config{})
+					if err != nil {
+						errs[r] = err
+						return
+					}
+					c := WrapComm(comm, s.Recorder(), s.Transport())
+					var runErr error
+					for i := 0; i < 40 && runErr == nil; i++ {
+						t0 := s.Recorder().Now()
+						time.Sleep(time.Millisecond)
+						s.Recorder().Compute("forward", t0)
+						runErr = c.AllReduce(ctx, collectives.NewBuffer(collectives.Float32, 1000), collectives.Sum)
+					}
+					if runErr == nil && failed {
+						runErr = fmt.Errorf("the program failed")
+					}
+					errs[r] = s.Finish(ctx, runErr)
+					recorded[r] = s.Recorder().Events()
+				}()
+			}
+			wg.Wait()
+			for r := range n {
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v", r, errs[r])
+				}
+				f, err := os.Open(filepath.Join(dir, trace.RankFile(r)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rd, err := trace.NewReader(f, trace.ReaderOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b trace.Batch
+				batches, events := 0, 0
+				for rd.NextBatch(&b) == nil {
+					batches++
+					events += b.Len
+				}
+				rd.Release()
+				f.Close()
+				if int64(events) != recorded[r] || events < 40*4 {
+					t.Fatalf("rank %d: %d events read back, %d recorded", r, events, recorded[r])
+				}
+				if failed && batches < 3 || !failed && batches != 1 {
+					t.Errorf("rank %d (failed run: %v): %d batches", r, failed, batches)
+				}
+				ents, _ := os.ReadDir(dir)
+				if len(ents) != n+1 { // the streams and run.json
+					t.Errorf("the run directory holds %d files", len(ents))
+				}
+			}
+		})
+	}
+}

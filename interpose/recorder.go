@@ -133,6 +133,10 @@ func (r *Recorder) Mark(name string, value float64) {
 // Events returns the number of events written so far.
 func (r *Recorder) Events() int64 { return r.events.Load() }
 
+// Batches returns the number of record batches written; call it after
+// Close.
+func (r *Recorder) Batches() int64 { return r.w.Batches() }
+
 // Stalled returns how long Record waited for the writer in total.
 func (r *Recorder) Stalled() time.Duration { return time.Duration(r.stalled.Load()) }
 

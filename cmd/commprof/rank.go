@@ -27,6 +27,7 @@ const (
 	envCodec    = "COMMPROF_CODEC"
 	envCommand  = "COMMPROF_COMMAND" // the recorded command line, as a JSON array
 	envFlush    = "COMMPROF_FLUSH"   // longest time an event waits before it is written (default 1s)
+	envCompact  = "COMMPROF_COMPACT" // on (default) or off: rewrite timer-flushed streams as large batches at a clean end
 )
 
 // thisRank reports whether this process is a rank of a job, started by a
@@ -122,7 +123,17 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 				return fail(fmt.Errorf("%s=%q: want a duration such as 1s", envFlush, v))
 			}
 		}
-		session, err = interpose.Start(ctx, tr, interpose.SessionConfig{Dir: dir, Codec: codec, Manifest: m, Peers: peers, Recorder: ropt})
+		var keep bool
+		switch v := os.Getenv(envCompact); v {
+		case "", "on":
+		case "off":
+			keep = true
+		default:
+			return fail(fmt.Errorf("%s=%q: want on or off", envCompact, v))
+		}
+		warn := func(err error) { fmt.Fprintf(os.Stderr, "commprof: warning: %v\n", err) }
+		session, err = interpose.Start(ctx, tr, interpose.SessionConfig{Dir: dir, Codec: codec, Manifest: m, Peers: peers,
+			Recorder: ropt, KeepBatches: keep, Warn: warn})
 		if err != nil {
 			return fail(err)
 		}

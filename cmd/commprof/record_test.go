@@ -123,10 +123,16 @@ func TestRecordBench(t *testing.T) {
 	if r := commprof(t, nil, "record", "--out", dir, "--", "bench", "allreduce"); r.code != exitError || !strings.Contains(r.stderr, "is not empty") {
 		t.Errorf("record into a used directory: %d %q", r.code, r.stderr)
 	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	if r := commprof(t, []string{"COMMPROF_COMPACT=maybe"}, "record", "--ranks", "2", "--out", bad, "--", "bench", "allreduce", "--max", "8"); r.code == 0 || !strings.Contains(r.stderr, `COMMPROF_COMPACT="maybe": want on or off`) {
+		t.Errorf("record with COMMPROF_COMPACT=maybe: %d %q", r.code, r.stderr)
+	}
 }
 
 // TestRecordArrowJS reads recorded runs with Apache Arrow JS, an
-// implementation independent of commprof's, for every codec.
+// implementation independent of commprof's, for every codec: as the ranks
+// wrote them (batches flushed every 20 ms, dictionary deltas between
+// them) and as compacted at the end (one batch).
 func TestRecordArrowJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	tool, _ := filepath.Abs("../../web/tools/read-trace.mjs")
@@ -136,10 +142,11 @@ func TestRecordArrowJS(t *testing.T) {
 		}
 		t.Skip("node or web/node_modules missing (make web-deps)")
 	}
-	for _, codec := range []string{"zstd", "lz4", "none"} {
-		t.Run(codec, func(t *testing.T) {
+	for _, tc := range []struct{ codec, compact string }{{"zstd", "off"}, {"lz4", "off"}, {"none", "off"}, {"zstd", "on"}, {"lz4", "on"}} {
+		codec := tc.codec
+		t.Run(codec+"/compact="+tc.compact, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			r := commprof(t, []string{"COMMPROF_FLUSH=20ms"}, "record", "--ranks", "2", "--codec", codec, "--out", dir, "--",
+			r := commprof(t, []string{"COMMPROF_FLUSH=20ms", "COMMPROF_COMPACT=" + tc.compact}, "record", "--ranks", "2", "--codec", codec, "--out", dir, "--",
 				"bench", "allreduce", "--min", "64K", "--max", "256K", "--iters", "200")
 			if r.code != 0 {
 				t.Fatalf("record: %d\n%s", r.code, r.stderr)
@@ -180,8 +187,11 @@ func TestRecordArrowJS(t *testing.T) {
 				if jr.Rows != len(rk.Events) || fmt.Sprint(jr.Kinds) != fmt.Sprint(kinds) || jr.Bytes != strconv.FormatInt(bytes, 10) {
 					t.Errorf("%s: arrow js %d rows %v %s bytes; commprof %d %v %d", jr.File, jr.Rows, jr.Kinds, jr.Bytes, len(rk.Events), kinds, bytes)
 				}
-				if jr.Batches < 2 {
+				if tc.compact == "off" && jr.Batches < 2 {
 					t.Errorf("%s: %d batches; the test wants dictionary deltas across several", jr.File, jr.Batches)
+				}
+				if tc.compact == "on" && jr.Batches != 1 {
+					t.Errorf("%s: %d batches after compaction, want 1", jr.File, jr.Batches)
 				}
 				if jr.Metadata[trace.MetaRank] != strconv.Itoa(rk.Info.Rank) || jr.Metadata[trace.MetaVersion] != "1" {
 					t.Errorf("%s: metadata %v", jr.File, jr.Metadata)
