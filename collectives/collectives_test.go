@@ -334,12 +334,12 @@ func TestMismatchIsReported(t *testing.T) {
 // collectives: every other rank must return an error naming rank 2, and
 // none may hang.
 func TestDeadPeerFailsEveryRank(t *testing.T) {
-	for _, raw := range []bool{false, true} {
+	for _, raw := range []RawIO{RawOff, RawLarge, RawOn} {
 		t.Run(fmt.Sprintf("raw=%v", raw), func(t *testing.T) { deadPeerFailsEveryRank(t, raw) })
 	}
 }
 
-func deadPeerFailsEveryRank(t *testing.T, raw bool) {
+func deadPeerFailsEveryRank(t *testing.T, raw RawIO) {
 	ts := tcpWorld(t, 4, TCPConfig{RawIO: raw})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

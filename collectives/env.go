@@ -25,6 +25,7 @@ const (
 	EnvJoinTimeout   = "COMMPROF_JOIN_TIMEOUT"
 	EnvAdvertise     = "COMMPROF_ADVERTISE"
 	EnvRawIO         = "COMMPROF_RAW_IO"
+	EnvCongestion    = "COMMPROF_TCP_CONGESTION"
 )
 
 // launchers lists the rank and size variables of the launchers commprof
@@ -108,6 +109,9 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 		if job.TCP.RawIO, err = rawIO(getenv(EnvRawIO), job.LocalSize, runtime.NumCPU()); err != nil {
 			return job, true, err
 		}
+		if job.TCP.Congestion, err = congestionName(getenv(EnvCongestion)); err != nil {
+			return job, true, err
+		}
 		return job, true, nil
 	}
 	return job, false, nil
@@ -134,17 +138,37 @@ func duration(getenv func(string) string, key string) (time.Duration, error) {
 	return d, nil
 }
 
-// rawIO decides TCPConfig.RawIO from COMMPROF_RAW_IO: on or off as it says,
-// and by default on when this host's ranks outnumber its cores, where raw
-// system calls measured faster (docs/collectives.md).
-func rawIO(v string, localSize, cores int) (bool, error) {
+// congestionName checks COMMPROF_TCP_CONGESTION: unset for commprof's
+// choice, "system" for the host's default, or an algorithm's name, which
+// the kernel checks when the connections are made.
+func congestionName(v string) (string, error) {
+	ok := len(v) < 16
+	for _, r := range v {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}
+	if !ok {
+		return "", fmt.Errorf("%s=%q: want a TCP congestion control algorithm such as reno or cubic, or system", EnvCongestion, v)
+	}
+	return v, nil
+}
+
+// rawIO decides TCPConfig.RawIO from COMMPROF_RAW_IO: on, large or off as
+// it says; by default on when this host's ranks outnumber its cores and
+// large otherwise, which measured fastest in each case
+// (docs/collectives.md).
+func rawIO(v string, localSize, cores int) (RawIO, error) {
 	switch strings.ToLower(v) {
 	case "":
-		return localSize > cores, nil
+		if localSize > cores {
+			return RawOn, nil
+		}
+		return RawLarge, nil
 	case "1", "on", "true", "yes":
-		return true, nil
+		return RawOn, nil
+	case "large":
+		return RawLarge, nil
 	case "0", "off", "false", "no":
-		return false, nil
+		return RawOff, nil
 	}
-	return false, fmt.Errorf("%s=%q: want on, off, or unset to decide by ranks per core", EnvRawIO, v)
+	return RawOff, fmt.Errorf("%s=%q: want on, large, off, or unset to decide by ranks per core", EnvRawIO, v)
 }

@@ -13,14 +13,15 @@ func TestJobFromEnvRawIO(t *testing.T) {
 		name      string
 		raw       string
 		localSize int
-		want      bool
+		want      RawIO
 		err       string
 	}{
-		{name: "a rank per core", localSize: cores, want: false},
-		{name: "more ranks than cores", localSize: cores + 1, want: true},
-		{name: "local size unknown", localSize: 0, want: false},
-		{name: "forced on", raw: "on", localSize: 1, want: true},
-		{name: "forced off", raw: "0", localSize: cores * 4, want: false},
+		{name: "a rank per core", localSize: cores, want: RawLarge},
+		{name: "more ranks than cores", localSize: cores + 1, want: RawOn},
+		{name: "local size unknown", localSize: 0, want: RawLarge},
+		{name: "forced on", raw: "on", localSize: 1, want: RawOn},
+		{name: "forced large", raw: "large", localSize: cores * 4, want: RawLarge},
+		{name: "forced off", raw: "0", localSize: cores * 4, want: RawOff},
 		{name: "nonsense", raw: "sometimes", localSize: 1, err: `COMMPROF_RAW_IO="sometimes"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,5 +46,20 @@ func TestJobFromEnvRawIO(t *testing.T) {
 				t.Errorf("RawIO %v with %d local ranks on %d cores and %s=%q, want %v", job.TCP.RawIO, tc.localSize, cores, EnvRawIO, tc.raw, tc.want)
 			}
 		})
+	}
+}
+
+func TestJobFromEnvCongestion(t *testing.T) {
+	for v, want := range map[string]string{"": "", "cubic": "cubic", "system": "system", "reno; rm -rf": "error", "averyveryverylongname": "error"} {
+		env := map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvCongestion: v}
+		job, _, err := JobFromEnv(func(k string) string { return env[k] })
+		switch {
+		case want == "error":
+			if err == nil || !strings.Contains(err.Error(), EnvCongestion) {
+				t.Errorf("%s=%q: %v, want an error naming the variable", EnvCongestion, v, err)
+			}
+		case err != nil || job.TCP.Congestion != want:
+			t.Errorf("%s=%q: Congestion %q, %v", EnvCongestion, v, job.TCP.Congestion, err)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -80,7 +81,12 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 	secret := sha256.Sum256([]byte(cfg.Secret))
 	secretHex := fmt.Sprintf("%x", secret)
 
-	ln, err := net.Listen("tcp", ":0")
+	// The congestion control is chosen before the connections are made,
+	// so that none of their packets goes out under another (NewTCP sets
+	// it again, for connections made elsewhere).
+	control := congestionControl(cfg.TCP.Congestion)
+	lc := net.ListenConfig{Control: control}
+	ln, err := lc.Listen(ctx, "tcp", ":0")
 	if err != nil {
 		return nil, nil, fmt.Errorf("rank %d: listening for peers: %w", cfg.Rank, err)
 	}
@@ -146,7 +152,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	conns, err := connectMesh(ctx, cfg.Rank, ln, peers, secret)
+	conns, err := connectMesh(ctx, cfg.Rank, ln, peers, secret, control)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -337,7 +343,7 @@ const meshMagic = "CPMESH01"
 // connectMesh connects this rank to every other: it dials the ranks below
 // it and accepts the ranks above it. A connection opens with the magic,
 // the dialer's rank and the hash of the job secret.
-func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, secret [32]byte) ([]*net.TCPConn, error) {
+func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, secret [32]byte, control func(string, string, syscall.RawConn) error) ([]*net.TCPConn, error) {
 	size := len(peers)
 	conns := make([]*net.TCPConn, size)
 	ok := false
@@ -381,7 +387,7 @@ func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, s
 	}
 	var dialErr error
 	for r := 0; r < rank; r++ {
-		var d net.Dialer
+		d := net.Dialer{Control: control}
 		c, err := d.DialContext(ctx, "tcp", peers[r].Addr)
 		if err != nil {
 			dialErr = fmt.Errorf("rank %d: connecting to rank %d at %s (host %s): %w", rank, r, peers[r].Addr, peers[r].Host, err)

@@ -3,8 +3,11 @@
 package collectives
 
 import (
+	"fmt"
 	"io"
+	"math"
 	"net"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -22,7 +25,8 @@ import (
 // calls took the ranks from 7,256 futex and 16,020 nanosleep calls to 306
 // and 1,000, and raised busbw and cut small-message latency
 // (docs/benchmarks.md). With a core per rank the ordinary path measured
-// better for small messages, so raw calls are used only when asked
+// better for small messages, and it is the raw writes that cost there:
+// RawLarge makes every read raw and only writes of large payloads
 // (TCPConfig.RawIO).
 //
 // The socket is non-blocking, so a raw call never sleeps: one that would
@@ -31,19 +35,30 @@ import (
 // moves at most maxRawIO bytes, which bounds how long a goroutine keeps
 // its P (and holds off the garbage collector's stop-the-world).
 type sockIO struct {
-	c   *net.TCPConn
-	rc  syscall.RawConn
-	raw bool
-	nw  *netWrite
+	c        *net.TCPConn
+	rc       syscall.RawConn
+	rawRead  bool
+	rawWrite int // the smallest payload written with a raw call
+	nw       *netWrite
 	rw  *rawWrite // under the peer's write lock
 	rr  *rawRead  // by the connection's reader goroutine only
 }
 
-const maxRawIO = 4 << 20
+const (
+	maxRawIO   = 4 << 20
+	largeRawIO = 64 << 10 // RawLarge's smallest raw write
+)
 
-func newSockIO(c *net.TCPConn, raw bool) (sockIO, error) {
+func newSockIO(c *net.TCPConn, mode RawIO) (sockIO, error) {
 	rc, err := c.SyscallConn()
-	s := sockIO{c: c, rc: rc, raw: raw, nw: new(netWrite), rw: new(rawWrite), rr: new(rawRead)}
+	s := sockIO{c: c, rc: rc, rawRead: mode != RawOff, rawWrite: math.MaxInt,
+		nw: new(netWrite), rw: new(rawWrite), rr: new(rawRead)}
+	switch mode {
+	case RawOn:
+		s.rawWrite = 0
+	case RawLarge:
+		s.rawWrite = largeRawIO
+	}
 	// The callbacks the poller calls are made once, so that a message
 	// allocates nothing.
 	s.rw.fn, s.rr.fn = s.rw.try, s.rr.try
@@ -53,7 +68,7 @@ func newSockIO(c *net.TCPConn, raw bool) (sockIO, error) {
 // writev writes hdr then p, all of them, waiting whenever the socket's
 // buffer is full.
 func (s sockIO) writev(hdr, p []byte) error {
-	if !s.raw {
+	if len(p) < s.rawWrite {
 		return s.nw.writev(s.c, hdr, p)
 	}
 	w := s.rw
@@ -114,7 +129,7 @@ func (w *rawWrite) try(fd uintptr) bool {
 // read reads up to len(p) bytes, waiting until some have arrived; io.EOF
 // when the peer has closed the connection.
 func (s sockIO) read(p []byte) (int, error) {
-	if !s.raw {
+	if !s.rawRead {
 		return s.c.Read(p)
 	}
 	if len(p) == 0 {
@@ -161,5 +176,73 @@ func (r *rawRead) try(fd uintptr) bool {
 			r.errno = e
 			return true
 		}
+	}
+}
+
+// setCongestion sets c's TCP congestion control algorithm.
+func setCongestion(c *net.TCPConn, name string) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, name)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// congestion returns c's TCP congestion control algorithm.
+func congestion(c *net.TCPConn) (string, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	var name string
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		var buf [16]byte
+		l := uint32(len(buf))
+		_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, syscall.IPPROTO_TCP, syscall.TCP_CONGESTION,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
+		if e != 0 {
+			gerr = e
+			return
+		}
+		name = string(buf[:l])
+		if i := strings.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+	}); err != nil {
+		return "", err
+	}
+	return name, gerr
+}
+
+// congestionControl returns a dialer's or listener's Control function that
+// sets a socket's congestion control before it connects, as TCPConfig's
+// Congestion says: best effort for commprof's choice, an error for an
+// algorithm asked for that the host does not allow.
+func congestionControl(name string) func(network, address string, c syscall.RawConn) error {
+	strict := true
+	switch name {
+	case "system":
+		return nil
+	case "":
+		name, strict = DefaultCongestion, false
+	}
+	return func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, name)
+		}); err != nil {
+			return err
+		}
+		if serr != nil && strict {
+			return fmt.Errorf("TCP congestion control %q: %w (the host allows those in /proc/sys/net/ipv4/tcp_allowed_congestion_control)", name, serr)
+		}
+		return nil
 	}
 }

@@ -2,7 +2,20 @@
 
 package collectives
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
+
+// congestionControl returns nil: choosing the TCP congestion control is
+// supported on Linux only.
+func congestionControl(string) func(string, string, syscall.RawConn) error { return nil }
+
+// setCongestion does nothing: choosing the TCP congestion control is
+// supported on Linux only.
+func setCongestion(*net.TCPConn, string) error { return nil }
+
+func congestion(*net.TCPConn) (string, error) { return "", nil }
 
 // sockIO reads and writes one connection through the net package; raw
 // system calls (TCPConfig.RawIO) are used on Linux only (sockio_linux.go).
@@ -11,7 +24,7 @@ type sockIO struct {
 	nw *netWrite
 }
 
-func newSockIO(c *net.TCPConn, _ bool) (sockIO, error) { return sockIO{c: c, nw: new(netWrite)}, nil }
+func newSockIO(c *net.TCPConn, _ RawIO) (sockIO, error) { return sockIO{c: c, nw: new(netWrite)}, nil }
 
 func (s sockIO) writev(hdr, p []byte) error { return s.nw.writev(s.c, hdr, p) }
 

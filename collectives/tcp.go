@@ -25,12 +25,22 @@ type TCPConfig struct {
 	PeerTimeout time.Duration
 	// SocketBuffer is the send and receive buffer size of each socket (default 4 MiB).
 	SocketBuffer int
-	// RawIO reads and writes the sockets with raw system calls instead of
-	// through the net package, which spares the Go scheduler a thread
-	// hand-over around every long call: faster when ranks outnumber the
-	// host's cores, slower for small messages when each rank has a core
-	// (sockio_linux.go). Linux only; ignored elsewhere.
-	RawIO bool
+	// RawIO says which socket calls are raw system calls rather than the
+	// net package's, which spares the Go scheduler a thread hand-over
+	// around every long call (sockio_linux.go). Linux only; ignored
+	// elsewhere.
+	RawIO RawIO
+	// Congestion is the TCP congestion control of the sockets: "" for
+	// commprof's choice, reno, which every Linux host allows; "system" for
+	// the host's default; or any algorithm the host allows. bbr, a common
+	// default, keeps about twice its estimate of the bandwidth-delay
+	// product in flight, and on a short path that estimate is small: over
+	// loopback its window held 16-48 segments of 64 KiB where reno's grew
+	// to 149-318, so every message of a few MiB waited for
+	// acknowledgements that need the receiving rank to run, and reno
+	// measured about twice bbr's busbw (docs/collectives.md). Linux only;
+	// ignored elsewhere.
+	Congestion string
 	// MaxUnexpected is the largest message buffered when it arrives before
 	// its receive is posted (default 1 GiB); a larger one fails the peer,
 	// so a broken or hostile peer cannot make this rank allocate at will.
@@ -133,6 +143,35 @@ type peerConn struct {
 // NewTCP builds a transport from connections already established and
 // authenticated, conns[i] being the connection to rank i (nil at rank).
 // On success the transport owns the connections.
+// RawIO is which socket calls are raw system calls.
+type RawIO uint8
+
+// RawIO modes. Measured on 2 cores (docs/collectives.md): with ranks
+// outnumbering cores RawOn was fastest at every size; with a core per
+// rank RawOn made small messages 8 µs slower and large ones faster, and
+// RawLarge kept both gains.
+const (
+	RawOff   RawIO = iota // every call through the net package
+	RawLarge              // reads, and writes of payloads of at least 64 KiB
+	RawOn                 // every read and write
+)
+
+func (m RawIO) String() string {
+	switch m {
+	case RawOff:
+		return "off"
+	case RawLarge:
+		return "large"
+	case RawOn:
+		return "on"
+	}
+	return fmt.Sprintf("RawIO(%d)", uint8(m))
+}
+
+// DefaultCongestion is the TCP congestion control commprof sets on its
+// sockets unless TCPConfig.Congestion says otherwise.
+const DefaultCongestion = "reno"
+
 func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 	cfg = cfg.withDefaults()
 	t := &TCP{rank: rank, size: len(conns), cfg: cfg, peers: make([]*peerConn, len(conns)),
@@ -144,6 +183,17 @@ func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 		_ = c.SetNoDelay(true)
 		_ = c.SetReadBuffer(cfg.SocketBuffer)
 		_ = c.SetWriteBuffer(cfg.SocketBuffer)
+		switch cfg.Congestion {
+		case "system":
+		case "":
+			// commprof's choice: where the host does not offer it, the
+			// host's default will do.
+			_ = setCongestion(c, DefaultCongestion)
+		default:
+			if err := setCongestion(c, cfg.Congestion); err != nil {
+				return nil, fmt.Errorf("connection to rank %d: TCP congestion control %q: %w (the host allows those in /proc/sys/net/ipv4/tcp_allowed_congestion_control)", i, cfg.Congestion, err)
+			}
+		}
 		p := &peerConn{rank: i, conn: c, box: newMailbox(i), readDone: make(chan struct{})}
 		var err error
 		if p.io, err = newSockIO(c, cfg.RawIO); err != nil {

@@ -42,7 +42,8 @@ var worlds = []world{
 		return ts
 	}},
 	{"tcp", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{}) }},
-	{"tcp-raw", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{RawIO: true}) }},
+	{"tcp-raw", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{RawIO: RawOn}) }},
+	{"tcp-rawlarge", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{RawIO: RawLarge}) }},
 }
 
 // run calls f on every rank concurrently and returns the ranks' errors.
@@ -85,7 +86,7 @@ func TestSendRecvAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	for _, raw := range []bool{false, true} {
+	for _, raw := range []RawIO{RawOff, RawLarge, RawOn} {
 		for _, size := range []int{64, 256 << 10} {
 			t.Run(fmt.Sprintf("raw=%v/%dB", raw, size), func(t *testing.T) {
 				ts := tcpWorld(t, 2, TCPConfig{RawIO: raw})
