@@ -40,8 +40,8 @@ type sockIO struct {
 	rawRead  bool
 	rawWrite int // the smallest payload written with a raw call
 	nw       *netWrite
-	rw  *rawWrite // under the peer's write lock
-	rr  *rawRead  // by the connection's reader goroutine only
+	rw       *rawWrite // under the peer's write lock
+	rr       *rawRead  // by the connection's reader goroutine only
 }
 
 const (
