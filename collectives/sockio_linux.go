@@ -68,12 +68,14 @@ func newSockIO(c *net.TCPConn, mode RawIO) (sockIO, error) {
 // writev writes hdr then p, all of them, waiting whenever the socket's
 // buffer is full.
 func (s sockIO) writev(hdr, p []byte) error {
+	// Raw reads tell the race detector they see what was written before
+	// a write on this fd, whichever path made it.
+	raceReleaseIO()
 	if len(p) < s.rawWrite {
 		return s.nw.writev(s.c, hdr, p)
 	}
 	w := s.rw
 	w.hdr, w.p, w.errno = hdr, p, 0
-	raceReleaseIO()
 	err := s.rc.Write(w.fn)
 	w.hdr, w.p = nil, nil
 	if err != nil {
