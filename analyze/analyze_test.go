@@ -533,3 +533,45 @@ func TestDist(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffOrdersByWeight: a figure's change counts by how much the figure
+// weighs in the run. A step 10% slower comes before an idle time that grew
+// from 72 ns to 1.9 µs per 8 ms step, before a communication fraction that
+// grew from 0.1% to 0.5%, and before a setup broadcast, 0.01% of the
+// step, that became three times as slow; the broadcast still counts
+// before nothing.
+func TestDiffOrdersByWeight(t *testing.T) {
+	sum := func(step, idle, frac float64, bcast int64) *Summary {
+		ranks := make([]RankStats, 2)
+		return &Summary{
+			Ranks:       ranks,
+			StepSummary: StepSummary{Steps: 100, Time: Dist{Mean: step}, IdleNS: idle, ComputeNS: 6e6},
+			Headline:    Headline{CommFraction: frac},
+			Ops: []OpStats{
+				{Op: "allreduce", Calls: 200, TimeNS: 2 * 100 * 2e6, MeanNS: 2e6},
+				{Op: "broadcast", Calls: 2, TimeNS: 2 * bcast, MeanNS: float64(bcast)},
+			},
+		}
+	}
+	d := Compare(sum(8e6, 72, 0.001, 80_000), sum(8.8e6, 1890, 0.005, 240_000))
+	at := map[string]int{}
+	for i, c := range d.Changes {
+		at[c.Metric] = i
+	}
+	for _, m := range []string{"step time", "idle per step", "communication fraction", "broadcast mean time per call"} {
+		if _, ok := at[m]; !ok {
+			t.Fatalf("no %q among %+v", m, d.Changes)
+		}
+	}
+	if !(at["step time"] < at["idle per step"] && at["step time"] < at["communication fraction"] && at["step time"] < at["broadcast mean time per call"]) {
+		t.Errorf("order: step time %d, idle %d, comm fraction %d, broadcast %d", at["step time"], at["idle per step"], at["communication fraction"], at["broadcast mean time per call"])
+	}
+	if m := magnitude(d.Changes[at["broadcast mean time per call"]]); !(m > 0) {
+		t.Errorf("the broadcast's change weighs %v", m)
+	}
+	for i := 1; i < len(d.Changes); i++ {
+		if magnitude(d.Changes[i]) > magnitude(d.Changes[i-1]) {
+			t.Fatalf("changes out of order at %d", i)
+		}
+	}
+}

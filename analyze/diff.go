@@ -18,7 +18,7 @@ type Diff struct {
 	// figures are included (both runs name their batch size).
 	Basis     string         `json:"basis"`
 	PerSample bool           `json:"per_sample"`
-	Changes   []Change       `json:"changes"` // largest relative change first
+	Changes   []Change       `json:"changes"` // largest weighted relative change first (magnitude)
 	Config    []ConfigChange `json:"config"`  // keys whose values differ
 }
 
@@ -61,9 +61,13 @@ func Compare(a, b *Summary) *Diff {
 		d.Basis = "step"
 	}
 	d.PerSample = a.Run.SamplesPerStep > 0 && b.Run.SamplesPerStep > 0 && steps
-	// Per-op and per-collective figures are ordered by their relative change
-	// weighted by their share of collective time, so that a one-off setup
-	// broadcast does not outrank the step time.
+	// Figures are ordered by their relative change weighted by how much
+	// they weigh in the run (magnitude): a time by its share of the step,
+	// a fraction by its size, an op's or a collective group's figures by
+	// the op's share of the step (of the collective time, without steps).
+	// So an idle time of 72 ns per step that became 1.9 µs, or a one-off
+	// setup broadcast that became twice as slow, does not outrank a step
+	// that became 10% slower.
 	weight := 1.0
 	// When the batch size changed, per-step times are expected to change:
 	// their per-sample versions carry the verdict.
@@ -74,11 +78,29 @@ func Compare(a, b *Summary) *Diff {
 		}
 		return lower
 	}
+	// stepNS is the scale of per-step times: the longer mean step.
+	stepNS := math.Max(a.StepSummary.Time.Mean, b.StepSummary.Time.Mean)
+	// partOf weighs a figure that is a part of a whole of size whole.
+	partOf := func(va, vb, whole float64) float64 {
+		if !(whole > 0) {
+			return 1
+		}
+		return math.Min(1, math.Max(math.Abs(va), math.Abs(vb))/whole)
+	}
 	add := func(section, metric, unit string, va, vb float64, bt better) {
 		if va == 0 && vb == 0 || math.IsNaN(va) || math.IsNaN(vb) {
 			return
 		}
-		c := Change{Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va, weight: weight}
+		w := weight
+		switch {
+		case unit == "fraction":
+			w = partOf(va, vb, 1)
+		case unit == "ns" && section == "step" && strings.HasSuffix(metric, " per sample"):
+			w = partOf(va, vb, stepNS/float64(max(min(a.Run.SamplesPerStep, b.Run.SamplesPerStep), 1)))
+		case unit == "ns" && (section == "step" || section == "skew") && steps:
+			w = partOf(va, vb, stepNS)
+		}
+		c := Change{Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va, weight: w}
 		if va != 0 {
 			r := (vb - va) / math.Abs(va)
 			c.Rel = &r
@@ -134,7 +156,7 @@ func Compare(a, b *Summary) *Diff {
 	for _, op := range unionKeys(opA, opB, strings.Compare) {
 		oa, ob := opA[op], opB[op]
 		ra, rb := float64(max(len(a.Ranks), 1)), float64(max(len(b.Ranks), 1))
-		weight = share(oa.TimeNS, a, ob.TimeNS, b)
+		weight = share(oa.TimeNS, a, ob.TimeNS, b, steps)
 		add("op", op+" time "+unitPer, "ns", float64(oa.TimeNS)/ra/per(a), float64(ob.TimeNS)/rb/per(b), perStepTime())
 		add("op", op+" calls "+unitPer, "count", float64(oa.Calls)/per(a), float64(ob.Calls)/per(b), neutral)
 		add("op", op+" bytes "+unitPer, "bytes", float64(oa.Bytes)/per(a), float64(ob.Bytes)/per(b), neutral)
@@ -155,7 +177,7 @@ func Compare(a, b *Summary) *Diff {
 	for _, k := range unionKeys(ca, cb, cmpColl) {
 		x, y := ca[k], cb[k]
 		name := fmt.Sprintf("%s %s %s", k.Op, k.Algo, BucketLabel(k.Bucket))
-		weight = share(x.Time.Sum, a, y.Time.Sum, b)
+		weight = share(x.Time.Sum, a, y.Time.Sum, b, steps)
 		add("collective", name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower)
 		add("collective", name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher)
 		add("collective", name+" calls "+unitPer, "count", float64(x.Calls)/per(a), float64(y.Calls)/per(b), neutral)
@@ -201,17 +223,22 @@ func magnitude(c Change) float64 {
 	return math.Abs(*c.Rel) * c.weight
 }
 
-// share is the larger of two figures' shares of their runs' collective
-// time, at least 0.05.
-func share(ta int64, a *Summary, tb int64, b *Summary) float64 {
+// share is the larger of two collective times' shares of their runs: of
+// the ranks' step time when the runs have steps, else of their collective
+// time. Both are summed over ranks.
+func share(ta int64, a *Summary, tb int64, b *Summary, steps bool) float64 {
 	total := func(s *Summary) float64 {
-		var t int64
-		for _, o := range s.Ops {
-			t += o.TimeNS
+		var t float64
+		if steps {
+			t = s.StepSummary.Time.Mean * float64(s.StepSummary.Steps) * float64(max(len(s.Ranks), 1))
+		} else {
+			for _, o := range s.Ops {
+				t += float64(o.TimeNS)
+			}
 		}
-		return float64(max(t, 1))
+		return math.Max(t, 1)
 	}
-	return math.Max(0.05, math.Max(float64(ta)/total(a), float64(tb)/total(b)))
+	return math.Min(1, math.Max(float64(ta)/total(a), float64(tb)/total(b)))
 }
 
 func commBytes(s *Summary) float64 {
