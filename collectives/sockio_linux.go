@@ -243,8 +243,20 @@ func congestionControl(name string) func(network, address string, c syscall.RawC
 			return err
 		}
 		if serr != nil && strict {
-			return fmt.Errorf("TCP congestion control %q: %w (the host allows those in /proc/sys/net/ipv4/tcp_allowed_congestion_control)", name, serr)
+			return congestionError(name, serr)
 		}
 		return nil
 	}
+}
+
+// congestionError says why the host refused a congestion control.
+func congestionError(name string, err error) error {
+	why := err.Error()
+	switch err {
+	case syscall.ENOENT:
+		why = "this host does not have it (it has those in /proc/sys/net/ipv4/tcp_available_congestion_control)"
+	case syscall.EPERM:
+		why = "this host does not allow it to this user (it allows those in /proc/sys/net/ipv4/tcp_allowed_congestion_control)"
+	}
+	return fmt.Errorf("TCP congestion control %q (%s): %s", name, EnvCongestion, why)
 }

@@ -17,6 +17,8 @@ func setCongestion(*net.TCPConn, string) error { return nil }
 
 func congestion(*net.TCPConn) (string, error) { return "", nil }
 
+func congestionError(string, error) error { return nil }
+
 // sockIO reads and writes one connection through the net package; raw
 // system calls (TCPConfig.RawIO) are used on Linux only (sockio_linux.go).
 type sockIO struct {

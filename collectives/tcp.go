@@ -191,7 +191,7 @@ func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 			_ = setCongestion(c, DefaultCongestion)
 		default:
 			if err := setCongestion(c, cfg.Congestion); err != nil {
-				return nil, fmt.Errorf("connection to rank %d: TCP congestion control %q: %w (the host allows those in /proc/sys/net/ipv4/tcp_allowed_congestion_control)", i, cfg.Congestion, err)
+				return nil, fmt.Errorf("connection to rank %d: %w", i, congestionError(cfg.Congestion, err))
 			}
 		}
 		p := &peerConn{rank: i, conn: c, box: newMailbox(i), readDone: make(chan struct{})}
