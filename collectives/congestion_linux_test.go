@@ -10,26 +10,6 @@ import (
 	"testing"
 )
 
-// pair returns two connected loopback TCP connections.
-func pair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
-
 // TestCongestion: the sockets get reno unless told otherwise, the host's
 // default with "system", and an algorithm the host lacks is an error that
 // names it.

@@ -24,24 +24,33 @@ func TestHeaderRoundTrip(t *testing.T) {
 	}
 }
 
-// peerSends connects a transport (rank 0 of 3, with no connection to rank
-// 2) to a fake rank 1 that writes raw bytes and hangs up, then posts one
-// receive from it.
-func peerSends(t testing.TB, raw []byte, want Header, size int) ([]byte, error) {
+// pair returns two connected loopback TCP connections, closed when the
+// test ends.
+func pair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	fake, err := net.Dial("tcp", ln.Addr().String())
+	a, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := ln.Accept()
+	b, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := NewTCP(0, []*net.TCPConn{nil, ours.(*net.TCPConn), nil}, TCPConfig{PeerTimeout: 5 * time.Second, MaxUnexpected: 1 << 20})
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// peerSends connects a transport (rank 0 of 3, with no connection to rank
+// 2) to a fake rank 1 that writes raw bytes and hangs up, then posts one
+// receive from it.
+func peerSends(t testing.TB, raw []byte, want Header, size int) ([]byte, error) {
+	fake, ours := pair(t)
+	tr, err := NewTCP(0, []*net.TCPConn{nil, ours, nil}, TCPConfig{PeerTimeout: 5 * time.Second, MaxUnexpected: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
