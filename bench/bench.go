@@ -310,10 +310,14 @@ func fillT[T number](x []T, v T) {
 	}
 }
 
-// TableHeader writes the comment line and column heads of the table.
-func TableHeader(w io.Writer, s Spec, ranks int, algo string) {
+// TableHeader writes the comment lines and column heads of the table;
+// transport, if not empty, says how the messages move.
+func TableHeader(w io.Writer, s Spec, ranks int, algo, transport string) {
 	fmt.Fprintf(w, "# commprof bench %s: %d ranks, %s, %s, algo %s, %d iters, %d warm-up, root %d\n",
 		s.Op, ranks, s.DType, s.Reduce, algo, s.Iters, s.Warmup, s.Root)
+	if transport != "" {
+		fmt.Fprintf(w, "# %s\n", transport)
+	}
 	fmt.Fprintf(w, "%12s %12s %8s %19s %12s %12s %12s %8s\n", "size(B)", "count", "type", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -259,4 +260,13 @@ func congestionError(name string, err error) error {
 		why = "this host does not allow it to this user (it allows those in /proc/sys/net/ipv4/tcp_allowed_congestion_control)"
 	}
 	return fmt.Errorf("TCP congestion control %q (%s): %s", name, EnvCongestion, why)
+}
+
+// hostCongestion returns the host's default congestion control, or "".
+func hostCongestion() string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -19,6 +19,8 @@ func congestion(*net.TCPConn) (string, error) { return "", nil }
 
 func congestionError(string, error) error { return nil }
 
+func hostCongestion() string { return "" }
+
 // sockIO reads and writes one connection through the net package; raw
 // system calls (TCPConfig.RawIO) are used on Linux only (sockio_linux.go).
 type sockIO struct {

@@ -172,6 +172,22 @@ func (m RawIO) String() string {
 // sockets unless TCPConfig.Congestion says otherwise.
 const DefaultCongestion = "reno"
 
+// Describe says how the sockets are driven, for benchmark headers: the
+// congestion control and the raw I/O mode.
+func (c TCPConfig) Describe() string {
+	cc := c.Congestion
+	switch cc {
+	case "":
+		cc = DefaultCongestion
+	case "system":
+		cc = "the host's default"
+		if name := hostCongestion(); name != "" {
+			cc += " (" + name + ")"
+		}
+	}
+	return fmt.Sprintf("TCP congestion control %s, raw I/O %s", cc, c.RawIO)
+}
+
 func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 	cfg = cfg.withDefaults()
 	t := &TCP{rank: rank, size: len(conns), cfg: cfg, peers: make([]*peerConn, len(conns)),

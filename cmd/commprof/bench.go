@@ -134,7 +134,7 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	return rankMain(ctx, job, cfg, config, func(ctx context.Context, c collectives.Communicator, _ rankTools) error {
 		var rows []bench.Result
 		if c.Rank() == 0 && !o.json {
-			bench.TableHeader(o.stdout, s, c.Size(), o.algo)
+			bench.TableHeader(o.stdout, s, c.Size(), o.algo, "rank 0's sockets: "+job.TCP.Describe())
 		}
 		err := bench.Run(ctx, c, s, func(r bench.Result) {
 			if c.Rank() != 0 {

@@ -117,6 +117,24 @@ func TestBenchEveryCollective(t *testing.T) {
 	}
 }
 
+// TestBenchHeaderNamesTransport: the table says how rank 0's sockets are
+// driven, so that figures can be compared knowingly.
+func TestBenchHeaderNamesTransport(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "# rank 0's sockets: TCP congestion control reno, raw I/O "},
+		{[]string{"COMMPROF_RAW_IO=off", "COMMPROF_TCP_CONGESTION=reno"}, "# rank 0's sockets: TCP congestion control reno, raw I/O off\n"},
+		{[]string{"COMMPROF_RAW_IO=on", "COMMPROF_TCP_CONGESTION=system"}, "# rank 0's sockets: TCP congestion control the host's default"},
+	} {
+		r := commprof(t, tc.env, "bench", "allreduce", "--ranks", "2", "--max", "8", "--iters", "2")
+		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
+			t.Errorf("%v: exit %d, want %q in\n%s%s", tc.env, r.code, tc.want, r.stdout, r.stderr)
+		}
+	}
+}
+
 func TestBenchJSONAndAlgorithms(t *testing.T) {
 	for _, algo := range []string{"ring", "recursive_doubling", "rabenseifner", "tree"} {
 		r := commprof(t, nil, "bench", "allreduce", "--ranks", "3", "--min", "1K", "--max", "256K", "--iters", "2", "--warmup", "0", "--algo", algo, "--json")
