@@ -333,7 +333,7 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 		p.ConfigA = append(p.ConfigA, [2]string{c.Key, unset(c.A)})
 		p.ConfigB = append(p.ConfigB, [2]string{c.Key, unset(c.B)})
 	}
-	p.Cards = diffCards(a, b)
+	p.Cards = diffCards(a, b, d)
 	p.Problems = append(append([]string{}, a.Problems...), b.Problems...)
 	for i, c := range d.Changes {
 		if i >= 6 {
@@ -351,22 +351,31 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 	return render(w, p)
 }
 
-func diffCards(a, b *analyze.Summary) []card {
+// diffCards are the headline figures of B against A. A card is coloured
+// by the verdict the diff gives the same figure (metric), so that a step
+// that got longer with a bigger batch is no worse here than in the table;
+// a card without a figure in the diff goes by better.
+func diffCards(a, b *analyze.Summary, d *analyze.Diff) []card {
 	type fig struct {
 		label  string
 		va, vb float64
 		unit   string
-		better int // -1 lower is better, +1 higher, 0 neutral
+		better int    // -1 lower is better, +1 higher, 0 neutral
+		metric string // the same figure in the diff
 	}
 	ha, hb := a.Headline, b.Headline
 	figs := []fig{
-		{"step time", ha.StepNS, hb.StepNS, "ns", -1},
-		{"throughput", ha.SamplesPerSec, hb.SamplesPerSec, "samples/s", 1},
-		{"communication", ha.CommFraction, hb.CommFraction, "fraction", -1},
-		{"exposed communication", ha.ExposedNS, hb.ExposedNS, "ns", -1},
-		{"bus bandwidth", ha.BusBWGBps, hb.BusBWGBps, "GB/s", 1},
-		{"arrival wait", ha.WaitFraction, hb.WaitFraction, "fraction", -1},
-		{"test accuracy", ha.Accuracy, hb.Accuracy, "fraction", 1},
+		{"step time", ha.StepNS, hb.StepNS, "ns", -1, "step time"},
+		{"throughput", ha.SamplesPerSec, hb.SamplesPerSec, "samples/s", 1, "throughput"},
+		{"communication", ha.CommFraction, hb.CommFraction, "fraction", -1, "communication fraction"},
+		{"exposed communication", ha.ExposedNS, hb.ExposedNS, "ns", -1, "exposed communication per step"},
+		{"bus bandwidth", ha.BusBWGBps, hb.BusBWGBps, "GB/s", 1, ""},
+		{"arrival wait", ha.WaitFraction, hb.WaitFraction, "fraction", -1, "arrival wait fraction of communication"},
+		{"test accuracy", ha.Accuracy, hb.Accuracy, "fraction", 1, "test_accuracy"},
+	}
+	verdicts := map[string]string{}
+	for _, c := range d.Changes {
+		verdicts[c.Metric] = c.Verdict
 	}
 	var cs []card
 	for _, f := range figs {
@@ -380,6 +389,16 @@ func diffCards(a, b *analyze.Summary) []card {
 		} else {
 			rel := (f.vb - f.va) / math.Abs(f.va)
 			c.Detail += fmt.Sprintf(" · %+.1f%%", 100*rel)
+			if v, ok := verdicts[f.metric]; ok && f.metric != "" {
+				f.better = 0
+				switch {
+				case math.Abs(rel) <= 0.02:
+				case v == "better":
+					c.Class = "good"
+				case v == "worse":
+					c.Class = "bad"
+				}
+			}
 			if math.Abs(rel) > 0.02 && f.better != 0 {
 				if (rel < 0) == (f.better < 0) {
 					c.Class = "good"

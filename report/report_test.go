@@ -121,3 +121,33 @@ func TestStragglerCard(t *testing.T) {
 		t.Errorf("no straggler, arriving early on average: %+v", c)
 	}
 }
+
+// TestDiffCardsFollowTheVerdicts: a step twice as long for twice the
+// batch is not coloured worse, as the diff gives it no verdict; with the
+// same batch it is.
+func TestDiffCardsFollowTheVerdicts(t *testing.T) {
+	sum := func(batch int, step float64) *analyze.Summary {
+		s := &analyze.Summary{Run: analyze.RunInfo{WorldSize: 2, SamplesPerStep: batch}}
+		s.StepSummary = analyze.StepSummary{Steps: 10, Time: analyze.Dist{Mean: step}}
+		s.Headline.StepNS = step
+		return s
+	}
+	card := func(a, b *analyze.Summary) card {
+		for _, c := range diffCards(a, b, analyze.Compare(a, b)) {
+			if c.Label == "step time" {
+				return c
+			}
+		}
+		t.Fatal("no step time card")
+		return card{}
+	}
+	if c := card(sum(64, 1e6), sum(128, 2e6)); c.Class != "" {
+		t.Errorf("twice the step for twice the batch: class %q", c.Class)
+	}
+	if c := card(sum(64, 1e6), sum(64, 2e6)); c.Class != "bad" {
+		t.Errorf("twice the step for the same batch: class %q", c.Class)
+	}
+	if c := card(sum(64, 2e6), sum(64, 1e6)); c.Class != "good" {
+		t.Errorf("half the step: class %q", c.Class)
+	}
+}
