@@ -157,18 +157,21 @@ func congestionName(v string) (string, error) {
 // large otherwise, which measured fastest in each case
 // (docs/collectives.md).
 func rawIO(v string, localSize, cores int) (RawIO, error) {
-	switch strings.ToLower(v) {
+	switch v = strings.ToLower(v); v {
 	case "":
 		if localSize > cores {
 			return RawOn, nil
 		}
 		return RawLarge, nil
-	case "1", "on", "true", "yes":
+	case "1", "true", "yes":
 		return RawOn, nil
-	case "large":
-		return RawLarge, nil
-	case "0", "off", "false", "no":
+	case "0", "false", "no":
 		return RawOff, nil
+	}
+	for m, name := range rawIONames {
+		if v == name {
+			return RawIO(m), nil
+		}
 	}
 	return RawOff, fmt.Errorf("%s=%q: want on, large, off, or unset to decide by ranks per core", EnvRawIO, v)
 }

@@ -22,6 +22,7 @@ func TestJobFromEnvRawIO(t *testing.T) {
 		{name: "forced on", raw: "on", localSize: 1, want: RawOn},
 		{name: "forced large", raw: "large", localSize: cores * 4, want: RawLarge},
 		{name: "forced off", raw: "0", localSize: cores * 4, want: RawOff},
+		{name: "forced off by name", raw: "Off", localSize: cores * 4, want: RawOff},
 		{name: "nonsense", raw: "sometimes", localSize: 1, err: `COMMPROF_RAW_IO="sometimes"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -182,52 +182,11 @@ func (r *rawRead) try(fd uintptr) bool {
 	}
 }
 
-// setCongestion sets c's TCP congestion control algorithm.
-func setCongestion(c *net.TCPConn, name string) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptString(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CONGESTION, name)
-	}); err != nil {
-		return err
-	}
-	return serr
-}
-
-// congestion returns c's TCP congestion control algorithm.
-func congestion(c *net.TCPConn) (string, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return "", err
-	}
-	var name string
-	var gerr error
-	if err := rc.Control(func(fd uintptr) {
-		var buf [16]byte
-		l := uint32(len(buf))
-		_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, syscall.IPPROTO_TCP, syscall.TCP_CONGESTION,
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
-		if e != 0 {
-			gerr = e
-			return
-		}
-		name = string(buf[:l])
-		if i := strings.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
-		}
-	}); err != nil {
-		return "", err
-	}
-	return name, gerr
-}
-
-// congestionControl returns a dialer's or listener's Control function that
-// sets a socket's congestion control before it connects, as TCPConfig's
-// Congestion says: best effort for commprof's choice, an error for an
-// algorithm asked for that the host does not allow.
+// congestionControl returns a Control function (a dialer's, a listener's,
+// or NewTCP's for a connected socket) that sets a socket's congestion
+// control as TCPConfig's Congestion says: nothing for "system", best
+// effort for commprof's choice, an error for an algorithm asked for that
+// the host does not have or allow.
 func congestionControl(name string) func(network, address string, c syscall.RawConn) error {
 	strict := true
 	switch name {

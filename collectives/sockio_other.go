@@ -7,17 +7,9 @@ import (
 	"syscall"
 )
 
-// congestionControl returns nil: choosing the TCP congestion control is
-// supported on Linux only.
+// congestionControl returns nil and hostCongestion "": choosing the TCP
+// congestion control is supported on Linux only.
 func congestionControl(string) func(string, string, syscall.RawConn) error { return nil }
-
-// setCongestion does nothing: choosing the TCP congestion control is
-// supported on Linux only.
-func setCongestion(*net.TCPConn, string) error { return nil }
-
-func congestion(*net.TCPConn) (string, error) { return "", nil }
-
-func congestionError(string, error) error { return nil }
 
 func hostCongestion() string { return "" }
 

@@ -140,9 +140,6 @@ type peerConn struct {
 	readDone  chan struct{} // closed when the reader goroutine ends
 }
 
-// NewTCP builds a transport from connections already established and
-// authenticated, conns[i] being the connection to rank i (nil at rank).
-// On success the transport owns the connections.
 // RawIO is which socket calls are raw system calls.
 type RawIO uint8
 
@@ -156,14 +153,12 @@ const (
 	RawOn                 // every read and write
 )
 
+// rawIONames are the modes' names, as COMMPROF_RAW_IO takes them.
+var rawIONames = [...]string{RawOff: "off", RawLarge: "large", RawOn: "on"}
+
 func (m RawIO) String() string {
-	switch m {
-	case RawOff:
-		return "off"
-	case RawLarge:
-		return "large"
-	case RawOn:
-		return "on"
+	if int(m) < len(rawIONames) {
+		return rawIONames[m]
 	}
 	return fmt.Sprintf("RawIO(%d)", uint8(m))
 }
@@ -188,6 +183,9 @@ func (c TCPConfig) Describe() string {
 	return fmt.Sprintf("TCP congestion control %s, raw I/O %s", cc, c.RawIO)
 }
 
+// NewTCP builds a transport from connections already established and
+// authenticated, conns[i] being the connection to rank i (nil at rank).
+// On success the transport owns the connections.
 func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 	cfg = cfg.withDefaults()
 	t := &TCP{rank: rank, size: len(conns), cfg: cfg, peers: make([]*peerConn, len(conns)),
@@ -199,15 +197,15 @@ func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 		_ = c.SetNoDelay(true)
 		_ = c.SetReadBuffer(cfg.SocketBuffer)
 		_ = c.SetWriteBuffer(cfg.SocketBuffer)
-		switch cfg.Congestion {
-		case "system":
-		case "":
-			// commprof's choice: where the host does not offer it, the
-			// host's default will do.
-			_ = setCongestion(c, DefaultCongestion)
-		default:
-			if err := setCongestion(c, cfg.Congestion); err != nil {
-				return nil, fmt.Errorf("connection to rank %d: %w", i, congestionError(cfg.Congestion, err))
+		// Join set it before connecting; connections made elsewhere get
+		// it here.
+		if ctl := congestionControl(cfg.Congestion); ctl != nil {
+			rc, err := c.SyscallConn()
+			if err == nil {
+				err = ctl("tcp", "", rc)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("connection to rank %d: %w", i, err)
 			}
 		}
 		p := &peerConn{rank: i, conn: c, box: newMailbox(i), readDone: make(chan struct{})}
