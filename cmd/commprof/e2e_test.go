@@ -291,9 +291,9 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, time.Durat
 
 // TestKilledRankStopsTheJob kills rank 2 mid-collective: the other ranks
 // must report rank 2 and the launcher must exit non-zero naming it.
-// Both socket paths are run, whatever this machine's cores would choose.
+// Every raw I/O mode is run, whatever this machine's cores would choose.
 func TestKilledRankStopsTheJob(t *testing.T) {
-	for _, raw := range []string{"off", "on"} {
+	for _, raw := range []string{"off", "large", "on"} {
 		t.Run("raw_io="+raw, func(t *testing.T) { killedRankStopsTheJob(t, raw) })
 	}
 }
@@ -326,7 +326,8 @@ func killedRankStopsTheJob(t *testing.T, raw string) {
 
 // TestStoppedRankTimesOut freezes rank 1 (SIGSTOP): with no data and no
 // heartbeats the others must give up on it after COMMPROF_PEER_TIMEOUT.
-// Both socket paths are run.
+// The two extreme raw I/O modes are run (the reads, which notice the
+// silence, are the same in large as in on).
 func TestStoppedRankTimesOut(t *testing.T) {
 	for _, raw := range []string{"off", "on"} {
 		t.Run("raw_io="+raw, func(t *testing.T) { stoppedRankTimesOut(t, raw) })
