@@ -9,7 +9,8 @@ const FormatVersion = 1
 // Kind says what an event is.
 type Kind uint8
 
-// Event kinds.
+// Event kinds. The zero Kind is an event of a kind this reader does not
+// know, written by a later version; readers skip it.
 const (
 	KindCollective Kind = iota + 1 // one collective call on one rank
 	KindSend                       // one message sent by a collective (or point-to-point)
@@ -17,6 +18,8 @@ const (
 	KindCompute                    // a span of the program's own work: forward, backward, ...
 	KindStep                       // one training step
 	KindMark                       // an instant with a value: an epoch's accuracy, ...
+	KindWait                       // the program blocked on a non-blocking call's request until it completed
+	KindReduce                     // a reduction kernel run inside a collective (bytes reduced)
 )
 
 var kindNames = [...]string{
@@ -26,6 +29,8 @@ var kindNames = [...]string{
 	KindCompute:    "compute",
 	KindStep:       "step",
 	KindMark:       "mark",
+	KindWait:       "wait",
+	KindReduce:     "reduce",
 }
 
 func (k Kind) String() string {
@@ -42,7 +47,7 @@ func ParseKind(s string) (Kind, error) {
 			return Kind(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown event kind %q (want collective, send, recv, compute, step or mark)", s)
+	return 0, fmt.Errorf("unknown event kind %q (want collective, send, recv, compute, step, mark, wait or reduce)", s)
 }
 
 // Event is one row of a trace. Times are in nanoseconds; Start is since the
