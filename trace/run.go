@@ -48,6 +48,36 @@ type Manifest struct {
 	Error           string             `json:"error,omitempty"`
 	Clock           Clock              `json:"clock"`
 	Ranks           []RankEntry        `json:"ranks"`
+	// Source says where the events came from when commprof's own
+	// collective layer did not record them; nil for commprof's ranks.
+	Source *Source `json:"source,omitempty"`
+	// Injected lists the faults injected into the run on purpose
+	// (COMMPROF_INJECT, --inject), so that a report can say so.
+	Injected []string `json:"injected,omitempty"`
+}
+
+// Source describes events that commprof's collective layer did not record
+// itself: a user's MPI program recorded through the PMPI library, or a
+// trace imported from another tool.
+type Source struct {
+	// Format names the source: "pmpi", "horovod", "kineto", "nccl-log",
+	// "nccl-inspector", "nccl-tests".
+	Format string `json:"format"`
+	// Tool is what produced the events: the MPI library, the importer's
+	// input tool and version, as far as known.
+	Tool string `json:"tool,omitempty"`
+	// Files are the input files of an import.
+	Files []string `json:"files,omitempty"`
+	// CollectiveMessages is true when the send and recv events inside
+	// collectives were recorded; a PMPI or imported run sees only the
+	// calls, and a report must say so rather than show zeros.
+	CollectiveMessages bool `json:"collective_messages"`
+	// Missing lists what the source could not recover, in words for a
+	// report ("message sizes: the timeline holds none").
+	Missing []string `json:"missing,omitempty"`
+	// Skipped counts input records that were damaged or not understood,
+	// by reason.
+	Skipped map[string]int64 `json:"skipped,omitempty"`
 }
 
 // Clock describes how the ranks' clocks were aligned.
