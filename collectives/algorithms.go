@@ -62,7 +62,7 @@ func (k *call) ring(data []byte, d DType, rs, ag bool, op ReduceOp) error {
 				return err
 			}
 			if it.reduce {
-				reduceInto(rb, dst, d, op)
+				k.reduce(rb, dst, d, op, i)
 			}
 		}
 		return nil
@@ -140,7 +140,7 @@ func (k *call) ring(data []byte, d DType, rs, ag bool, op ReduceOp) error {
 		it, j := items[f/nseg], f%nseg
 		if it.reduce {
 			rb := seg(it.recv, j)
-			reduceInto(rb, (*slots[f%nslots])[:len(rb)], d, op)
+			k.reduce(rb, (*slots[f%nslots])[:len(rb)], d, op, f/nseg)
 		}
 		tokens <- struct{}{}
 	}
@@ -183,7 +183,7 @@ func (k *call) fold(buf []byte, d DType, op ReduceOp, tmp []byte) (newRank, p in
 		if err := k.recv(r-1, 0, tmp); err != nil {
 			return 0, p, err
 		}
-		reduceInto(buf, tmp, d, op)
+		k.reduce(buf, tmp, d, op, 0)
 		return r / 2, p, nil
 	}
 	return r - rem, p, nil
@@ -231,7 +231,7 @@ func (k *call) recursiveDoubling(buf Buffer, op ReduceOp) error {
 		}
 		// The reductions are commutative element by element (IEEE a+b ==
 		// b+a), so both partners compute bit-identical results.
-		reduceInto(buf.b, *tmp, buf.dtype, op)
+		k.reduce(buf.b, *tmp, buf.dtype, op, step)
 	}
 	return k.unfold(buf.b, nr, 64)
 }
@@ -271,7 +271,7 @@ func (k *call) rabenseifner(buf Buffer, op ReduceOp) error {
 		if err := k.sendrecv(peer, give, peer, in, step); err != nil {
 			return err
 		}
-		reduceInto(keep, in, buf.dtype, op)
+		k.reduce(keep, in, buf.dtype, op, step)
 		spans = append(spans, span{lo, mid, hi})
 		if nr&mask != 0 {
 			lo = mid
@@ -329,7 +329,7 @@ func (k *call) treeReduce(buf Buffer, op ReduceOp, root, chunk0 int) error {
 			copy(*work, buf.b)
 			acc = *work
 		}
-		reduceInto(acc, *tmp, buf.dtype, op)
+		k.reduce(acc, *tmp, buf.dtype, op, step)
 	}
 	return nil
 }

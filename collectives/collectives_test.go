@@ -198,7 +198,7 @@ func TestConcurrentCollectives(t *testing.T) {
 			ctx := context.Background()
 			mustRun(t, ts, Config{Tuning: testTuning}, func(c *Comm) error {
 				r := c.Rank()
-				var reqs []*Request
+				var reqs []Request
 				var bufs []Buffer
 				for k := range 12 {
 					b := NewBuffer(Float32, 500+k*997)

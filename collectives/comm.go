@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Communicator is the collective interface a rank programs against. The
@@ -30,11 +31,11 @@ type Communicator interface {
 	AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error
 	// IAllReduce starts an AllReduce and returns at once; buf must not be
 	// touched until the Request completes.
-	IAllReduce(ctx context.Context, buf Buffer, op ReduceOp) *Request
+	IAllReduce(ctx context.Context, buf Buffer, op ReduceOp) Request
 	// Broadcast copies root's buf into buf on every other rank.
 	Broadcast(ctx context.Context, buf Buffer, root int) error
 	// IBroadcast starts a Broadcast and returns at once.
-	IBroadcast(ctx context.Context, buf Buffer, root int) *Request
+	IBroadcast(ctx context.Context, buf Buffer, root int) Request
 	// Reduce leaves the element-wise reduction over all ranks in root's
 	// buf; other ranks' buffers are left unchanged.
 	Reduce(ctx context.Context, buf Buffer, op ReduceOp, root int) error
@@ -170,6 +171,19 @@ type Config struct {
 	Algorithms map[Op]Algo
 	// Tuning sets the automatic thresholds; the zero value means DefaultTuning.
 	Tuning Tuning
+	// Trace, if set, is told of the work collectives do inside themselves.
+	Trace *Trace
+}
+
+// Trace holds hooks that profilers set to see inside collectives, as
+// net/http/httptrace does for HTTP. Hooks run on the goroutine that does
+// the work, right after it, so their times are where the work happened;
+// they must be fast and safe for concurrent use. A nil hook is skipped.
+type Trace struct {
+	// Reduced is called after a reduction kernel combined bytes of a
+	// received chunk into the buffer between start and end. h is the
+	// collective's header with the algorithm step in Chunk.
+	Reduced func(h Header, bytes int, start, end time.Time)
 }
 
 // Comm is the Communicator implementation over a Transport.
@@ -180,6 +194,7 @@ type Comm struct {
 	ranks []int // world rank of each member
 	algos map[Op]Algo
 	tune  Tuning
+	trace *Trace
 	seq   atomic.Uint64
 }
 
@@ -213,7 +228,11 @@ func New(t Transport, cfg Config) (*Comm, error) {
 		}
 		algos[op] = a
 	}
-	return &Comm{t: t, rank: t.Rank(), ranks: ranks, algos: algos, tune: tune}, nil
+	tr := cfg.Trace
+	if tr != nil && tr.Reduced == nil {
+		tr = nil
+	}
+	return &Comm{t: t, rank: t.Rank(), ranks: ranks, algos: algos, tune: tune, trace: tr}, nil
 }
 
 // Rank returns this rank's index in the communicator.
@@ -269,31 +288,53 @@ func (c *Comm) Algorithm(op Op, bytes int) Algo {
 	return AlgoDirect
 }
 
-// Request is a collective in flight.
-type Request struct {
-	done chan struct{}
-	err  error
+// Request is a collective in flight, as a non-blocking call returns it.
+// Its methods are safe for concurrent use.
+type Request interface {
+	// Wait blocks until the collective completes and returns its error.
+	Wait() error
+	// Done is closed when the collective completes.
+	Done() <-chan struct{}
+	// Completed returns when the collective completed on this rank, as
+	// stamped by the goroutine that completed it (not by whoever waits
+	// on it later); zero while it is in flight.
+	Completed() time.Time
 }
 
-// Wait blocks until the collective completes and returns its error.
-func (r *Request) Wait() error {
+// request is the Request of a collective run by its own goroutine.
+type request struct {
+	done chan struct{}
+	err  error
+	end  time.Time
+}
+
+func (r *request) Wait() error {
 	<-r.done
 	return r.err
 }
 
-// Done is closed when the collective completes.
-func (r *Request) Done() <-chan struct{} { return r.done }
+func (r *request) Done() <-chan struct{} { return r.done }
 
-func failed(err error) *Request {
-	r := &Request{done: make(chan struct{}), err: err}
+func (r *request) Completed() time.Time {
+	select {
+	case <-r.done:
+		return r.end
+	default:
+		return time.Time{}
+	}
+}
+
+func failed(err error) *request {
+	r := &request{done: make(chan struct{}), err: err, end: time.Now()}
 	close(r.done)
 	return r
 }
 
-func start(f func() error) *Request {
-	r := &Request{done: make(chan struct{})}
+func start(f func() error) *request {
+	r := &request{done: make(chan struct{})}
 	go func() {
 		r.err = f()
+		r.end = time.Now()
 		close(r.done)
 	}()
 	return r
@@ -329,6 +370,20 @@ func (k *call) post(from, chunk int, p []byte) Receive {
 	h := k.h
 	h.Chunk = int32(chunk)
 	return k.c.t.Post(k.c.ranks[from], h, p)
+}
+
+// reduce sets dst = dst op src for the algorithm's step chunk, telling the
+// trace hook how long it took.
+func (k *call) reduce(dst, src []byte, d DType, op ReduceOp, chunk int) {
+	if k.c.trace == nil {
+		reduceInto(dst, src, d, op)
+		return
+	}
+	t0 := time.Now()
+	reduceInto(dst, src, d, op)
+	h := k.h
+	h.Chunk = int32(chunk)
+	k.c.trace.Reduced(h, len(dst), t0, time.Now())
 }
 
 func (k *call) recv(from, chunk int, p []byte) error {
@@ -384,7 +439,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error {
 }
 
 // IAllReduce implements Communicator.
-func (c *Comm) IAllReduce(ctx context.Context, buf Buffer, op ReduceOp) *Request {
+func (c *Comm) IAllReduce(ctx context.Context, buf Buffer, op ReduceOp) Request {
 	if err := errors.Join(validBuffer(buf), validOp(op)); err != nil {
 		return failed(fmt.Errorf("allreduce: %w", err))
 	}
@@ -423,7 +478,7 @@ func (c *Comm) Broadcast(ctx context.Context, buf Buffer, root int) error {
 }
 
 // IBroadcast implements Communicator.
-func (c *Comm) IBroadcast(ctx context.Context, buf Buffer, root int) *Request {
+func (c *Comm) IBroadcast(ctx context.Context, buf Buffer, root int) Request {
 	if err := errors.Join(validBuffer(buf), c.validRoot(root)); err != nil {
 		return failed(fmt.Errorf("broadcast: %w", err))
 	}
@@ -571,7 +626,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (Communicator, error) 
 		}
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].key < ms[j].key })
-	sub := &Comm{t: c.t, algos: c.algos, tune: c.tune, ranks: make([]int, len(ms))}
+	sub := &Comm{t: c.t, algos: c.algos, tune: c.tune, trace: c.trace, ranks: make([]int, len(ms))}
 	for i, m := range ms {
 		sub.ranks[i] = c.ranks[m.rank]
 		if m.rank == c.rank {

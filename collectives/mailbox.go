@@ -229,8 +229,13 @@ func (m *mailbox) claimLocked(k mkey) *recvReq {
 	return r
 }
 
+// complete finishes r; the caller has just copied the message into r's
+// buffer (or failed to), so this is where its completion is stamped.
 func complete(r *recvReq, arrived time.Time, err error) {
 	r.info = RecvInfo{Arrived: arrived}
+	if err == nil {
+		r.info.Done = time.Now()
+	}
 	r.err = err
 	r.done <- struct{}{}
 }

@@ -29,6 +29,10 @@ type RecvInfo struct {
 	// message waited in the transport; if after, the receiver waited for
 	// the sender.
 	Arrived time.Time
+	// Done is when the whole message was in the posted buffer, stamped by
+	// the goroutine that put it there: the receive's true end, however
+	// late the waiting goroutine runs after it.
+	Done time.Time
 }
 
 // Transport moves messages between the ranks of one job. Implementations are

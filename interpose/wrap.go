@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/commprof/commprof/collectives"
@@ -96,10 +97,17 @@ func (r *receive) Wait(ctx context.Context) (collectives.RecvInfo, error) {
 	info, err := r.inner.Wait(ctx)
 	t := r.t
 	if err == nil {
-		end := t.rec.Now()
+		// The receive ended when the transport finished copying it in
+		// (info.Done), not when this goroutine got to run again: with
+		// ranks outnumbering cores that can be milliseconds later.
+		now := t.rec.Now()
+		end := now
+		if !info.Done.IsZero() {
+			end = max(now-int64(time.Since(info.Done)), r.start)
+		}
 		e := t.event(trace.KindRecv, r.h, r.from, r.n, r.start, end)
 		if !info.Arrived.IsZero() {
-			if arrived := end - int64(time.Since(info.Arrived)); arrived > r.start {
+			if arrived := now - int64(time.Since(info.Arrived)); arrived > r.start {
 				e.Wait = min(arrived-r.start, e.Dur)
 			}
 		}
@@ -108,6 +116,20 @@ func (r *receive) Wait(ctx context.Context) (collectives.RecvInfo, error) {
 	r.t, r.inner = nil, nil
 	recvPool.Put(r)
 	return info, err
+}
+
+// CollectiveTrace returns the hooks that record, as reduce events, the
+// reductions the collectives run; set it in collectives.Config.Trace of
+// the communicator that sends through t.
+func (t *Transport) CollectiveTrace() *collectives.Trace {
+	return &collectives.Trace{Reduced: func(h collectives.Header, n int, start, end time.Time) {
+		now := t.rec.Now()
+		s, e := now-int64(time.Since(start)), now-int64(time.Since(end))
+		ev := trace.Event{Kind: trace.KindReduce, Name: h.Op.String(), Start: s, Dur: max(e-s, 0), Bytes: int64(n),
+			Peer: -1, Seq: int64(h.Seq), Step: t.rec.Step(), Algo: h.Algo.String(), DType: h.DType.String(),
+			Root: -1, Chunk: h.Chunk, Comm: t.comms.name(h.Comm)}
+		t.rec.Record(&ev)
+	}}
 }
 
 // Comm records every collective called on it.
@@ -149,12 +171,17 @@ type call struct {
 func (c *Comm) begin() call { return call{seq: c.seq(), start: c.rec.Now(), step: c.rec.Step()} }
 
 func (c *Comm) record(op collectives.Op, buf collectives.Buffer, root int, k call) {
+	c.recordAt(op, buf, root, k, c.rec.Now())
+}
+
+// recordAt records a collective call that ended at end (a Now reading).
+func (c *Comm) recordAt(op collectives.Op, buf collectives.Buffer, root int, k call, end int64) {
 	n := len(buf.Bytes())
 	dt := ""
 	if buf.DType() != 0 {
 		dt = buf.DType().String()
 	}
-	e := trace.Event{Kind: trace.KindCollective, Name: op.String(), Start: k.start, Dur: c.rec.Now() - k.start,
+	e := trace.Event{Kind: trace.KindCollective, Name: op.String(), Start: k.start, Dur: end - k.start,
 		Bytes: int64(n), Peer: -1, Seq: k.seq, Step: k.step, Algo: c.inner.Algorithm(op, n).String(),
 		DType: dt, Root: int32(root), Chunk: -1, Comm: c.name}
 	c.rec.Record(&e)
@@ -187,22 +214,78 @@ func (c *Comm) AllReduce(ctx context.Context, buf collectives.Buffer, op collect
 	return err
 }
 
-// IAllReduce implements collectives.Communicator; the event ends when the
-// collective completes.
-func (c *Comm) IAllReduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp) *collectives.Request {
+// IAllReduce implements collectives.Communicator. The collective's event
+// spans from the call to its completion as the collective stamped it;
+// the program's Wait on the request is a wait event of its own.
+func (c *Comm) IAllReduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp) collectives.Request {
 	k := c.begin()
-	req := c.inner.IAllReduce(ctx, buf, op)
-	c.whenDone(req, collectives.OpAllReduce, buf, -1, k)
-	return req
+	return c.track(c.inner.IAllReduce(ctx, buf, op), collectives.OpAllReduce, buf, -1, k)
 }
 
-func (c *Comm) whenDone(req *collectives.Request, op collectives.Op, buf collectives.Buffer, root int, k call) {
-	go func() {
-		if req.Wait() == nil {
-			c.record(op, buf, root, k)
-		}
-	}()
+// request records a non-blocking collective: its event once it has
+// completed (whoever sees that first, the program's Wait or a watcher),
+// and the program's wait on it.
+type request struct {
+	inner  collectives.Request
+	c      *Comm
+	op     collectives.Op
+	buf    collectives.Buffer
+	root   int
+	k      call
+	once   sync.Once
+	waited atomic.Bool
 }
+
+var _ collectives.Request = (*request)(nil)
+
+func (c *Comm) track(req collectives.Request, op collectives.Op, buf collectives.Buffer, root int, k call) *request {
+	r := &request{inner: req, c: c, op: op, buf: buf, root: root, k: k}
+	// A program may never Wait (it may only watch Done), so a watcher
+	// records the collective too; it stamps nothing itself, so however
+	// late it runs the event is true.
+	go func() {
+		<-req.Done()
+		r.finish()
+	}()
+	return r
+}
+
+func (r *request) finish() {
+	r.once.Do(func() {
+		if r.inner.Wait() != nil {
+			return
+		}
+		end := r.c.rec.Now()
+		if t := r.inner.Completed(); !t.IsZero() {
+			end -= int64(time.Since(t))
+		}
+		r.c.recordAt(r.op, r.buf, r.root, r.k, max(end, r.k.start))
+	})
+}
+
+// Wait implements collectives.Request; the first Wait is recorded as a
+// wait event: the time the program was blocked on the collective.
+func (r *request) Wait() error {
+	first := !r.waited.Swap(true)
+	start := r.c.rec.Now()
+	err := r.inner.Wait()
+	end := r.c.rec.Now()
+	r.finish()
+	if first && err == nil {
+		n := len(r.buf.Bytes())
+		e := trace.Event{Kind: trace.KindWait, Name: r.op.String(), Start: start, Dur: end - start, Bytes: int64(n),
+			Peer: -1, Seq: r.k.seq, Step: r.c.rec.Step(), Algo: r.c.inner.Algorithm(r.op, n).String(),
+			Root: int32(r.root), Chunk: -1, Comm: r.c.name}
+		r.c.rec.Record(&e)
+	}
+	return err
+}
+
+// Done implements collectives.Request.
+func (r *request) Done() <-chan struct{} { return r.inner.Done() }
+
+// Completed implements collectives.Request.
+func (r *request) Completed() time.Time { return r.inner.Completed() }
 
 // Broadcast implements collectives.Communicator.
 func (c *Comm) Broadcast(ctx context.Context, buf collectives.Buffer, root int) error {
@@ -215,11 +298,9 @@ func (c *Comm) Broadcast(ctx context.Context, buf collectives.Buffer, root int) 
 }
 
 // IBroadcast implements collectives.Communicator.
-func (c *Comm) IBroadcast(ctx context.Context, buf collectives.Buffer, root int) *collectives.Request {
+func (c *Comm) IBroadcast(ctx context.Context, buf collectives.Buffer, root int) collectives.Request {
 	k := c.begin()
-	req := c.inner.IBroadcast(ctx, buf, root)
-	c.whenDone(req, collectives.OpBroadcast, buf, root, k)
-	return req
+	return c.track(c.inner.IBroadcast(ctx, buf, root), collectives.OpBroadcast, buf, root, k)
 }
 
 // Reduce implements collectives.Communicator.

@@ -265,7 +265,7 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 		t.step++
 		return loss, correct, time.Since(w0), nil
 	}
-	reqs := make([]*collectives.Request, 0, len(t.buckets))
+	reqs := make([]collectives.Request, 0, len(t.buckets))
 	s0 = rec.Now()
 	t.Model.Backward(y, func(l int) {
 		rec.Compute(t.spanNames[l], s0)

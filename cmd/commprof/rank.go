@@ -138,6 +138,7 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 			return fail(err)
 		}
 		transport = session.Transport()
+		cfg.Trace = session.Transport().CollectiveTrace()
 	}
 	comm, err := collectives.New(transport, cfg)
 	if err != nil {
