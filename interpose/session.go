@@ -29,6 +29,10 @@ type SessionConfig struct {
 	// Warn hears of trouble that does not fail the run (a stream that
 	// could not be compacted); nil drops it.
 	Warn func(error)
+	// Inner is the transport whose messages are recorded, if not the raw
+	// one Start aligns clocks over: the raw one with faults injected,
+	// say.
+	Inner collectives.Transport
 }
 
 // compactBelow is the mean batch size under which a cleanly finished
@@ -105,7 +109,11 @@ func Start(ctx context.Context, raw collectives.Transport, cfg SessionConfig) (*
 	}
 	s.file = f
 	s.rec = NewRecorder(w, rank, epoch, cfg.Recorder)
-	s.wt = WrapTransport(raw, s.rec)
+	inner := raw
+	if cfg.Inner != nil {
+		inner = cfg.Inner
+	}
+	s.wt = WrapTransport(inner, s.rec)
 	if rank == 0 {
 		if err := trace.WriteManifest(cfg.Dir, s.manifest(trace.StatusRunning, nil, nil)); err != nil {
 			s.rec.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/commprof/commprof/bench"
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/inject"
 )
 
 type benchOptions struct {
@@ -24,6 +25,7 @@ type benchOptions struct {
 	root     int
 	json     bool
 	tune     string
+	inject   []string
 
 	stdout, stderr io.Writer
 }
@@ -62,6 +64,7 @@ elements found.`,
 	f.IntVar(&o.root, "root", 0, "root rank of broadcast and reduce")
 	f.BoolVar(&o.json, "json", false, "print the results as JSON")
 	f.StringVar(&o.tune, "tune", "", "algorithm thresholds, e.g. allreduce_rd_max=32K,segment=1M (see docs/collectives.md)")
+	injectFlag(cmd, &o.inject)
 	cmd.AddCommand(newBenchReadCmd())
 	return cmd
 }
@@ -119,6 +122,10 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	if err != nil {
 		return err
 	}
+	faults, err := faultsOf(o.inject)
+	if err != nil {
+		return err
+	}
 	job, isRank, err := thisRank(o.ranks, ranksSet)
 	if err != nil {
 		return err
@@ -127,11 +134,14 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 		if o.root >= o.ranks || o.root < 0 {
 			return usagef("--root %d is not one of the %d ranks", o.root, o.ranks)
 		}
+		if err := inject.Check(faults, o.ranks); err != nil {
+			return usageError{err}
+		}
 		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr)
 	}
 	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
 		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}
-	return rankMain(ctx, job, cfg, config, func(ctx context.Context, c collectives.Communicator, _ rankTools) error {
+	return rankMain(ctx, job, cfg, config, faults, func(ctx context.Context, c collectives.Communicator, _ rankTools) error {
 		var rows []bench.Result
 		if c.Rank() == 0 && !o.json {
 			bench.TableHeader(o.stdout, s, c.Size(), o.algo, "rank 0's sockets: "+job.TCP.Describe())

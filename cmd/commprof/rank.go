@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/interpose"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
@@ -68,7 +71,7 @@ type rankTools struct {
 // when COMMPROF_TRACE_DIR is set), and on failure aborts the job so every
 // other rank stops with this rank's reason. config describes the run for
 // the manifest.
-func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, config map[string]string, f func(context.Context, collectives.Communicator, rankTools) error) error {
+func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, config map[string]string, faults []inject.Fault, f func(context.Context, collectives.Communicator, rankTools) error) error {
 	if prefix := os.Getenv("COMMPROF_CPUPROFILE"); prefix != "" {
 		pf, err := os.Create(fmt.Sprintf("%s.rank%d", prefix, job.Rank))
 		if err != nil {
@@ -86,6 +89,10 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 	if os.Getenv("GOMAXPROCS") == "" && job.LocalSize > 0 {
 		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/job.LocalSize))
 	}
+	if err := inject.Check(faults, job.Size); err != nil {
+		return usageError{err}
+	}
+	plan := inject.ForRank(faults, job.Rank)
 	tr, peers, err := collectives.Join(ctx, job.JoinConfig)
 	if err != nil {
 		return err
@@ -102,7 +109,18 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 		return err
 	}
 
-	var transport collectives.Transport = tr
+	if !plan.Empty() {
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(fmt.Errorf("injecting faults: finding the commprof binary: %w", err))
+		}
+		stopHelpers, err := plan.Start(exe)
+		if err != nil {
+			return fail(err)
+		}
+		defer stopHelpers()
+	}
+	var transport = plan.WrapTransport(tr)
 	var session *interpose.Session
 	if dir := os.Getenv(envTraceDir); dir != "" {
 		codec, err := trace.ParseCodec(os.Getenv(envCodec))
@@ -110,7 +128,7 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 			return fail(fmt.Errorf("%s: %w", envCodec, err))
 		}
 		m := trace.Manifest{CommprofVersion: versionString(), RunID: os.Getenv(envRunID), Name: os.Getenv(envRunName),
-			Launcher: job.Launcher, Config: config, Command: os.Args}
+			Launcher: job.Launcher, Config: config, Command: os.Args, Injected: faultStrings(faults)}
 		if js := os.Getenv(envCommand); js != "" {
 			_ = json.Unmarshal([]byte(js), &m.Command)
 		}
@@ -133,7 +151,7 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 		}
 		warn := func(err error) { fmt.Fprintf(os.Stderr, "commprof: warning: %v\n", err) }
 		session, err = interpose.Start(ctx, tr, interpose.SessionConfig{Dir: dir, Codec: codec, Manifest: m, Peers: peers,
-			Recorder: ropt, KeepBatches: keep, Warn: warn})
+			Recorder: ropt, KeepBatches: keep, Warn: warn, Inner: transport})
 		if err != nil {
 			return fail(err)
 		}
@@ -146,10 +164,15 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 	}
 	var c collectives.Communicator = comm
 	tools := rankTools{SetMetric: func(string, float64) {}}
+	var mark func(string, float64)
 	if session != nil {
 		c = interpose.WrapComm(comm, session.Recorder(), session.Transport())
 		tools = rankTools{Rec: session.Recorder(), SetMetric: session.SetMetric}
+		mark = session.Recorder().Mark
 	}
+	// Delays sit above the recording, so a delayed rank is recorded
+	// arriving late, as a slow rank would.
+	c = plan.WrapComm(c, mark)
 	// Every rank is connected to every other once this returns.
 	err = c.Barrier(ctx)
 	if err == nil {
@@ -164,4 +187,34 @@ func rankMain(ctx context.Context, job collectives.Job, cfg collectives.Config, 
 		return fail(err)
 	}
 	return nil
+}
+
+func faultStrings(faults []inject.Fault) []string {
+	var out []string
+	for _, f := range faults {
+		out = append(out, f.String())
+	}
+	return out
+}
+
+// injectFlag adds --inject to a command's flags.
+func injectFlag(cmd *cobra.Command, specs *[]string) {
+	cmd.Flags().StringArrayVar(specs, "inject", nil,
+		"inject a fault, e.g. delay:rank=2,dur=20ms,every=1 (repeatable; docs/inject.md)")
+}
+
+// faultsOf parses --inject values and COMMPROF_INJECT.
+func faultsOf(specs []string) ([]inject.Fault, error) {
+	var out []inject.Fault
+	for _, s := range append([]string{os.Getenv(inject.Env)}, specs...) {
+		fs, err := inject.Parse(s)
+		if err != nil {
+			if s == os.Getenv(inject.Env) {
+				return nil, usagef("%s: %v", inject.Env, err)
+			}
+			return nil, usagef("--inject: %v", err)
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
 }

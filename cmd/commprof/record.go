@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
 )
@@ -27,6 +28,7 @@ type recordOptions struct {
 	out    string
 	name   string
 	codec  string
+	inject []string
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -64,6 +66,7 @@ COMMPROF_TRACE_DIR (with mpirun across hosts, pass it on with -x).`,
 	f.StringVarP(&o.out, "out", "o", "", "run directory (default runs/NAME-YYYYMMDD-HHMMSS)")
 	f.StringVar(&o.name, "name", "", "run name (default from the command, e.g. bench-allreduce)")
 	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
+	injectFlag(cmd, &o.inject)
 	return cmd
 }
 
@@ -88,6 +91,15 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--codec: %w", err)}
 	}
+	faults, err := faultsOf(o.inject)
+	if err != nil {
+		return err
+	}
+	if rankCommands[args[0]] {
+		if err := inject.Check(faults, o.ranks); err != nil {
+			return usageError{err}
+		}
+	}
 	name := o.name
 	if name == "" {
 		name = defaultName(args)
@@ -110,6 +122,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
 	env := []string{envTraceDir + "=" + absDir, envRunID + "=" + runID, envRunName + "=" + name,
 		envCodec + "=" + string(codec), envCommand + "=" + string(cmdline)}
+	if len(faults) > 0 {
+		env = append(env, inject.Env+"="+strings.Join(faultStrings(faults), ";"))
+	}
 
 	var runErr error
 	local := rankCommands[args[0]]
@@ -143,7 +158,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 	}
 	interrupted := ctx.Err() != nil
-	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started); merr != nil {
+	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started, faultStrings(faults)); merr != nil {
 		fmt.Fprintf(o.stderr, "commprof: %v\n", merr)
 	}
 	summarize(o.stdout, o.stderr, dir, started)
@@ -156,14 +171,14 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 // finishManifest records what only the launcher knows: each local rank's
 // exit status and whether the run was interrupted. If rank 0 never wrote a
 // manifest (it died first), it writes one from what it knows.
-func finishManifest(dir, name, runID string, args []string, o *recordOptions, local bool, runErr error, interrupted bool, started time.Time) error {
+func finishManifest(dir, name, runID string, args []string, o *recordOptions, local bool, runErr error, interrupted bool, started time.Time, injected []string) error {
 	m, err := trace.ReadManifest(dir)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		m = &trace.Manifest{FormatVersion: trace.FormatVersion, CommprofVersion: versionString(), RunID: runID, Name: name,
-			Command: append([]string{"commprof", "record", "--"}, args...), Start: started, Status: trace.StatusFailed}
+			Command: append([]string{"commprof", "record", "--"}, args...), Start: started, Status: trace.StatusFailed, Injected: injected}
 		if local {
 			m.WorldSize, m.Launcher = o.ranks, "commprof"
 			for r := range o.ranks {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/trainer"
 )
 
@@ -37,6 +38,7 @@ type trainOptions struct {
 	sync         string
 	servers      int
 	quiet        bool
+	inject       []string
 	stdout, errw io.Writer
 }
 
@@ -81,6 +83,7 @@ accuracy are recorded with the communication.`,
 	f.StringVar(&o.sync, "sync", "allreduce", "gradient synchronisation: allreduce, or ps (parameter server)")
 	f.IntVar(&o.servers, "servers", 1, "with --sync ps, how many ranks serve a shard of the parameters")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the final figures")
+	injectFlag(cmd, &o.inject)
 	return cmd
 }
 
@@ -120,11 +123,18 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if err != nil {
 		return err
 	}
+	faults, err := faultsOf(o.inject)
+	if err != nil {
+		return err
+	}
 	job, isRank, err := thisRank(o.ranks, ranksSet)
 	if err != nil {
 		return err
 	}
 	if !isRank {
+		if err := inject.Check(faults, o.ranks); err != nil {
+			return usageError{err}
+		}
 		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.errw)
 	}
 	// Load the data before joining, so a bad --data stops every rank at once.
@@ -152,7 +162,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if o.sync == "ps" {
 		config["servers"] = strconv.Itoa(o.servers)
 	}
-	return rankMain(ctx, job, ccfg, config, func(ctx context.Context, c collectives.Communicator, tools rankTools) error {
+	return rankMain(ctx, job, ccfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankTools) error {
 		if err := agree(ctx, c, config); err != nil {
 			return err
 		}
