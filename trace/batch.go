@@ -16,13 +16,22 @@ type Batch struct {
 	Start, Dur, Bytes, Seq, Wait  []int64
 	Value                         []float64
 	Names, Algos, DTypes, Comms   []string
+	// Label indexes Labels. A stream without the label column reads as
+	// all zeros into Labels = [""].
+	Label  []int32
+	Labels []string
 }
 
-// Event returns row i as an Event.
+// Event returns row i as an Event. A batch without labels (Label nil)
+// gives Label "".
 func (b *Batch) Event(i int) Event {
-	return Event{Rank: b.Rank[i], Kind: b.Kind[i], Name: b.Names[b.Name[i]], Start: b.Start[i], Dur: b.Dur[i],
+	e := Event{Rank: b.Rank[i], Kind: b.Kind[i], Name: b.Names[b.Name[i]], Start: b.Start[i], Dur: b.Dur[i],
 		Bytes: b.Bytes[i], Peer: b.Peer[i], Seq: b.Seq[i], Step: b.Step[i], Algo: b.Algos[b.Algo[i]],
 		DType: b.DTypes[b.DType[i]], Root: b.Root[i], Chunk: b.Chunk[i], Comm: b.Comms[b.Comm[i]], Wait: b.Wait[i], Value: b.Value[i]}
+	if b.Label != nil {
+		e.Label = b.Labels[b.Label[i]]
+	}
+	return e
 }
 
 // NextBatch reads the next batch into b, decoding the columns the

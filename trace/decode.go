@@ -37,11 +37,13 @@ type decoder struct {
 	dictBuf [2][]byte // scratch for a dictionary's offsets and data
 	kindIx  []int32   // scratch for the kind column's indices
 	all     [numCols]bool
+	// noLabels is the label dictionary of a stream without the column.
+	noLabels []string
 }
 
 // colDec is one v1 column's place in a batch and its decoding state.
 type colDec struct {
-	field int   // index among the schema's fields
+	field int   // index among the schema's fields; -1 for an optional column the stream lacks
 	buf   int   // index of its values buffer among a batch's buffers
 	width int   // bytes per value
 	dict  int64 // dictionary id, or -1
@@ -68,7 +70,7 @@ const (
 // newDecoder lays out the v1 columns of a stream whose schema s (checked
 // by columns) arrived in the schema message meta.
 func newDecoder(s *arrow.Schema, cols [numCols]int, meta []byte, limit int64) (*decoder, error) {
-	d := &decoder{limit: limit, nfields: len(s.Fields()), dicts: map[int64][]string{}}
+	d := &decoder{limit: limit, nfields: len(s.Fields()), dicts: map[int64][]string{}, noLabels: []string{""}}
 	// Where each field's buffers start: the IPC format lays out a
 	// field's buffers in order (validity, then values or offsets and
 	// data); commprof's columns have no children (messageGuard.check).
@@ -88,8 +90,12 @@ func newDecoder(s *arrow.Schema, cols [numCols]int, meta []byte, limit int64) (*
 		return nil, err
 	}
 	for c, fi := range cols {
-		t := s.Field(fi).Type
 		cd := &d.cols[c]
+		if fi < 0 {
+			cd.field, cd.buf, cd.dict = -1, -1, -1
+			continue
+		}
+		t := s.Field(fi).Type
 		cd.field, cd.buf, cd.dict = fi, first[fi]+1, -1
 		if dt, ok := t.(*arrow.DictionaryType); ok {
 			cd.dict = ids[fi]
@@ -345,6 +351,9 @@ func (d *decoder) batch(meta, body []byte, b *Batch, need *[numCols]bool) error 
 	}
 	n := int(l.rows)
 	for c := range d.cols {
+		if d.cols[c].field < 0 {
+			continue
+		}
 		rows, nulls := l.node(d.cols[c].field)
 		if rows != l.rows || nulls != 0 {
 			return fmt.Errorf("column %s has %d rows (%d null) in a batch of %d", fields[c].Name, rows, nulls, l.rows)
@@ -353,7 +362,7 @@ func (d *decoder) batch(meta, body []byte, b *Batch, need *[numCols]bool) error 
 	b.Len = n
 	var vals [numCols][]byte
 	for c := range d.cols {
-		if !need[c] {
+		if !need[c] || d.cols[c].field < 0 {
 			continue
 		}
 		cd := &d.cols[c]
@@ -393,7 +402,20 @@ func (d *decoder) batch(meta, body []byte, b *Batch, need *[numCols]bool) error 
 	if b.DType, b.DTypes, err = d.indices(10, vals[10], b.DType); err != nil {
 		return err
 	}
-	b.Comm, b.Comms, err = d.indices(13, vals[13], b.Comm)
+	if b.Comm, b.Comms, err = d.indices(13, vals[13], b.Comm); err != nil {
+		return err
+	}
+	switch {
+	case !need[colLabel]:
+		b.Label, b.Labels = nil, nil
+	case d.cols[colLabel].field < 0:
+		// A stream written before the label column: every row's is "".
+		b.Label = grow(b.Label, n)
+		clear(b.Label)
+		b.Labels = d.noLabels
+	default:
+		b.Label, b.Labels, err = d.indices(colLabel, vals[colLabel], b.Label)
+	}
 	return err
 }
 

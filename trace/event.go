@@ -70,6 +70,9 @@ type Event struct {
 	Comm  string // communicator name: world, or a sub-communicator's
 	Wait  int64  // recv: ns of Dur spent before the first byte arrived (waiting for the sender); 0 otherwise
 	Value float64
+	// Label is the user-level name of the operation: a Horovod tensor, a
+	// PyTorch process group or record_function; "" where none.
+	Label string
 }
 
 // End returns Start+Dur.

@@ -25,6 +25,9 @@ const (
 	ColComm  = "comm"
 	ColWait  = "wait_ns"
 	ColValue = "value"
+	// ColLabel is optional: streams written before it, or by writers that
+	// do not know it, read with Label "" on every row.
+	ColLabel = "label"
 )
 
 // Schema metadata keys.
@@ -59,7 +62,15 @@ var fields = []arrow.Field{
 	{Name: ColComm, Type: dict(arrow.PrimitiveTypes.Int32)},
 	{Name: ColWait, Type: arrow.PrimitiveTypes.Int64},
 	{Name: ColValue, Type: arrow.PrimitiveTypes.Float64},
+	{Name: ColLabel, Type: dict(arrow.PrimitiveTypes.Int32)},
 }
+
+// colLabel is the label column's index in fields; fields from numRequired
+// on may be absent from a stream.
+const (
+	colLabel    = 16
+	numRequired = 16
+)
 
 // RankInfo holds the per-rank facts kept in a stream's schema metadata.
 type RankInfo struct {
@@ -82,12 +93,17 @@ func schema(info RankInfo) *arrow.Schema {
 }
 
 // columns maps each v1 column to its index in a stream's schema, checking
-// names and types: a stream may carry more columns, but not fewer, and
-// none of another type.
+// names and types: a stream may carry more columns, but not fewer
+// required ones, and none of another type. An optional column the stream
+// lacks maps to -1.
 func columns(s *arrow.Schema) ([numCols]int, error) {
 	var idx [numCols]int
 	for i, f := range fields {
 		j := s.FieldIndices(f.Name)
+		if len(j) == 0 && i >= numRequired {
+			idx[i] = -1
+			continue
+		}
 		if len(j) == 0 {
 			return idx, fmt.Errorf("%w: no %q column", ErrNotTrace, f.Name)
 		}
@@ -100,8 +116,8 @@ func columns(s *arrow.Schema) ([numCols]int, error) {
 	return idx, nil
 }
 
-// numCols is the number of v1 columns.
-const numCols = 16
+// numCols is the number of v1 columns, optional ones included.
+const numCols = 17
 
 func infoFrom(s *arrow.Schema) (RankInfo, error) {
 	md := s.Metadata()

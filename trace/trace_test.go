@@ -31,6 +31,7 @@ func sample(rank int32, n int, batch int) []Event {
 		switch i % 6 {
 		case 0:
 			e.Kind, e.Name, e.Bytes, e.Seq, e.Algo, e.DType = KindCollective, "allreduce", 1<<20, int64(i), "ring", "float32"
+			e.Label = fmt.Sprintf("grads/layer%d", i%3)
 		case 1:
 			e.Kind, e.Name, e.Bytes, e.Peer, e.Seq, e.Chunk, e.Algo, e.DType = KindSend, "allreduce", 4096, (rank+1)%4, int64(i-1), int32(i%6), "ring", "float32"
 		case 2:
@@ -415,7 +416,7 @@ func TestArrowReadsOurStreams(t *testing.T) {
 				if col(ColPeer).(*array.Int32).Value(i) != e.Peer || col(ColValue).(*array.Float64).Value(i) != e.Value || col(ColWait).(*array.Int64).Value(i) != e.Wait {
 					t.Fatalf("%s row %d: peer, value or wait differ from %+v", codec, row, e)
 				}
-				if str(ColKind, i) != e.Kind.String() || str(ColName, i) != e.Name || str(ColAlgo, i) != e.Algo || str(ColComm, i) != e.Comm {
+				if str(ColKind, i) != e.Kind.String() || str(ColName, i) != e.Name || str(ColAlgo, i) != e.Algo || str(ColComm, i) != e.Comm || str(ColLabel, i) != e.Label {
 					t.Fatalf("%s row %d: %s %s %s %s, want %+v", codec, row, str(ColKind, i), str(ColName, i), str(ColAlgo, i), str(ColComm, i), e)
 				}
 				row++
@@ -513,5 +514,145 @@ func TestCorruptIsNotCut(t *testing.T) {
 	_, evs, err = readAll(t, memory.NewGoAllocator(), data[:len(data)-30])
 	if !errors.Is(err, ErrTruncated) || len(evs) != 40 || !strings.Contains(err.Error(), "stopped without closing") {
 		t.Fatalf("cut: %d events, %v", len(evs), err)
+	}
+}
+
+// TestStreamWithoutLabel reads streams written before the label column
+// existed, and by writers that do not write it (the C writer of the PMPI
+// library): every row's label is "", whichever columns are asked for.
+func TestStreamWithoutLabel(t *testing.T) {
+	// The golden stream predates the label column.
+	golden := filepath.Join("testdata", "golden", "rank-00002.arrows")
+	data, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar, err := ipc.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasLabel := len(ar.Schema().FieldIndices(ColLabel)) > 0
+	ar.Release()
+	if hasLabel {
+		t.Fatal("the golden stream has a label column; this test needs a stream without one")
+	}
+	// A stream of the required columns only, written by Arrow Go's own
+	// writer, as another implementation would.
+	mem := memory.NewGoAllocator()
+	md := arrow.NewMetadata([]string{MetaVersion, MetaRank, MetaWorldSize, MetaPID}, []string{"1", "0", "2", "7"})
+	old := arrow.NewSchema(fields[:numRequired], &md)
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(old), ipc.WithAllocator(mem))
+	rb := array.NewRecordBuilder(mem, old)
+	for i := range 3 {
+		for c, f := range old.Fields() {
+			switch bld := rb.Field(c).(type) {
+			case *array.Int32Builder:
+				bld.Append(int32(i))
+			case *array.Int64Builder:
+				bld.Append(int64(1000 * i))
+			case *array.Float64Builder:
+				bld.Append(0)
+			case *array.BinaryDictionaryBuilder:
+				v := ""
+				switch f.Name {
+				case ColKind:
+					v = "collective"
+				case ColName:
+					v = "allreduce"
+				case ColComm:
+					v = "world"
+				}
+				if err := bld.AppendString(v); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				t.Fatalf("column %s: builder %T", f.Name, bld)
+			}
+		}
+	}
+	rec := rb.NewRecord()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	rb.Release()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, stream := range map[string][]byte{"golden": data, "arrow": buf.Bytes()} {
+		_, evs, err := readAll(t, memory.NewGoAllocator(), stream)
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("%s: %d events, %v", name, len(evs), err)
+		}
+		for i, e := range evs {
+			if e.Label != "" {
+				t.Fatalf("%s: event %d has label %q", name, i, e.Label)
+			}
+		}
+		for _, cols := range [][]string{{ColLabel}, {ColStart, ColLabel}, {ColStart}} {
+			r, err := NewReader(bytes.NewReader(stream), ReaderOptions{Columns: cols})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b Batch
+			rows := 0
+			for {
+				err := r.NextBatch(&b)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("%s %v: %v", name, cols, err)
+				}
+				asked := len(cols) > 1 || cols[0] == ColLabel
+				if !asked {
+					if b.Label != nil {
+						t.Fatalf("%s %v: label decoded though not asked for", name, cols)
+					}
+					continue
+				}
+				if len(b.Label) != b.Len || len(b.Labels) != 1 || b.Labels[0] != "" {
+					t.Fatalf("%s %v: %d labels for %d rows, dictionary %q", name, cols, len(b.Label), b.Len, b.Labels)
+				}
+				for _, l := range b.Label {
+					if l != 0 {
+						t.Fatalf("%s %v: label index %d", name, cols, l)
+					}
+				}
+				rows += b.Len
+			}
+			r.Release()
+			if rows != len(evs) && (len(cols) > 1 || cols[0] == ColLabel) {
+				t.Fatalf("%s %v: %d rows, want %d", name, cols, rows, len(evs))
+			}
+		}
+	}
+}
+
+// TestLabels: labels round-trip, only grow their dictionary, and are read
+// alone when asked for.
+func TestLabels(t *testing.T) {
+	batches := [][]Event{sample(1, 30, 0), sample(1, 30, 1)}
+	batches[1][0].Label = "a label only the second batch has"
+	data := write(t, memory.NewGoAllocator(), Zstd, batches, true)
+	r, err := NewReader(bytes.NewReader(data), ReaderOptions{Columns: []string{ColLabel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var b Batch
+	for i, want := range batches {
+		if err := r.NextBatch(&b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Name != nil || b.Start != nil {
+			t.Fatalf("batch %d: columns not asked for were decoded", i)
+		}
+		for j, e := range want {
+			if got := b.Labels[b.Label[j]]; got != e.Label {
+				t.Fatalf("batch %d row %d: label %q, want %q", i, j, got, e.Label)
+			}
+		}
 	}
 }

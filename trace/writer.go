@@ -57,13 +57,13 @@ type Writer struct {
 	info RankInfo
 	// Dictionaries only grow, so each batch's is an extension of the last
 	// and the stream carries deltas.
-	kinds, names, algos, dtypes, comms memo
-	dictIDs                            [numCols]int64
-	sent                               [numCols]int // dictionary values written so far
-	started                            [numCols]bool
-	cols                               cols
-	events, batches                    int64
-	closed                             bool
+	kinds, names, algos, dtypes, comms, labels memo
+	dictIDs                                    [numCols]int64
+	sent                                       [numCols]int // dictionary values written so far
+	started                                    [numCols]bool
+	cols                                       cols
+	events, batches                            int64
+	closed                                     bool
 }
 
 type memo struct {
@@ -126,7 +126,7 @@ func NewWriter(w io.Writer, info RankInfo, opt WriterOptions) (*Writer, error) {
 	}
 	tw := &Writer{enc: enc, info: info,
 		kinds: newMemo(math.MaxInt8), names: newMemo(math.MaxInt32), algos: newMemo(math.MaxInt8),
-		dtypes: newMemo(math.MaxInt8), comms: newMemo(math.MaxInt32)}
+		dtypes: newMemo(math.MaxInt8), comms: newMemo(math.MaxInt32), labels: newMemo(math.MaxInt32)}
 	copy(tw.dictIDs[:], ids)
 	if _, err := w.Write(msg); err != nil {
 		return nil, fmt.Errorf("trace: writing rank %d's schema: %w", info.Rank, err)
@@ -159,10 +159,10 @@ func (w *Writer) Write(evs []Event) error {
 // cols holds one batch's columns as Go slices, reused from batch to
 // batch; the Arrow arrays of a batch are views of them.
 type cols struct {
-	rank, name, peer, step, root, chunk, comm []int32
-	kind, algo, dtype                         []int8
-	start, dur, bytes, seq, wait              []int64
-	value                                     []float64
+	rank, name, peer, step, root, chunk, comm, label []int32
+	kind, algo, dtype                                []int8
+	start, dur, bytes, seq, wait                     []int64
+	value                                            []float64
 }
 
 func grow[T any](s []T, n int) []T {
@@ -174,7 +174,7 @@ func grow[T any](s []T, n int) []T {
 
 func (c *cols) resize(n int) {
 	c.rank, c.name, c.peer, c.step = grow(c.rank, n), grow(c.name, n), grow(c.peer, n), grow(c.step, n)
-	c.root, c.chunk, c.comm = grow(c.root, n), grow(c.chunk, n), grow(c.comm, n)
+	c.root, c.chunk, c.comm, c.label = grow(c.root, n), grow(c.chunk, n), grow(c.comm, n), grow(c.label, n)
 	c.kind, c.algo, c.dtype = grow(c.kind, n), grow(c.algo, n), grow(c.dtype, n)
 	c.start, c.dur, c.bytes, c.seq, c.wait = grow(c.start, n), grow(c.dur, n), grow(c.bytes, n), grow(c.seq, n), grow(c.wait, n)
 	c.value = grow(c.value, n)
@@ -193,17 +193,18 @@ func (w *Writer) write(evs []Event) error {
 		al, err3 := w.algos.id(e.Algo)
 		dt, err4 := w.dtypes.id(e.DType)
 		cm, err5 := w.comms.id(e.Comm)
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
-			return errors.Join(err1, err2, err3, err4, err5)
+		lb, err6 := w.labels.id(e.Label)
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || err6 != nil {
+			return errors.Join(err1, err2, err3, err4, err5, err6)
 		}
 		c.rank[i], c.kind[i], c.name[i], c.start[i], c.dur[i], c.bytes[i] = e.Rank, int8(k), int32(nm), e.Start, e.Dur, e.Bytes
 		c.peer[i], c.seq[i], c.step[i], c.algo[i], c.dtype[i], c.root[i] = e.Peer, e.Seq, e.Step, int8(al), int8(dt), e.Root
-		c.chunk[i], c.comm[i], c.wait[i], c.value[i] = e.Chunk, int32(cm), e.Wait, e.Value
+		c.chunk[i], c.comm[i], c.wait[i], c.value[i], c.label[i] = e.Chunk, int32(cm), e.Wait, e.Value, int32(lb)
 	}
 	for _, d := range [...]struct {
 		col int
 		m   *memo
-	}{{1, &w.kinds}, {2, &w.names}, {9, &w.algos}, {10, &w.dtypes}, {13, &w.comms}} {
+	}{{1, &w.kinds}, {2, &w.names}, {9, &w.algos}, {10, &w.dtypes}, {13, &w.comms}, {colLabel, &w.labels}} {
 		col, m := d.col, d.m
 		if w.started[col] && len(m.values) == w.sent[col] {
 			continue
@@ -217,7 +218,7 @@ func (w *Writer) write(evs []Event) error {
 	e.reset()
 	for _, b := range [numCols][]byte{bytesOf(c.rank), bytesOf(c.kind), bytesOf(c.name), bytesOf(c.start),
 		bytesOf(c.dur), bytesOf(c.bytes), bytesOf(c.peer), bytesOf(c.seq), bytesOf(c.step), bytesOf(c.algo),
-		bytesOf(c.dtype), bytesOf(c.root), bytesOf(c.chunk), bytesOf(c.comm), bytesOf(c.wait), bytesOf(c.value)} {
+		bytesOf(c.dtype), bytesOf(c.root), bytesOf(c.chunk), bytesOf(c.comm), bytesOf(c.wait), bytesOf(c.value), bytesOf(c.label)} {
 		e.column(n, b)
 	}
 	return e.message(msgRecordBatch, e.recordBatch(n))
