@@ -60,18 +60,22 @@ func headline(s *Summary) Headline {
 	var most int64 = -1
 	for _, o := range s.Ops {
 		if o.Bytes > most && o.BusBWGBps > 0 {
-			most, h.BusBWOp, h.BusBWGBps = o.Bytes, o.Op, o.BusBWGBps
+			most, h.BusBWOp, h.BusBWGBps, h.TransferBusBWGBps = o.Bytes, o.Op, o.BusBWGBps, o.TransferBusBWGBps
 		}
 	}
 	h.LinkGBps = s.Fit.LinkGBps
 	if h.LinkGBps > 0 {
 		h.BusBWOfLink = h.BusBWGBps / h.LinkGBps
 	}
-	if len(s.Skew.Ranking) > 0 && s.Skew.Calls > 0 {
-		r := s.Skew.Ranking[0]
+	if st := s.Stragglers; len(st.Named) > 0 {
+		h.Straggler = st.Named[0]
+		for _, rc := range st.Ranks {
+			if rc.Rank == h.Straggler {
+				h.StragglerCostNS, h.StragglerShare = rc.PerWindowNS, rc.Share
+			}
+		}
 		for _, rs := range s.Ranks {
-			if rs.Rank == r && rs.LastArrivals > 0 {
-				h.Straggler = r
+			if rs.Rank == h.Straggler && s.Skew.Calls > 0 {
 				h.StragglerFrac = float64(rs.LastArrivals) / float64(s.Skew.Calls)
 				h.StragglerLateNS = rs.MeanLateNS
 			}
@@ -97,21 +101,15 @@ func findings(s *Summary) []string {
 		out = append(out, fmt.Sprintf("communication takes %s of the run's %s on an average rank, %s of it exposed",
 			pct(h.CommFraction), HumanDuration(float64(s.Run.SpanNS)), pct(h.ExposedFrac)))
 	}
-	if h.Straggler >= 0 {
-		chance := 1 / float64(max(s.Run.WorldSize, 1))
-		if h.StragglerFrac > 1.5*chance && h.StragglerLateNS > 0 {
-			out = append(out, fmt.Sprintf("rank %d is the straggler: it arrives last in %s of %d collectives (chance would be %s), on average %s after the others",
-				h.Straggler, pct(h.StragglerFrac), s.Skew.Calls, pct(chance), HumanDuration(h.StragglerLateNS)))
-		} else {
-			out = append(out, fmt.Sprintf("no rank stands out as a straggler: the most often last, rank %d, arrives last in %s of %d collectives (chance would be %s)",
-				h.Straggler, pct(h.StragglerFrac), s.Skew.Calls, pct(chance)))
-		}
-	}
+	out = append(out, stragglerFinding(s)...)
 	if h.WaitFraction > 0 {
 		out = append(out, fmt.Sprintf("ranks spend %s of their communication time waiting for the last rank to arrive", pct(h.WaitFraction)))
 	}
 	if h.BusBWGBps > 0 {
-		f := fmt.Sprintf("%s reaches %.2f GB/s bus bandwidth", h.BusBWOp, h.BusBWGBps)
+		f := fmt.Sprintf("%s reaches %.2f GB/s bus bandwidth from call to completion", h.BusBWOp, h.BusBWGBps)
+		if h.TransferBusBWGBps > 0 && h.TransferBusBWGBps > 1.05*h.BusBWGBps {
+			f += fmt.Sprintf(" (%.2f GB/s once the last rank had arrived)", h.TransferBusBWGBps)
+		}
 		if h.LinkGBps > 0 {
 			f += fmt.Sprintf(", %s of the %.2f GB/s the messages' fit gives the link", pct(h.BusBWOfLink), h.LinkGBps)
 		}
@@ -140,6 +138,46 @@ func findings(s *Summary) []string {
 		}
 		out = append(out, fmt.Sprintf("at %d ranks the model puts allreduce at %s per %s with %s, the fastest of %d algorithms",
 			p.Ranks[last], HumanDuration(p.TimeNS[best][last]), p.Basis, p.Algos[best], len(p.Algos)))
+	}
+	return out
+}
+
+// stragglerFinding says what the what-if replay found about stragglers.
+func stragglerFinding(s *Summary) []string {
+	st := s.Stragglers
+	if !st.Replayed {
+		return nil
+	}
+	unit := "step"
+	if st.Basis != "step" {
+		unit = "collective"
+	}
+	var out []string
+	for k, r := range st.Named {
+		var rc RankCost
+		for _, x := range st.Ranks {
+			if x.Rank == r {
+				rc = x
+			}
+		}
+		f := fmt.Sprintf("rank %d is a straggler: its slowness cost the job %s (%s of the run, %s per %s, in %d of %d %ss)",
+			r, HumanDuration(float64(rc.CostNS)), pct(rc.Share), HumanDuration(rc.PerWindowNS), unit, rc.Windows, st.Windows, unit)
+		if k == len(st.Named)-1 && st.WindowNS > 0 {
+			who := fmt.Sprintf("rank %d's", r)
+			if len(st.Named) > 1 {
+				who = "these ranks'"
+			}
+			f += fmt.Sprintf("; without %s delays a %s would take %s instead of %s", who, unit, HumanDuration(st.WithoutNS), HumanDuration(st.WindowNS))
+		}
+		out = append(out, f)
+	}
+	if len(st.Named) == 0 {
+		f := "no rank stands out as a straggler"
+		if len(st.Ranks) > 0 {
+			rc := st.Ranks[0]
+			f += fmt.Sprintf(": the costliest, rank %d, cost %s of the run (%s per %s)", rc.Rank, pct(rc.Share), HumanDuration(rc.PerWindowNS), unit)
+		}
+		out = append(out, f)
 	}
 	return out
 }

@@ -220,6 +220,9 @@ func (s *Summarizer) fitSums(ranks []*RankSummarizer, calls []callRec, inst [][2
 	for _, in := range inst {
 		p := in[1] - in[0]
 		c0 := calls[in[0]]
+		if untimed(calls, in) {
+			continue
+		}
 		a, b, c, ok := Model(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes))
 		if !ok || p < 2 {
 			continue
@@ -255,7 +258,7 @@ func (s *Summarizer) stepCalls(calls []callRec, inst [][2]int, waits []int64, st
 	var sums = map[k]float64{}
 	for _, in := range inst {
 		c0 := calls[in[0]]
-		if s.str(c0.name) != "allreduce" || s.str(c0.comm) != "world" {
+		if s.str(c0.name) != "allreduce" || s.str(c0.comm) != "world" || untimed(calls, in) {
 			continue
 		}
 		key := k{c0.algo, c0.bytes}

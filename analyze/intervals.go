@@ -63,3 +63,25 @@ func clipLength(s []span, from *int, lo, hi int64) int64 {
 	}
 	return n
 }
+
+// subtract returns the parts of merged spans a not in merged spans b.
+func subtract(a, b []span) []span {
+	var out []span
+	j := 0
+	for _, x := range a {
+		lo := x.lo
+		for j < len(b) && b[j].hi <= lo {
+			j++
+		}
+		for k := j; k < len(b) && b[k].lo < x.hi; k++ {
+			if b[k].lo > lo {
+				out = append(out, span{lo, b[k].lo})
+			}
+			lo = max(lo, b[k].hi)
+		}
+		if lo < x.hi {
+			out = append(out, span{lo, x.hi})
+		}
+	}
+	return out
+}

@@ -89,11 +89,16 @@ type RankSummarizer struct {
 
 	events                   int64
 	calls                    []callRec
-	p2p                      []span // point-to-point sends and receives
+	waits                    []waitRec // the program's waits on non-blocking calls
+	p2p                      []span    // point-to-point sends and receives
+	p2pMsgs                  []p2pRec  // the same, with their peers, for the replay
+	reduce                   linReg    // reduction kernels: ns against bytes
+	selfBytes, selfMsgs      int64     // messages to itself: local copies, not network traffic
 	compute                  []span
 	computeNames             map[int32]*NameTime
 	steps                    []stepRec
 	marks                    []Mark
+	timed                    []span // the program's timed regions (trace.MarkTimed)
 	sendNS, recvNS, recvWait int64
 	bytesSent, bytesRecv     int64
 	msgsSent, msgsRecv       int64
@@ -121,11 +126,31 @@ type callRec struct {
 	seq              int64
 	start, dur       int64
 	bytes            int64
+	untimed          bool  // outside the program's timed regions (warm-up, checks)
+	region           int32 // the timed region it is in, -1 for none
+	nonBlocking      bool // the program waited on it with a wait event
 }
 
 type stepRec struct {
 	step       int32
 	start, end int64
+}
+
+// waitRec is the program's wait on a non-blocking collective.
+type waitRec struct {
+	comm       int32
+	seq        int64
+	start, end int64
+}
+
+// p2pRec is one point-to-point message on the program's side.
+type p2pRec struct {
+	send       bool
+	peer       int32
+	tag        int64
+	start, end int64
+	wait       int64 // recv: before the first byte
+	bytes      int64
 }
 
 type sizeKey struct {
@@ -193,10 +218,18 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		switch b.Kind[i] {
 		case trace.KindCollective:
 			rs.calls = append(rs.calls, callRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], algo: algos[b.Algo[i]],
-				rank: int32(rs.rank), root: b.Root[i], step: b.Step[i], seq: b.Seq[i], start: start, dur: dur, bytes: b.Bytes[i]})
+				rank: int32(rs.rank), root: b.Root[i], step: b.Step[i], seq: b.Seq[i], start: start, dur: dur, bytes: b.Bytes[i], region: -1})
 		case trace.KindSend:
 			if names[b.Name[i]] == rs.s.p2p {
 				rs.p2p = append(rs.p2p, span{start, start + dur})
+				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{send: true, peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur, bytes: b.Bytes[i]})
+			}
+			if int(b.Peer[i]) == rs.rank {
+				// A message to itself is a local copy (a parameter
+				// server's own shard): not network traffic.
+				rs.selfBytes += b.Bytes[i]
+				rs.selfMsgs++
+				break
 			}
 			rs.sendNS += dur
 			rs.bytesSent += b.Bytes[i]
@@ -205,6 +238,7 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		case trace.KindRecv:
 			if names[b.Name[i]] == rs.s.p2p {
 				rs.p2p = append(rs.p2p, span{start, start + dur})
+				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur, wait: b.Wait[i], bytes: b.Bytes[i]})
 			}
 			rs.recv(names[b.Name[i]], b.Peer[i], b.Bytes[i], dur, b.Wait[i])
 		case trace.KindCompute:
@@ -218,6 +252,10 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			nt.TimeNS += dur
 		case trace.KindStep:
 			rs.steps = append(rs.steps, stepRec{step: b.Step[i], start: start, end: start + dur})
+		case trace.KindWait:
+			rs.waits = append(rs.waits, waitRec{comm: comms[b.Comm[i]], seq: b.Seq[i], start: start, end: start + dur})
+		case trace.KindReduce:
+			rs.reduce.add(float64(b.Bytes[i]), float64(dur))
 		case trace.KindMark:
 			rs.marks = append(rs.marks, Mark{Rank: rs.rank, Name: b.Names[b.Name[i]], AtNS: start, Step: int(b.Step[i]), Value: b.Value[i]})
 		}
@@ -225,6 +263,9 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 }
 
 func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {
+	if int(peer) == rs.rank {
+		return // counted as local on the send side
+	}
 	rs.recvNS += dur
 	rs.recvWait += wait
 	rs.bytesRecv += bytes
@@ -294,9 +335,11 @@ func (s *Summarizer) Finalize() *Summary {
 	}
 	sum.Run = s.runInfo(ranks, world)
 
+	s.classifyCalls(ranks)
 	calls := s.mergeCalls(ranks)
 	inst := instances(calls)
 	waits := arrivalWaits(calls, inst, world)
+	sp := s.spans(ranks, calls, world)
 	// The analyses below only read calls, waits and the ranks'
 	// accumulators, and each writes its own part of the summary: they run
 	// side by side.
@@ -308,8 +351,8 @@ func (s *Summarizer) Finalize() *Summary {
 			f()
 		}()
 	}
-	par(func() { sum.Collectives, sum.Ops = s.collStats(calls, inst, waits) })
-	par(func() { sum.Ranks = s.rankStats(ranks, calls, inst, waits, world) })
+	par(func() { sum.Collectives, sum.Ops = s.collStats(ranks, calls, inst, waits) })
+	par(func() { sum.Ranks = s.rankStats(ranks, calls, inst, waits, sp, world) })
 	par(func() {
 		sum.Matrix, sum.OpMatrices = s.matrices(ranks, world)
 		sum.MessageSizes = s.messageSizes(ranks)
@@ -317,8 +360,9 @@ func (s *Summarizer) Finalize() *Summary {
 		sum.Patterns = s.patterns(ranks, calls)
 	})
 	par(func() { sum.Skew = s.skew(calls, inst, world) })
-	par(func() { sum.Steps, sum.StepSummary = s.steps(ranks, calls, waits, sum.Run.SamplesPerStep) })
+	par(func() { sum.Steps, sum.StepSummary = s.steps(ranks, calls, waits, sp, sum.Run.SamplesPerStep) })
 	par(func() { sum.fitAcc = s.fitSums(ranks, calls, inst, waits) })
+	par(func() { sum.Stragglers = s.stragglers(ranks, calls, inst) })
 	wg.Wait()
 	labelPatterns(sum)
 	for _, rs := range ranks {
@@ -377,6 +421,60 @@ func (s *Summarizer) runInfo(ranks []*RankSummarizer, world int) RunInfo {
 	return ri
 }
 
+// classifyCalls marks each rank's calls that the program waited on
+// (non-blocking) and those outside its timed regions (trace.MarkTimed),
+// when the program marked any.
+func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) {
+	anyTimed := false
+	for _, rs := range ranks {
+		for _, m := range rs.marks {
+			anyTimed = anyTimed || m.Name == trace.MarkTimed
+		}
+	}
+	for _, rs := range ranks {
+		if len(rs.waits) > 0 {
+			type key struct {
+				comm int32
+				seq  int64
+			}
+			waited := make(map[key]bool, len(rs.waits))
+			for _, w := range rs.waits {
+				waited[key{w.comm, w.seq}] = true
+			}
+			for i := range rs.calls {
+				rs.calls[i].nonBlocking = waited[key{rs.calls[i].comm, rs.calls[i].seq}]
+			}
+		}
+		if !anyTimed {
+			continue
+		}
+		var regions []span
+		open := int64(-1)
+		slices.SortStableFunc(rs.marks, func(a, b Mark) int { return cmp.Compare(a.AtNS, b.AtNS) })
+		for _, m := range rs.marks {
+			switch {
+			case m.Name != trace.MarkTimed:
+			case m.Value != 0 && open < 0:
+				open = m.AtNS
+			case m.Value == 0 && open >= 0:
+				regions = append(regions, span{open, m.AtNS})
+				open = -1
+			}
+		}
+		regions = union(regions)
+		rs.timed = regions
+		for i := range rs.calls {
+			c := &rs.calls[i]
+			j := sort.Search(len(regions), func(j int) bool { return regions[j].hi >= c.start+c.dur })
+			c.untimed = j == len(regions) || c.start < regions[j].lo
+			c.region = -1
+			if !c.untimed {
+				c.region = int32(j)
+			}
+		}
+	}
+}
+
 // mergeCalls joins the ranks' collective events, sorted by communicator,
 // sequence and rank, so that one call's events are adjacent. Each rank's
 // events are already nearly in order, so each is sorted on its own and
@@ -425,6 +523,18 @@ func cmpCall(a, b callRec) int {
 		return c
 	}
 	return cmp.Compare(a.rank, b.rank)
+}
+
+// untimed reports whether any rank's event of call instance in lies
+// outside the program's timed regions: such calls (a benchmark's warm-up
+// and checks) are left out of timed figures.
+func untimed(calls []callRec, in [2]int) bool {
+	for _, c := range calls[in[0]:in[1]] {
+		if c.untimed {
+			return true
+		}
+	}
+	return false
 }
 
 // instances returns the [lo, hi) ranges of calls that are one collective
@@ -483,14 +593,85 @@ type collKey struct {
 	bucket     int
 }
 
-func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([]CollStats, []OpStats) {
+// benchTimes returns, per collective group, the time per call as a
+// benchmark measures it (nccl-tests, commprof bench): each rank's timed
+// loops' length over the calls in them, the slowest rank's. Groups whose
+// calls share a timed loop with other groups' are left out.
+func benchTimes(ranks []*RankSummarizer, calls []callRec) map[collKey]float64 {
+	type rr struct{ rank, region int32 }
 	type acc struct {
-		st     CollStats
-		durs   []int64
-		ranksN map[int]int
+		key   collKey
+		n     int64
+		mixed bool
 	}
+	regions := map[rr]*acc{}
+	for _, c := range calls {
+		if c.region < 0 {
+			continue
+		}
+		k := collKey{c.name, c.algo, SizeBucket(c.bytes)}
+		a := regions[rr{c.rank, c.region}]
+		if a == nil {
+			regions[rr{c.rank, c.region}] = &acc{key: k, n: 1}
+			continue
+		}
+		a.mixed = a.mixed || a.key != k
+		a.n++
+	}
+	if len(regions) == 0 {
+		return nil
+	}
+	timed := map[int32][]span{}
+	for _, rs := range ranks {
+		timed[int32(rs.rank)] = rs.timed
+	}
+	type sums struct{ span, n int64 }
+	per := map[collKey]map[int32]*sums{}
+	bad := map[collKey]bool{}
+	for key, a := range regions {
+		if a.mixed {
+			bad[a.key] = true
+			continue
+		}
+		g := timed[key.rank][key.region]
+		if per[a.key] == nil {
+			per[a.key] = map[int32]*sums{}
+		}
+		x := per[a.key][key.rank]
+		if x == nil {
+			x = &sums{}
+			per[a.key][key.rank] = x
+		}
+		x.span += g.hi - g.lo
+		x.n += a.n
+	}
+	out := map[collKey]float64{}
+	for k, m := range per {
+		if bad[k] {
+			continue
+		}
+		var worst float64
+		for _, x := range m {
+			worst = max(worst, float64(x.span)/float64(x.n))
+		}
+		out[k] = worst
+	}
+	return out
+}
+
+func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64) ([]CollStats, []OpStats) {
+	type acc struct {
+		st       CollStats
+		durs     []int64
+		transfer float64
+		ranksN   map[int]int
+	}
+	bench := benchTimes(ranks, calls)
 	groups := map[collKey]*acc{}
 	for _, in := range inst {
+		if untimed(calls, in) {
+			continue
+		}
 		c0 := calls[in[0]]
 		k := collKey{c0.name, c0.algo, SizeBucket(c0.bytes)}
 		a := groups[k]
@@ -501,9 +682,15 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 		a.st.Calls++
 		a.st.Bytes += c0.bytes
 		a.ranksN[in[1]-in[0]]++
+		last := calls[in[0]].start
+		for _, c := range calls[in[0]:in[1]] {
+			last = max(last, c.start)
+		}
 		for j := in[0]; j < in[1]; j++ {
-			a.durs = append(a.durs, calls[j].dur)
+			c := calls[j]
+			a.durs = append(a.durs, c.dur)
 			a.st.WaitNS += waits[j]
+			a.transfer += float64(max(c.start+c.dur-max(last, c.start), 0))
 		}
 	}
 	var out []CollStats
@@ -524,6 +711,17 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / st.Time.Mean
 			st.BusBWGBps = st.AlgBWGBps * busFactor(st.Op, st.Ranks)
 		}
+		if st.Time.N > 0 {
+			st.TransferNS = a.transfer / float64(st.Time.N)
+		}
+		if st.TransferNS > 0 && st.Calls > 0 {
+			st.TransferBusBWGBps = float64(st.Bytes) / float64(st.Calls) / st.TransferNS * busFactor(st.Op, st.Ranks)
+		}
+		if t := bench[k]; t > 0 && st.Calls > 0 {
+			// A benchmark's timed loop: as it measures itself.
+			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / t
+			st.BusBWGBps = st.AlgBWGBps * busFactor(st.Op, st.Ranks)
+		}
 		out = append(out, st)
 	}
 	slices.SortFunc(out, cmpColl)
@@ -540,6 +738,7 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 		o.TimeNS += st.Time.Sum
 		o.WaitNS += st.WaitNS
 		o.BusBWGBps += st.BusBWGBps * float64(st.Bytes) // weighted, divided below
+		o.TransferBusBWGBps += st.TransferBusBWGBps * float64(st.Bytes)
 		o.MeanNS += float64(st.Time.N)                  // events, divided below
 		total += st.Time.Sum
 	}
@@ -547,8 +746,9 @@ func (s *Summarizer) collStats(calls []callRec, inst [][2]int, waits []int64) ([
 	for _, o := range ops {
 		if o.Bytes > 0 {
 			o.BusBWGBps /= float64(o.Bytes)
+			o.TransferBusBWGBps /= float64(o.Bytes)
 		} else {
-			o.BusBWGBps = 0
+			o.BusBWGBps, o.TransferBusBWGBps = 0, 0
 		}
 		if o.MeanNS > 0 {
 			o.MeanNS = float64(o.TimeNS) / o.MeanNS
@@ -652,34 +852,67 @@ func nth(d []int64, k int) {
 	slices.Sort(d[lo : hi+1])
 }
 
-func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64, world int) []RankStats {
-	comm := make([][]span, world)
-	wait := make([]int64, world)
-	perRank := make([]int, world)
-	for _, c := range calls {
-		perRank[c.rank]++
-	}
-	for r, n := range perRank {
-		comm[r] = make([]span, 0, n)
-	}
-	for i, c := range calls {
-		comm[c.rank] = append(comm[c.rank], span{c.start, c.start + c.dur})
-		wait[c.rank] += waits[i]
-	}
+// rankSpans is one rank's time in communication: comm is when a
+// collective or point-to-point call was in flight, exposed the part of it
+// the program was blocked on (a blocking call, or its wait on a
+// non-blocking one); the rest of comm ran behind the program's work.
+type rankSpans struct {
+	comm, exposed, compute []span
+}
+
+// spans computes every rank's rankSpans. A run recorded before wait
+// events existed has no way to tell when its program was blocked: there,
+// as then, the communication not covered by compute spans is exposed.
+func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) []rankSpans {
+	haveWaits := false
 	for _, rs := range ranks {
-		comm[rs.rank] = append(comm[rs.rank], rs.p2p...)
+		haveWaits = haveWaits || len(rs.waits) > 0
+	}
+	comm := make([][]span, world)
+	blocked := make([][]span, world)
+	for _, c := range calls {
+		sp := span{c.start, c.start + c.dur}
+		comm[c.rank] = append(comm[c.rank], sp)
+		if !c.nonBlocking {
+			blocked[c.rank] = append(blocked[c.rank], sp)
+		}
+	}
+	out := make([]rankSpans, world)
+	for _, rs := range ranks {
+		r := rs.rank
+		comm[r] = append(comm[r], rs.p2p...)
+		cs := union(comm[r])
+		ps := union(slices.Clone(rs.compute))
+		var ex []span
+		if haveWaits {
+			bl := append(blocked[r], rs.p2p...)
+			for _, w := range rs.waits {
+				bl = append(bl, span{w.start, w.end})
+			}
+			ex = intersect(cs, union(bl))
+		} else {
+			ex = subtract(cs, intersect(cs, ps))
+		}
+		out[r] = rankSpans{comm: cs, exposed: ex, compute: ps}
+	}
+	return out
+}
+
+func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64, sp []rankSpans, world int) []RankStats {
+	wait := make([]int64, world)
+	for i, c := range calls {
+		wait[c.rank] += waits[i]
 	}
 	lastN, late, lateN := lateness(calls, inst, world)
 	out := make([]RankStats, 0, len(ranks))
 	for _, rs := range ranks {
 		r := rs.rank
-		cs := union(comm[r])
-		ps := union(slices.Clone(rs.compute)) // steps reads rs.compute at the same time
-		ov := length(intersect(cs, ps))
-		st := RankStats{Rank: r, Host: rs.host, Events: rs.events, ComputeNS: length(ps), CommNS: length(cs), OverlappedNS: ov,
-			WaitNS: wait[r], RecvWaitNS: rs.recvWait, SendNS: rs.sendNS, RecvNS: rs.recvNS, BytesSent: rs.bytesSent,
-			BytesRecv: rs.bytesRecv, MsgsSent: rs.msgsSent, MsgsRecv: rs.msgsRecv, LastArrivals: lastN[r], Truncated: rs.truncated}
-		st.ExposedNS = st.CommNS - ov
+		x := sp[r]
+		st := RankStats{Rank: r, Host: rs.host, Events: rs.events, ComputeNS: length(x.compute), CommNS: length(x.comm),
+			ExposedNS: length(x.exposed), WaitNS: wait[r], RecvWaitNS: rs.recvWait, SendNS: rs.sendNS, RecvNS: rs.recvNS,
+			BytesSent: rs.bytesSent, BytesRecv: rs.bytesRecv, MsgsSent: rs.msgsSent, MsgsRecv: rs.msgsRecv,
+			LocalBytes: rs.selfBytes, LocalMsgs: rs.selfMsgs, LastArrivals: lastN[r], Truncated: rs.truncated}
+		st.OverlappedNS = st.CommNS - st.ExposedNS
 		if lateN[r] > 0 {
 			st.MeanLateNS = late[r] / float64(lateN[r])
 		}
@@ -796,7 +1029,7 @@ func (s *Summarizer) skew(calls []callRec, inst [][2]int, world int) Skew {
 	worldID, hasWorld := s.strIdx["world"]
 	var worldInst [][2]int
 	for _, in := range inst {
-		if in[1]-in[0] < 2 {
+		if in[1]-in[0] < 2 || untimed(calls, in) {
 			continue
 		}
 		first, last := calls[in[0]].start, calls[in[0]].start
@@ -875,28 +1108,22 @@ func (s *Summarizer) computeNames(ranks []*RankSummarizer) []NameTime {
 
 // steps breaks each rank's steps into compute, exposed and overlapped
 // communication and idle time, then averages each step over its ranks.
-func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int64, samples int) ([]StepStats, StepSummary) {
+func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int64, sp []rankSpans, samples int) ([]StepStats, StepSummary) {
 	type acc struct {
 		st    StepStats
 		times []int64
 	}
 	byStep := map[int32]*acc{}
-	commOf := map[int32][]span{}
 	waitOf := map[int32][]stepWait{}
 	perRank := map[int32]int{}
 	for _, c := range calls {
 		perRank[c.rank]++
 	}
 	for r, n := range perRank {
-		commOf[r] = make([]span, 0, n)
 		waitOf[r] = make([]stepWait, 0, n)
 	}
 	for i, c := range calls {
-		commOf[c.rank] = append(commOf[c.rank], span{c.start, c.start + c.dur})
 		waitOf[c.rank] = append(waitOf[c.rank], stepWait{c.start, waits[i], c.bytes})
-	}
-	for _, rs := range ranks {
-		commOf[int32(rs.rank)] = append(commOf[int32(rs.rank)], rs.p2p...)
 	}
 	for _, rs := range ranks {
 		if len(rs.steps) == 0 {
@@ -905,16 +1132,15 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 		st := slices.Clone(rs.steps)
 		sort.Slice(st, func(i, j int) bool { return st[i].start < st[j].start })
 		r := int32(rs.rank)
-		cs := union(commOf[r])
-		ps := union(slices.Clone(rs.compute))
-		ov := intersect(cs, ps)
+		cs, ps, ex := sp[r].comm, sp[r].compute, sp[r].exposed
 		ws := waitOf[r]
 		sort.Slice(ws, func(i, j int) bool { return ws[i].at < ws[j].at })
-		var ci, pi, oi, wi int
+		var ci, pi, ei, wi int
 		for _, x := range st {
 			comm := clipLength(cs, &ci, x.start, x.end)
 			comp := clipLength(ps, &pi, x.start, x.end)
-			over := clipLength(ov, &oi, x.start, x.end)
+			exposed := clipLength(ex, &ei, x.start, x.end)
+			over := comm - exposed
 			var wsum, bytes int64
 			for wi < len(ws) && ws[wi].at < x.start {
 				wi++
@@ -935,9 +1161,9 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 			a.times = append(a.times, d)
 			a.st.TimeNS += float64(d)
 			a.st.ComputeNS += float64(comp)
-			a.st.ExposedNS += float64(comm - over)
+			a.st.ExposedNS += float64(exposed)
 			a.st.OverlappedNS += float64(over)
-			a.st.IdleNS += float64(d - comp - (comm - over))
+			a.st.IdleNS += float64(max(d-comp-exposed, 0))
 			a.st.WaitNS += float64(wsum)
 			a.st.CommBytes += float64(bytes)
 		}

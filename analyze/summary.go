@@ -18,6 +18,7 @@ type Summary struct {
 	OpMatrices    []Matrix    `json:"op_matrices"`
 	MessageSizes  []SizeStats `json:"message_sizes"`
 	Skew          Skew        `json:"skew"`
+	Stragglers    Stragglers  `json:"stragglers"`
 	Steps         []StepStats `json:"steps"`
 	StepSummary   StepSummary `json:"step_summary"`
 	Compute       []NameTime  `json:"compute"`
@@ -68,11 +69,18 @@ type Headline struct {
 	ExposedFrac     float64 `json:"exposed_fraction"` // exposed communication / communication
 	ExposedNS       float64 `json:"exposed_ns"`       // exposed communication per step (or per run without steps), mean over ranks
 	WaitFraction    float64 `json:"wait_fraction"`    // arrival wait / communication
-	BusBWGBps       float64 `json:"busbw_gbps"`       // bytes-weighted busbw of the largest-volume op
+	BusBWGBps       float64 `json:"busbw_gbps"`       // bytes-weighted busbw of the largest-volume op, call to completion
 	BusBWOp         string  `json:"busbw_op"`
+	// TransferBusBWGBps is that op's busbw from the last arrival to
+	// completion: what the transfer achieved once every rank was there.
+	TransferBusBWGBps float64 `json:"transfer_busbw_gbps"`
 	LinkGBps        float64 `json:"link_gbps"`          // 1/beta from the fit
 	BusBWOfLink     float64 `json:"busbw_of_link"`      // BusBWGBps / LinkGBps
-	Straggler       int     `json:"straggler"`          // rank arriving last most often, -1 if none
+	// Straggler is the costliest rank the what-if replay names
+	// (Stragglers.Named), -1 exactly when it names none.
+	Straggler       int     `json:"straggler"`
+	StragglerCostNS float64 `json:"straggler_cost_ns"`  // what it cost per window (step), ns
+	StragglerShare  float64 `json:"straggler_share"`    // what it cost, as a share of the run
 	StragglerFrac   float64 `json:"straggler_fraction"` // share of multi-rank collectives it arrived last in
 	StragglerLateNS float64 `json:"straggler_late_ns"`  // its mean lateness behind the others' mean arrival
 	Accuracy        float64 `json:"accuracy"`           // final test accuracy from the manifest, 0 if none
@@ -102,8 +110,12 @@ type CollStats struct {
 	Bytes     int64   `json:"bytes"` // sum over calls of the call's bytes
 	Time      Dist    `json:"time"`
 	AlgBWGBps float64 `json:"algbw_gbps"` // mean bytes / mean time
-	BusBWGBps float64 `json:"busbw_gbps"` // algbw x the op's nccl-tests factor
+	BusBWGBps float64 `json:"busbw_gbps"` // algbw x the op's nccl-tests factor: what the program got, call to completion
 	WaitNS    int64   `json:"wait_ns"`    // sum of the ranks' arrival waits
+	// TransferNS is the mean time from the last rank's arrival to each
+	// rank's completion: what the transfer took once everyone was there.
+	TransferNS        float64 `json:"transfer_ns"`
+	TransferBusBWGBps float64 `json:"transfer_busbw_gbps"` // busbw over TransferNS
 }
 
 // OpStats is one collective op over every algorithm and size.
@@ -114,7 +126,10 @@ type OpStats struct {
 	TimeNS    int64   `json:"time_ns"` // sum over ranks' events
 	MeanNS    float64 `json:"mean_ns"`
 	BusBWGBps float64 `json:"busbw_gbps"` // bytes-weighted over its buckets
-	WaitNS    int64   `json:"wait_ns"`
+	// TransferBusBWGBps is the same over the transfers (from the last
+	// rank's arrival to completion).
+	TransferBusBWGBps float64 `json:"transfer_busbw_gbps"`
+	WaitNS            int64   `json:"wait_ns"`
 	Pattern   string  `json:"pattern"`
 	Share     float64 `json:"share"` // of all collective time
 }
@@ -136,6 +151,8 @@ type RankStats struct {
 	BytesRecv    int64   `json:"bytes_recv"`
 	MsgsSent     int64   `json:"msgs_sent"`
 	MsgsRecv     int64   `json:"msgs_recv"`
+	LocalBytes   int64   `json:"local_bytes"` // messages to itself (local copies), not in the figures above
+	LocalMsgs    int64   `json:"local_msgs"`
 	LastArrivals int64   `json:"last_arrivals"` // collectives it arrived last in
 	MeanLateNS   float64 `json:"mean_late_ns"`  // mean of its arrival minus the others' mean arrival
 	Truncated    bool    `json:"truncated"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/trace"
 )
 
 // Spec says what to measure.
@@ -24,6 +25,11 @@ type Spec struct {
 	DType         collectives.DType
 	Reduce        collectives.ReduceOp // sum, max or min
 	Root          int
+	// Mark, if set, records a mark on the rank's trace: Run marks the
+	// start (1) and end (0) of each size's timed iterations with
+	// trace.MarkTimed, so that a recorded run's figures leave the
+	// warm-up and checking iterations out.
+	Mark func(name string, value float64)
 }
 
 // Result is one row of the table. Times are the slowest rank's mean.
@@ -191,6 +197,11 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 		if err := c.Barrier(ctx); err != nil {
 			return err
 		}
+		mark := s.Mark
+		if mark == nil {
+			mark = func(string, float64) {}
+		}
+		mark(trace.MarkTimed, 1)
 		t0 := time.Now()
 		for range s.Iters {
 			if err := once(); err != nil {
@@ -198,6 +209,7 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 			}
 		}
 		total := time.Since(t0)
+		mark(trace.MarkTimed, 0)
 		if err := checked(); err != nil {
 			return err
 		}

@@ -50,6 +50,12 @@ func ParseKind(s string) (Kind, error) {
 	return 0, fmt.Errorf("unknown event kind %q (want collective, send, recv, compute, step, mark, wait or reduce)", s)
 }
 
+// MarkTimed is the mark that delimits a program's timed region: value 1
+// where it starts, 0 where it ends. A benchmark puts its timed iterations
+// inside one, so that analyses can leave warm-up and checking calls out of
+// timed figures.
+const MarkTimed = "timed"
+
 // Event is one row of a trace. Times are in nanoseconds; Start is since the
 // run's epoch, on the rank's clock as written, and on the aligned clock
 // once a run reader has applied the clock corrections.

@@ -141,7 +141,10 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	}
 	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
 		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}
-	return rankMain(ctx, job, cfg, config, faults, func(ctx context.Context, c collectives.Communicator, _ rankTools) error {
+	return rankMain(ctx, job, cfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankTools) error {
+		if tools.Rec != nil {
+			s.Mark = tools.Rec.Mark
+		}
 		var rows []bench.Result
 		if c.Rank() == 0 && !o.json {
 			bench.TableHeader(o.stdout, s, c.Size(), o.algo, "rank 0's sockets: "+job.TCP.Describe())

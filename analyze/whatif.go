@@ -1,0 +1,926 @@
+package analyze
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+	"strconv"
+)
+
+// Stragglers says which ranks cost the others time, by what-if analysis
+// (after Lin et al., "Understanding Stragglers in Large Model Training
+// Using What-if Analysis", OSDI '25): the run is replayed over its real
+// dependencies (each rank's own work between its communication calls, a
+// collective that completes only once its members have arrived, a
+// message that arrives only after it was sent), first as recorded, then
+// with one rank's own work held to what the other ranks took for the
+// same part of the program. What the replay saves is the time that
+// rank's slowness cost the job.
+type Stragglers struct {
+	// Replayed is false when the run has no communication to replay;
+	// Reason then says why.
+	Replayed bool   `json:"replayed"`
+	Reason   string `json:"reason,omitempty"`
+	// Basis is what Windows counts: "step" (training steps) or "call"
+	// (world collectives, for runs without steps).
+	Basis   string `json:"basis"`
+	Windows int    `json:"windows"`
+	// TotalNS is the replayed time from the first rank's first call to
+	// the last rank's last one; ReplayErrorNS the largest difference
+	// between a replayed and a recorded end (the replay's own check: the
+	// recorded run must replay to itself).
+	TotalNS       int64 `json:"total_ns"`
+	ReplayErrorNS int64 `json:"replay_error_ns"`
+	// BalancedNS is the replayed time with every rank's own work held to
+	// the typical (median over ranks) time: what the job would take with
+	// no straggling at all; BalancedSlowdown is TotalNS over it.
+	BalancedNS       int64   `json:"balanced_ns"`
+	BalancedSlowdown float64 `json:"balanced_slowdown"`
+	// Ranks lists, most costly first, what each rank's excess cost.
+	Ranks []RankCost `json:"ranks"`
+	// Named are the ranks found to be stragglers, most costly first; the
+	// headline's straggler is the first, or -1 when none is named.
+	Named []int `json:"named"`
+	// WindowNS is the mean window (step) as recorded, WithoutNS the same
+	// without the named stragglers' excess.
+	WindowNS  float64 `json:"window_ns"`
+	WithoutNS float64 `json:"without_ns"`
+	// CriticalPath is the cross-rank critical path of the slowest window.
+	CriticalPath *CriticalPath `json:"critical_path,omitempty"`
+}
+
+// RankCost is what one rank's slowness cost the job.
+type RankCost struct {
+	Rank int `json:"rank"`
+	// CostNS is the time the job would save if this rank's own work took
+	// no longer than the other ranks' (the replay's saving); Share is it
+	// over TotalNS.
+	CostNS int64   `json:"cost_ns"`
+	Share  float64 `json:"share"`
+	// PerWindowNS is CostNS per window; Windows is how many windows it
+	// cost time in (over 1% of the mean window): how sure the verdict is.
+	PerWindowNS float64 `json:"per_window_ns"`
+	Windows     int     `json:"windows"`
+	// ExcessNS is how much longer its own work took than the typical rank's,
+	// summed over the run, whether or not it cost anyone time.
+	ExcessNS int64 `json:"excess_ns"`
+}
+
+// CriticalPath is the chain of work and waits that set one window's
+// length, across ranks.
+type CriticalPath struct {
+	Window   int           `json:"window"` // step number (or call index)
+	StartNS  int64         `json:"start_ns"`
+	EndNS    int64         `json:"end_ns"`
+	Segments []PathSegment `json:"segments"`
+	// ByRank sums the path's own-work segments per rank (ns), ByComm the
+	// segments spent moving data.
+	ByRank map[int]int64 `json:"by_rank"`
+	CommNS int64         `json:"comm_ns"`
+}
+
+// PathSegment is one piece of a critical path: a rank's own work, or
+// communication (a collective's transfer after its last member arrived,
+// a message in flight).
+type PathSegment struct {
+	Rank    int    `json:"rank"`
+	Kind    string `json:"kind"` // "work" or "comm"
+	What    string `json:"what"` // e.g. "before allreduce #12", "allreduce #12"
+	StartNS int64  `json:"start_ns"`
+	EndNS   int64  `json:"end_ns"`
+}
+
+// Naming thresholds: a rank is a straggler when removing its excess would
+// save at least nameShare of the run and at least nameRatio times what the
+// typical other rank's would (the noise floor: on an oversubscribed
+// machine every rank is sometimes slow). Clean runs stay below both
+// (docs/metrics.md has the measurements).
+const (
+	nameShare = 0.03
+	nameRatio = 3
+	// whatIfCandidates bounds the ranks replayed one by one.
+	whatIfCandidates = 8
+)
+
+type opKind uint8
+
+const (
+	opStart    opKind = iota // a non-blocking collective's call: arrival only
+	opBlock                  // a blocking collective
+	opWait                   // the program's wait on a non-blocking collective
+	opSend                   // a point-to-point send
+	opRecv                   // a point-to-point receive
+	opMark                   // a window boundary (a step's start or end)
+)
+
+// rop is one operation of a rank's program, in program order.
+type rop struct {
+	kind       opKind
+	start, end int64 // as recorded
+	call       int32 // index into calls (start, block, wait), or message (send, recv), or window
+	key        int32 // what the same operation is called on every rank, for the typical own-work time
+	gap        int64 // own work before it: start minus the previous operation's release
+	tail       int64 // block/start: end after the last arrival; wait: end after completion; recv: after the first byte
+}
+
+// replayer holds a run's program operations and dependencies.
+type replayer struct {
+	calls   []callRec
+	inst    [][2]int
+	instOf  []int32 // call index -> instance
+	deps    []depMode
+	ops     [][]rop // by rank
+	ranks   []int
+	msgFrom []int32 // recv message -> send message (-1 unknown)
+	lagOf   []int64 // recv message: first byte after the send started
+	// sendTo is a send's receive (-1 unknown) when the send was still
+	// going when the receiver posted, so that it waited for the
+	// receiver (a message too large for the socket's buffer).
+	sendTo []int32
+	nmsg    int
+	typical []int64 // key -> median own-work time over ranks
+	windows []windowRef
+	// callTail is each call's recorded time after its last member
+	// arrived, on its rank; opAt finds the operation (on the call's rank)
+	// that arrived at a call, msgAt the operation of a message.
+	callTail []int64
+	opAt     []int32
+	msgAt    [][2]int32 // message -> rank, op
+	steps    bool
+	name     func(int32) string
+}
+
+type depMode uint8
+
+const (
+	depAll     depMode = iota // completes once every member arrived
+	depRoot                   // a member completes once the root arrived (broadcast, scatter)
+	depToRoot                 // the root completes once every member arrived, others on their own (reduce, gather)
+	depNone                   // no cross-rank dependency known
+)
+
+func depOf(op string) depMode {
+	switch op {
+	case "broadcast", "scatter", "scatterv":
+		return depRoot
+	case "reduce", "gather", "gatherv":
+		return depToRoot
+	case PointToPoint:
+		return depNone
+	}
+	return depAll
+}
+
+type windowRef struct {
+	id    int   // step number, or call index
+	start int64 // recorded
+}
+
+// stragglers replays the run. steps are each rank's step spans.
+func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [][2]int) Stragglers {
+	out := Stragglers{Ranks: []RankCost{}, Named: []int{}}
+	rp := s.newReplayer(ranks, calls, inst)
+	if rp == nil {
+		out.Reason = "the run has no communication between ranks to replay"
+		return out
+	}
+	actual, ok := rp.replay(-1, false, nil)
+	if !ok {
+		out.Reason = "the recorded calls do not match up across ranks (a rank's stream was cut or is missing), so the run cannot be replayed"
+		return out
+	}
+	out.Replayed = true
+	out.Basis = "step"
+	if len(rp.windows) == 0 || !rp.hasSteps() {
+		out.Basis = "call"
+	}
+	out.Windows = len(rp.windows)
+	out.TotalNS = actual.total()
+	out.ReplayErrorNS = actual.err
+	balanced, _ := rp.replay(-1, true, nil)
+	out.BalancedNS = balanced.total()
+	if out.BalancedNS > 0 {
+		out.BalancedSlowdown = float64(out.TotalNS) / float64(out.BalancedNS)
+	}
+	winMean := float64(0)
+	if len(rp.windows) > 0 {
+		winMean = float64(actual.windowSpan()) / float64(len(rp.windows))
+	}
+	out.WindowNS = winMean
+
+	// Candidates: the ranks whose own work ran longest over the typical.
+	excess := rp.excess()
+	cands := slices.Clone(rp.ranks)
+	sort.SliceStable(cands, func(i, j int) bool { return excess[cands[i]] > excess[cands[j]] })
+	for i, r := range cands {
+		if i >= whatIfCandidates {
+			break
+		}
+		without, _ := rp.replay(r, false, nil)
+		rc := RankCost{Rank: r, CostNS: max(out.TotalNS-without.total(), 0), ExcessNS: excess[r]}
+		if out.TotalNS > 0 {
+			rc.Share = float64(rc.CostNS) / float64(out.TotalNS)
+		}
+		if n := len(rp.windows); n > 0 {
+			rc.PerWindowNS = float64(rc.CostNS) / float64(n)
+			for _, d := range savedPerWindow(actual, without) {
+				if float64(d) > 0.01*winMean {
+					rc.Windows++
+				}
+			}
+		}
+		out.Ranks = append(out.Ranks, rc)
+	}
+	slices.SortStableFunc(out.Ranks, func(a, b RankCost) int { return cmp.Compare(b.CostNS, a.CostNS) })
+	// Name the costly ranks one at a time: with the first one's excess
+	// removed, the second may show (two slow ranks hide each other).
+	var named []int
+	for k, rc := range out.Ranks {
+		if len(named) >= 3 || len(named) < k {
+			break
+		}
+		cost := rc.CostNS
+		if len(named) > 0 {
+			base, _ := rp.replay(-1, false, named)
+			with, _ := rp.replay(rc.Rank, false, named)
+			cost = max(base.total()-with.total(), 0)
+		}
+		var others []int64
+		for j, x := range out.Ranks {
+			if j > k {
+				others = append(others, x.CostNS)
+			}
+		}
+		// Ranks beyond the candidates cost less than any of them.
+		for range max(len(rp.ranks)-len(out.Ranks), 0) {
+			others = append(others, 0)
+		}
+		var floor int64
+		if len(others) > 0 {
+			slices.Sort(others)
+			floor = others[(len(others)-1)/2]
+		}
+		if out.TotalNS > 0 && float64(cost) >= nameShare*float64(out.TotalNS) && float64(cost) >= nameRatio*float64(floor) {
+			named = append(named, rc.Rank)
+		}
+	}
+	out.Named = orEmpty(named)
+	out.WithoutNS = winMean
+	if len(named) > 0 && len(rp.windows) > 0 {
+		without, _ := rp.replay(-1, false, named)
+		out.WithoutNS = float64(without.windowSpan()) / float64(len(rp.windows))
+	}
+	out.CriticalPath = rp.criticalPath(actual)
+	return out
+}
+
+func (rp *replayer) hasSteps() bool { return rp.steps }
+
+// newReplayer lays out each rank's program operations; nil if there are
+// none that involve another rank.
+func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst [][2]int) *replayer {
+	rp := &replayer{calls: calls, inst: inst, instOf: make([]int32, len(calls)), deps: make([]depMode, len(inst)), name: s.str}
+	multi := false
+	for i, in := range inst {
+		for j := in[0]; j < in[1]; j++ {
+			rp.instOf[j] = int32(i)
+		}
+		rp.deps[i] = depOf(s.str(calls[in[0]].name))
+		multi = multi || in[1]-in[0] > 1
+	}
+	world := 0
+	for _, rs := range ranks {
+		world = max(world, rs.rank+1)
+	}
+	rp.ops = make([][]rop, world)
+	byRank := make([][]int32, world)
+	for i, c := range calls {
+		byRank[c.rank] = append(byRank[c.rank], int32(i))
+	}
+	type p2pKey struct {
+		from, to int32
+		tag      int64
+	}
+	sends := map[p2pKey][]int32{}
+	type recvRef struct {
+		key p2pKey
+		msg int32
+	}
+	var recvs []recvRef
+	var msgStart, msgEnd []int64
+	var recvFirst []int64
+	keys := map[[4]int64]int32{}
+	keyOf := func(a, b, c, d int64) int32 {
+		k := [4]int64{a, b, c, d}
+		if id, ok := keys[k]; ok {
+			return id
+		}
+		id := int32(len(keys))
+		keys[k] = id
+		return id
+	}
+	steps := map[int32]bool{}
+	for _, rs := range ranks {
+		r := rs.rank
+		var ops []rop
+		waitOf := map[[2]int64]waitRec{}
+		for _, w := range rs.waits {
+			waitOf[[2]int64{int64(w.comm), w.seq}] = w
+		}
+		for _, ci := range byRank[r] {
+			c := calls[ci]
+			in := rp.instOf[ci]
+			if w, ok := waitOf[[2]int64{int64(c.comm), c.seq}]; ok && c.nonBlocking {
+				ops = append(ops, rop{kind: opStart, start: c.start, end: c.start, call: ci, key: keyOf(1, int64(c.comm), c.seq, 0)})
+				ops = append(ops, rop{kind: opWait, start: w.start, end: w.end, call: ci, key: keyOf(2, int64(c.comm), c.seq, 0)})
+				_ = in
+				continue
+			}
+			ops = append(ops, rop{kind: opBlock, start: c.start, end: c.start + c.dur, call: ci, key: keyOf(3, int64(c.comm), c.seq, 0)})
+		}
+		occ := map[[3]int64]int64{}
+		for _, m := range rs.p2pMsgs {
+			if int(m.peer) == r {
+				continue // a local copy: own work
+			}
+			msg := int32(len(msgStart))
+			msgStart = append(msgStart, m.start)
+			msgEnd = append(msgEnd, m.end)
+			recvFirst = append(recvFirst, m.start+m.wait)
+			if m.send {
+				k := p2pKey{int32(r), m.peer, m.tag}
+				sends[k] = append(sends[k], msg)
+				o := occ[[3]int64{0, int64(m.peer), m.tag}]
+				occ[[3]int64{0, int64(m.peer), m.tag}]++
+				ops = append(ops, rop{kind: opSend, start: m.start, end: m.end, call: msg, key: keyOf(4, int64(m.peer), m.tag, o)})
+			} else {
+				recvs = append(recvs, recvRef{p2pKey{m.peer, int32(r), m.tag}, msg})
+				o := occ[[3]int64{1, int64(m.peer), m.tag}]
+				occ[[3]int64{1, int64(m.peer), m.tag}]++
+				ops = append(ops, rop{kind: opRecv, start: m.start, end: m.end, call: msg, key: keyOf(5, int64(m.peer), m.tag, o),
+					tail: m.end - (m.start + m.wait)})
+			}
+		}
+		if len(ops) == 0 {
+			continue
+		}
+		for _, st := range rs.steps {
+			steps[st.step] = true
+			ops = append(ops, rop{kind: opMark, start: st.start, end: st.start, call: 2 * st.step, key: keyOf(6, int64(st.step), 0, 0)})
+			ops = append(ops, rop{kind: opMark, start: st.end, end: st.end, call: 2*st.step + 1, key: keyOf(7, int64(st.step), 0, 0)})
+		}
+		slices.SortStableFunc(ops, func(a, b rop) int { return cmp.Compare(a.start, b.start) })
+		rp.ops[r] = ops
+		rp.ranks = append(rp.ranks, r)
+		multi = multi || len(rs.p2pMsgs) > 0
+	}
+	if !multi || len(rp.ranks) < 2 {
+		return nil
+	}
+	// Messages: the k-th receive from a peer with a tag got the k-th send.
+	rp.nmsg = len(msgStart)
+	rp.msgFrom = make([]int32, rp.nmsg)
+	rp.lagOf = make([]int64, rp.nmsg)
+	rp.sendTo = make([]int32, rp.nmsg)
+	for i := range rp.msgFrom {
+		rp.msgFrom[i], rp.sendTo[i] = -1, -1
+	}
+	used := map[p2pKey]int{}
+	for _, rv := range recvs {
+		l := sends[rv.key]
+		k := used[rv.key]
+		if k >= len(l) {
+			continue
+		}
+		used[rv.key] = k + 1
+		snd := l[k]
+		rp.msgFrom[rv.msg] = snd
+		// When the receiver waited, its first byte came this long after
+		// the send started; when the message was there first, no later
+		// than the post.
+		rp.lagOf[rv.msg] = max(recvFirst[rv.msg]-msgStart[snd], 0)
+		if msgStart[rv.msg] < msgEnd[snd] {
+			rp.sendTo[snd] = rv.msg
+		}
+	}
+	// Own work before each operation, and the recorded tails.
+	for _, r := range rp.ranks {
+		ops := rp.ops[r]
+		release := ops[0].start
+		for i := range ops {
+			o := &ops[i]
+			o.gap = max(o.start-release, 0)
+			switch o.kind {
+			case opStart:
+				release = max(release, o.start)
+			case opMark:
+				release = max(release, o.start)
+			default:
+				release = max(release, o.end)
+			}
+		}
+	}
+	// Collective tails: the time after the last member arrived; a send's,
+	// after its receiver posted.
+	for _, r := range rp.ranks {
+		ops := rp.ops[r]
+		for i := range ops {
+			o := &ops[i]
+			switch o.kind {
+			case opSend:
+				o.tail = o.end - o.start
+				if rv := rp.sendTo[o.call]; rv >= 0 {
+					o.tail = max(o.end-max(o.start, msgStart[rv]), 0)
+				}
+			case opBlock, opStart:
+				c := calls[o.call]
+				l := rp.lastArrival(int(rp.instOf[o.call]), c.rank, func(j int) int64 { return calls[j].start })
+				o.tail = max(c.start+c.dur-max(l, c.start), 0)
+			case opWait:
+				c := calls[o.call]
+				o.tail = max(o.end-max(o.start, c.start+c.dur), 0)
+			}
+		}
+	}
+	rp.callTail = make([]int64, len(calls))
+	rp.opAt = make([]int32, len(calls))
+	rp.msgAt = make([][2]int32, rp.nmsg)
+	for _, r := range rp.ranks {
+		for i, o := range rp.ops[r] {
+			switch o.kind {
+			case opBlock, opStart:
+				rp.callTail[o.call] = o.tail
+				rp.opAt[o.call] = int32(i)
+			case opSend, opRecv:
+				rp.msgAt[o.call] = [2]int32{int32(r), int32(i)}
+			}
+		}
+	}
+	// The typical own work of each operation: the median over the ranks
+	// that have it.
+	gaps := make([][]int64, len(keys))
+	for _, r := range rp.ranks {
+		for _, o := range rp.ops[r] {
+			gaps[o.key] = append(gaps[o.key], o.gap)
+		}
+	}
+	rp.typical = make([]int64, len(keys))
+	for k, g := range gaps {
+		if len(g) < 2 {
+			rp.typical[k] = -1 // nothing to compare with: never idealized
+			continue
+		}
+		slices.Sort(g)
+		rp.typical[k] = g[(len(g)-1)/2]
+	}
+	// Windows: steps, or else the world collectives.
+	rp.steps = len(steps) > 0
+	if len(steps) > 0 {
+		for st := range steps {
+			rp.windows = append(rp.windows, windowRef{id: int(st)})
+		}
+		slices.SortFunc(rp.windows, func(a, b windowRef) int { return cmp.Compare(a.id, b.id) })
+	} else {
+		for i, in := range inst {
+			if in[1]-in[0] == len(rp.ranks) && !calls[in[0]].untimed {
+				rp.windows = append(rp.windows, windowRef{id: i})
+			}
+		}
+	}
+	return rp
+}
+
+// lastArrival is the latest arrival among the members call instance in
+// waits for on behalf of rank r, given each member's arrival.
+func (rp *replayer) lastArrival(in int, r int32, arrive func(j int) int64) int64 {
+	lo, hi := rp.inst[in][0], rp.inst[in][1]
+	switch rp.deps[in] {
+	case depNone:
+		for j := lo; j < hi; j++ {
+			if rp.calls[j].rank == r {
+				return arrive(j)
+			}
+		}
+	case depRoot:
+		root := rp.calls[lo].root
+		for j := lo; j < hi; j++ {
+			if rp.calls[j].rank == root {
+				return arrive(j)
+			}
+		}
+	case depToRoot:
+		if rp.calls[lo].root != r {
+			for j := lo; j < hi; j++ {
+				if rp.calls[j].rank == r {
+					return arrive(j)
+				}
+			}
+		}
+	}
+	l := int64(-1 << 62)
+	for j := lo; j < hi; j++ {
+		l = max(l, arrive(j))
+	}
+	return l
+}
+
+// excess sums, per rank, its own work beyond the typical.
+func (rp *replayer) excess() map[int]int64 {
+	out := map[int]int64{}
+	for _, r := range rp.ranks {
+		for _, o := range rp.ops[r] {
+			if t := rp.typical[o.key]; t >= 0 && o.gap > t {
+				out[r] += o.gap - t
+			}
+		}
+	}
+	return out
+}
+
+// replayResult is one replay: each rank's operations' replayed ends.
+type replayResult struct {
+	ends   [][]int64 // by rank, by op
+	starts [][]int64
+	err    int64 // largest |replayed - recorded| end (only for the as-recorded replay)
+	rp     *replayer
+	// why[r][i] says what set op i's start: -1 its own work, else the
+	// call index (or message) it waited for, with whyRank the rank.
+	whyRank [][]int32
+	whyOp   [][]int32
+}
+
+func (res *replayResult) total() int64 {
+	var first, last int64
+	firstSet := false
+	for _, r := range res.rp.ranks {
+		ops := res.rp.ops[r]
+		if len(ops) == 0 {
+			continue
+		}
+		if !firstSet || res.starts[r][0] < first {
+			first, firstSet = res.starts[r][0], true
+		}
+		last = max(last, res.ends[r][len(ops)-1])
+	}
+	return last - first
+}
+
+// windowEnds returns, per window, the latest replayed end of its closing
+// mark (steps) or call (calls) over the ranks.
+func (res *replayResult) windowEnds() []int64 {
+	rp := res.rp
+	idx := map[int]int{}
+	for i, w := range rp.windows {
+		idx[w.id] = i
+	}
+	out := make([]int64, len(rp.windows))
+	for _, r := range rp.ranks {
+		for i, o := range rp.ops[r] {
+			var w int
+			var ok bool
+			switch {
+			case o.kind == opMark && o.call%2 == 1:
+				w, ok = idx[int(o.call/2)]
+			case o.kind == opBlock || o.kind == opWait:
+				if !rp.steps {
+					w, ok = idx[int(rp.instOf[o.call])]
+				}
+			}
+			if ok {
+				out[w] = max(out[w], res.ends[r][i])
+			}
+		}
+	}
+	return out
+}
+
+// windowSpan is the time from the first window's start to the last one's
+// end, replayed.
+func (res *replayResult) windowSpan() int64 {
+	ends := res.windowEnds()
+	if len(ends) == 0 {
+		return 0
+	}
+	first := ends[0]
+	// The first window starts where the ranks started it.
+	rp := res.rp
+	start := int64(1 << 62)
+	for _, r := range rp.ranks {
+		for i, o := range rp.ops[r] {
+			if o.kind == opMark && o.call%2 == 0 && int(o.call/2) == rp.windows[0].id {
+				start = min(start, res.starts[r][i])
+			}
+		}
+	}
+	if start == 1<<62 {
+		start = first - (ends[len(ends)-1]-first)/int64(max(len(ends)-1, 1))
+	}
+	return ends[len(ends)-1] - start
+}
+
+// savedPerWindow returns how much sooner each window ended in b than in
+// a, less what the windows before it had already saved.
+func savedPerWindow(a, b *replayResult) []int64 {
+	ea, eb := a.windowEnds(), b.windowEnds()
+	out := make([]int64, len(ea))
+	var prev int64
+	for i := range ea {
+		d := ea[i] - eb[i]
+		out[i] = d - prev
+		prev = d
+	}
+	return out
+}
+
+// replay runs the program with each operation's own work as recorded,
+// except: rank ideal's (or every rank's, if all) held to the typical, and
+// the ranks in fixed too. ok is false if the dependencies never resolve.
+func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, bool) {
+	world := len(rp.ops)
+	res := &replayResult{rp: rp, ends: make([][]int64, world), starts: make([][]int64, world),
+		whyRank: make([][]int32, world), whyOp: make([][]int32, world)}
+	idealize := make([]bool, world)
+	for _, r := range fixed {
+		idealize[r] = true
+	}
+	if ideal >= 0 {
+		idealize[ideal] = true
+	}
+	const unknown = int64(-1 << 62)
+	arrive := make([]int64, len(rp.calls)) // replayed arrival at each call
+	done := make([]int64, len(rp.calls))   // replayed completion on its rank
+	for i := range arrive {
+		arrive[i], done[i] = unknown, unknown
+	}
+	sent := make([]int64, rp.nmsg)   // replayed send start
+	posted := make([]int64, rp.nmsg) // replayed receive post
+	for i := range sent {
+		sent[i], posted[i] = unknown, unknown
+	}
+	cursor := make([]int64, world)
+	next := make([]int, world)
+	for _, r := range rp.ranks {
+		n := len(rp.ops[r])
+		res.ends[r], res.starts[r] = make([]int64, n), make([]int64, n)
+		res.whyRank[r], res.whyOp[r] = make([]int32, n), make([]int32, n)
+		cursor[r] = rp.ops[r][0].start
+	}
+	remaining := 0
+	for _, r := range rp.ranks {
+		remaining += len(rp.ops[r])
+	}
+	for remaining > 0 {
+		progress := false
+		for _, r := range rp.ranks {
+			ops := rp.ops[r]
+			for next[r] < len(ops) {
+				i := next[r]
+				o := ops[i]
+				gap := o.gap
+				if (all || idealize[r]) && rp.typical[o.key] >= 0 {
+					gap = min(gap, rp.typical[o.key])
+				}
+				t := cursor[r] + gap
+				why, whyR := int32(-1), int32(r)
+				var end int64
+				switch o.kind {
+				case opStart:
+					arrive[o.call] = t
+					end = t
+				case opMark:
+					end = t
+				case opSend:
+					sent[o.call] = t
+					end = t + o.tail
+					if rv := rp.sendTo[o.call]; rv >= 0 {
+						if posted[rv] == unknown {
+							goto blocked
+						}
+						if posted[rv] > t {
+							why, whyR = rv, -3
+						}
+						end = max(t, posted[rv]) + o.tail
+					}
+				case opBlock:
+					arrive[o.call] = t
+					l, ok := rp.resolve(o.call, arrive)
+					if !ok {
+						goto blocked
+					}
+					if l > t {
+						why, whyR = rp.latest(o.call, arrive)
+					}
+					end = max(l, t) + o.tail
+					done[o.call] = end
+				case opWait:
+					l, ok := rp.resolve(o.call, arrive)
+					if !ok {
+						goto blocked
+					}
+					// The call's own replayed completion on this rank.
+					c := rp.calls[o.call]
+					a := arrive[o.call]
+					comp := max(l, a) + rp.callTail[o.call]
+					done[o.call] = comp
+					if comp > t {
+						why, whyR = rp.latest(o.call, arrive)
+						if l <= a {
+							why, whyR = o.call, int32(c.rank)
+						}
+					}
+					end = max(t, comp) + o.tail
+				case opRecv:
+					posted[o.call] = t
+					src := rp.msgFrom[o.call]
+					first := t
+					if src >= 0 {
+						if sent[src] == unknown {
+							goto blocked
+						}
+						if s := sent[src] + rp.lagOf[o.call]; s > t {
+							first = s
+							why, whyR = src, -2
+						}
+					}
+					end = first + o.tail
+				}
+				res.starts[r][i], res.ends[r][i] = t, end
+				res.whyOp[r][i], res.whyRank[r][i] = why, whyR
+				if o.kind == opStart || o.kind == opMark {
+					cursor[r] = max(cursor[r], t)
+				} else {
+					cursor[r] = max(cursor[r], end)
+				}
+				if !all && ideal < 0 && len(fixed) == 0 {
+					if d := end - o.end; d > res.err {
+						res.err = d
+					} else if -d > res.err {
+						res.err = -d
+					}
+				}
+				next[r]++
+				remaining--
+				progress = true
+				continue
+			blocked:
+				break
+			}
+		}
+		if !progress {
+			return res, false
+		}
+	}
+	return res, true
+}
+
+// resolve returns the arrival call's completion waits for, once known.
+func (rp *replayer) resolve(call int32, arrive []int64) (int64, bool) {
+	const unknown = int64(-1 << 62)
+	in := int(rp.instOf[call])
+	ok := true
+	l := rp.lastArrival(in, rp.calls[call].rank, func(j int) int64 {
+		if arrive[j] == unknown {
+			ok = false
+		}
+		return arrive[j]
+	})
+	return l, ok
+}
+
+// latest returns the call (and its rank) of the member that arrived last
+// at call's instance.
+func (rp *replayer) latest(call int32, arrive []int64) (int32, int32) {
+	in := rp.inst[rp.instOf[call]]
+	best := int32(in[0])
+	for j := in[0]; j < in[1]; j++ {
+		if arrive[j] > arrive[best] {
+			best = int32(j)
+		}
+	}
+	return best, rp.calls[best].rank
+}
+
+// criticalPath walks back from the end of the slowest window of the
+// as-recorded replay to its start, following what each operation waited
+// for: its own rank's work, the last member of a collective, the sender
+// of a message.
+func (rp *replayer) criticalPath(res *replayResult) *CriticalPath {
+	if len(rp.windows) == 0 {
+		return nil
+	}
+	ends := res.windowEnds()
+	// The slowest window, and where it started.
+	best, bestLen := -1, int64(-1)
+	for w := range ends {
+		if w == 0 {
+			continue
+		}
+		if d := ends[w] - ends[w-1]; d > bestLen {
+			best, bestLen = w, d
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	startAt := ends[best-1]
+	// The rank that ended the window last, and its closing operation.
+	r, i := -1, -1
+	for _, q := range rp.ranks {
+		for k, o := range rp.ops[q] {
+			closes := false
+			if rp.steps {
+				closes = o.kind == opMark && o.call%2 == 1 && int(o.call/2) == rp.windows[best].id
+			} else {
+				closes = (o.kind == opBlock || o.kind == opWait) && int(rp.instOf[o.call]) == rp.windows[best].id
+			}
+			if closes && res.ends[q][k] == ends[best] {
+				r, i = q, k
+			}
+		}
+	}
+	if r < 0 {
+		return nil
+	}
+	cp := &CriticalPath{Window: rp.windows[best].id, StartNS: startAt, EndNS: ends[best], ByRank: map[int]int64{}}
+	add := func(rank int, kind, what string, lo, hi int64) {
+		lo = max(lo, startAt)
+		if hi <= lo {
+			return
+		}
+		cp.Segments = append(cp.Segments, PathSegment{Rank: rank, Kind: kind, What: what, StartNS: lo, EndNS: hi})
+		if kind == "work" {
+			cp.ByRank[rank] += hi - lo
+		} else {
+			cp.CommNS += hi - lo
+		}
+	}
+	for steps := 0; i >= 0 && steps < 1<<20; steps++ {
+		o := rp.ops[r][i]
+		t, e := res.starts[r][i], res.ends[r][i]
+		if e <= startAt {
+			break
+		}
+		what := rp.describe(o)
+		switch why := res.whyOp[r][i]; {
+		case why >= 0 && (o.kind == opBlock || o.kind == opWait):
+			// Waited for the last member of a collective to arrive.
+			q := int(res.whyRank[r][i])
+			j := int(rp.opAt[why])
+			arr := res.starts[q][j]
+			add(r, "comm", what, max(arr, t), e)
+			if q == r && j == i {
+				add(r, "work", "before "+what, t-o.gap, t)
+				i--
+				continue
+			}
+			r, i = q, j
+			// Continue at the late member's arrival: its own work before it.
+			oo := rp.ops[r][i]
+			add(r, "work", "before "+rp.describe(oo), res.starts[r][i]-oo.gap, res.starts[r][i])
+			i--
+		case why >= 0 && (o.kind == opRecv || o.kind == opSend):
+			// A message waited for its sender, or a send for its receiver.
+			at := rp.msgAt[why]
+			add(r, "comm", what, res.starts[int(at[0])][int(at[1])], e)
+			r, i = int(at[0]), int(at[1])
+			oo := rp.ops[r][i]
+			add(r, "work", "before "+rp.describe(oo), res.starts[r][i]-oo.gap, res.starts[r][i])
+			i--
+		default:
+			if e > t && o.kind != opMark && o.kind != opStart {
+				add(r, "comm", what, t, e)
+			}
+			add(r, "work", "before "+what, t-o.gap, t)
+			i--
+		}
+	}
+	slices.Reverse(cp.Segments)
+	return cp
+}
+
+// describe names an operation for a critical path.
+func (rp *replayer) describe(o rop) string {
+	switch o.kind {
+	case opMark:
+		if o.call%2 == 1 {
+			return "end of step " + itoa(int64(o.call/2))
+		}
+		return "start of step " + itoa(int64(o.call/2))
+	case opSend:
+		return "send"
+	case opRecv:
+		return "recv"
+	}
+	c := rp.calls[o.call]
+	name := "collective"
+	if rp.name != nil {
+		name = rp.name(c.name)
+	}
+	s := name + " #" + itoa(c.seq)
+	if o.kind == opWait {
+		s = "wait for " + s
+	}
+	return s
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
