@@ -128,7 +128,7 @@ type callRec struct {
 	bytes            int64
 	untimed          bool  // outside the program's timed regions (warm-up, checks)
 	region           int32 // the timed region it is in, -1 for none
-	nonBlocking      bool // the program waited on it with a wait event
+	nonBlocking      bool  // the program waited on it with a wait event
 }
 
 type stepRec struct {
@@ -739,7 +739,7 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 		o.WaitNS += st.WaitNS
 		o.BusBWGBps += st.BusBWGBps * float64(st.Bytes) // weighted, divided below
 		o.TransferBusBWGBps += st.TransferBusBWGBps * float64(st.Bytes)
-		o.MeanNS += float64(st.Time.N)                  // events, divided below
+		o.MeanNS += float64(st.Time.N) // events, divided below
 		total += st.Time.Sum
 	}
 	var opl []OpStats

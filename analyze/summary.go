@@ -61,21 +61,21 @@ type RunInfo struct {
 
 // Headline holds the few numbers a report leads with.
 type Headline struct {
-	Steps           int     `json:"steps"`
-	StepNS          float64 `json:"step_ns"`          // mean step time
-	StepP95NS       float64 `json:"step_p95_ns"`      // 95th percentile step time
-	SamplesPerSec   float64 `json:"samples_per_sec"`  // global samples / mean step time
-	CommFraction    float64 `json:"comm_fraction"`    // communication time / (span or step time), mean over ranks
-	ExposedFrac     float64 `json:"exposed_fraction"` // exposed communication / communication
-	ExposedNS       float64 `json:"exposed_ns"`       // exposed communication per step (or per run without steps), mean over ranks
-	WaitFraction    float64 `json:"wait_fraction"`    // arrival wait / communication
-	BusBWGBps       float64 `json:"busbw_gbps"`       // bytes-weighted busbw of the largest-volume op, call to completion
-	BusBWOp         string  `json:"busbw_op"`
+	Steps         int     `json:"steps"`
+	StepNS        float64 `json:"step_ns"`          // mean step time
+	StepP95NS     float64 `json:"step_p95_ns"`      // 95th percentile step time
+	SamplesPerSec float64 `json:"samples_per_sec"`  // global samples / mean step time
+	CommFraction  float64 `json:"comm_fraction"`    // communication time / (span or step time), mean over ranks
+	ExposedFrac   float64 `json:"exposed_fraction"` // exposed communication / communication
+	ExposedNS     float64 `json:"exposed_ns"`       // exposed communication per step (or per run without steps), mean over ranks
+	WaitFraction  float64 `json:"wait_fraction"`    // arrival wait / communication
+	BusBWGBps     float64 `json:"busbw_gbps"`       // bytes-weighted busbw of the largest-volume op, call to completion
+	BusBWOp       string  `json:"busbw_op"`
 	// TransferBusBWGBps is that op's busbw from the last arrival to
 	// completion: what the transfer achieved once every rank was there.
 	TransferBusBWGBps float64 `json:"transfer_busbw_gbps"`
-	LinkGBps        float64 `json:"link_gbps"`          // 1/beta from the fit
-	BusBWOfLink     float64 `json:"busbw_of_link"`      // BusBWGBps / LinkGBps
+	LinkGBps          float64 `json:"link_gbps"`     // 1/beta from the fit
+	BusBWOfLink       float64 `json:"busbw_of_link"` // BusBWGBps / LinkGBps
 	// Straggler is the costliest rank the what-if replay names
 	// (Stragglers.Named), -1 exactly when it names none.
 	Straggler       int     `json:"straggler"`
@@ -130,8 +130,8 @@ type OpStats struct {
 	// rank's arrival to completion).
 	TransferBusBWGBps float64 `json:"transfer_busbw_gbps"`
 	WaitNS            int64   `json:"wait_ns"`
-	Pattern   string  `json:"pattern"`
-	Share     float64 `json:"share"` // of all collective time
+	Pattern           string  `json:"pattern"`
+	Share             float64 `json:"share"` // of all collective time
 }
 
 // RankStats is one rank's totals.

@@ -105,12 +105,12 @@ const (
 type opKind uint8
 
 const (
-	opStart    opKind = iota // a non-blocking collective's call: arrival only
-	opBlock                  // a blocking collective
-	opWait                   // the program's wait on a non-blocking collective
-	opSend                   // a point-to-point send
-	opRecv                   // a point-to-point receive
-	opMark                   // a window boundary (a step's start or end)
+	opStart opKind = iota // a non-blocking collective's call: arrival only
+	opBlock               // a blocking collective
+	opWait                // the program's wait on a non-blocking collective
+	opSend                // a point-to-point send
+	opRecv                // a point-to-point receive
+	opMark                // a window boundary (a step's start or end)
 )
 
 // rop is one operation of a rank's program, in program order.
@@ -136,7 +136,7 @@ type replayer struct {
 	// sendTo is a send's receive (-1 unknown) when the send was still
 	// going when the receiver posted, so that it waited for the
 	// receiver (a message too large for the socket's buffer).
-	sendTo []int32
+	sendTo  []int32
 	nmsg    int
 	typical []int64 // key -> median own-work time over ranks
 	windows []windowRef
@@ -153,10 +153,10 @@ type replayer struct {
 type depMode uint8
 
 const (
-	depAll     depMode = iota // completes once every member arrived
-	depRoot                   // a member completes once the root arrived (broadcast, scatter)
-	depToRoot                 // the root completes once every member arrived, others on their own (reduce, gather)
-	depNone                   // no cross-rank dependency known
+	depAll    depMode = iota // completes once every member arrived
+	depRoot                  // a member completes once the root arrived (broadcast, scatter)
+	depToRoot                // the root completes once every member arrived, others on their own (reduce, gather)
+	depNone                  // no cross-rank dependency known
 )
 
 func depOf(op string) depMode {
