@@ -1,0 +1,164 @@
+package importers
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// input is one file opened for import: decompressed when gzipped, its
+// reads counted for progress and stopped when the context is done.
+type input struct {
+	path   string
+	size   int64 // bytes on disk
+	gzip   bool
+	f      *os.File
+	raw    *countingReader
+	gz     *gzip.Reader
+	r      *bufio.Reader // the decompressed content
+	closed bool
+}
+
+// countingReader counts the bytes read from a file, reports them, and
+// fails reads once the context is done, so that a parser stops where it
+// is and keeps what it read.
+type countingReader struct {
+	ctx      context.Context
+	r        io.Reader
+	n        int64
+	progress func(n int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.progress != nil && n > 0 {
+		c.progress(c.n)
+	}
+	return n, err
+}
+
+// openInput opens path, undoing gzip when its first bytes are gzip's
+// magic number (not from its name).
+func openInput(ctx context.Context, path string, progress func(file string, done, total int64)) (*input, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	in := &input{path: path, size: st.Size(), f: f}
+	in.raw = &countingReader{ctx: ctx, r: f}
+	if progress != nil {
+		in.raw.progress = func(n int64) { progress(path, n, in.size) }
+	}
+	br := bufio.NewReaderSize(in.raw, 1<<20)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			f.Close()
+			return nil, &InputError{File: path, Offset: 0, Msg: "gzip header", Err: err}
+		}
+		gz.Multistream(true)
+		in.gzip, in.gz = true, gz
+		in.r = bufio.NewReaderSize(gz, 1<<20)
+	} else {
+		in.r = br
+	}
+	return in, nil
+}
+
+// peek returns up to n bytes of the decompressed content without
+// consuming them; a short input gives fewer.
+func (in *input) peek(n int) []byte {
+	b, _ := in.r.Peek(n)
+	return b
+}
+
+// readErr describes a read error that ended an input early: a cut file,
+// a damaged gzip stream, an interrupted import.
+func readErr(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "the import was interrupted"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the file ends in the middle of its gzip stream (cut)"
+	case errors.Is(err, gzip.ErrChecksum):
+		return "the gzip checksum does not match (damaged)"
+	}
+	return err.Error()
+}
+
+func (in *input) Close() error {
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	if in.gz != nil {
+		in.gz.Close()
+	}
+	return in.f.Close()
+}
+
+// expandPaths turns the command's arguments into files: a directory
+// stands for the regular files directly inside it (not hidden ones), in
+// name order.
+func expandPaths(args []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+			continue
+		}
+		ents, err := os.ReadDir(a)
+		if err != nil {
+			return nil, err
+		}
+		var files []string
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
+				continue
+			}
+			files = append(files, filepath.Join(a, e.Name()))
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s holds no files to import", a)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no input files")
+	}
+	return out, nil
+}

@@ -1,0 +1,723 @@
+package importers
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/commprof/commprof/trace"
+)
+
+// PyTorch profiler traces (torch.profiler with tensorboard_trace_handler
+// or export_chrome_trace; written by Kineto) are JSON objects: traceEvents
+// (Chrome trace events), distributedInfo {rank, world_size, backend,
+// pg_config, nccl_version}, deviceProperties, baseTimeNanoseconds (the
+// origin of ts in newer versions), ... One file per rank (worker).
+//
+// Communication appears as:
+//   - newer PyTorch (2.1+): record_param_comms CPU ops and NCCL kernels
+//     whose args carry "Collective name", "In msg nelems", "Out msg
+//     nelems", "dtype", "Group size", "Process Group Name/Description/
+//     Ranks" and sometimes "Seq"; the kernel's "External id" is the CPU
+//     op's;
+//   - older PyTorch: nccl:<op> user annotations around the c10d call, with
+//     "Input Dims" and "Input type", and ncclKernel_<Op>_<ALGO>_<PROTO>_...
+//     kernels, linked to the annotation through the cudaLaunchKernel call
+//     that has the kernel's correlation id.
+//
+// Mapping: one collective event per NCCL kernel (start and end on the GPU,
+// where a rank that arrives early waits inside the kernel), or per CPU
+// call when the collective ran without one (gloo). Bytes are the larger of
+// the input and output buffers (the whole buffer, as nccl-tests counts),
+// the communicator is "world" for the default process group and
+// pg/<name> for others, the process group is the label, and calls are
+// numbered per group in call order (or by the trace's own Seq). GPU
+// kernels, copies and memsets are the rank's compute spans; a trace
+// without GPU activity has its CPU operators as compute instead.
+// ProfilerStep#N annotations are steps.
+
+// kArgs are the args of Kineto events the importer reads.
+type kArgs struct {
+	ExternalID  json.RawMessage `json:"External id"`
+	Correlation json.RawMessage `json:"correlation"`
+	CollName    string          `json:"Collective name"`
+	InNelems    json.RawMessage `json:"In msg nelems"`
+	OutNelems   json.RawMessage `json:"Out msg nelems"`
+	DType       string          `json:"dtype"`
+	GroupSize   json.RawMessage `json:"Group size"`
+	PGName      json.RawMessage `json:"Process Group Name"`
+	PGDesc      string          `json:"Process Group Description"`
+	PGRanks     json.RawMessage `json:"Process Group Ranks"`
+	Seq         json.RawMessage `json:"Seq"`
+	InputDims   json.RawMessage `json:"Input Dims"`
+	InputType   json.RawMessage `json:"Input type"`
+}
+
+// num reads a JSON number or numeric string.
+func num(raw json.RawMessage) (int64, bool) {
+	s := strings.Trim(string(bytes.TrimSpace(raw)), `"`)
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || f != float64(int64(f)) {
+			return 0, false
+		}
+		n = int64(f)
+	}
+	return n, true
+}
+
+// kComm is one communication record of a rank: a kernel, a CPU op or an
+// annotation.
+type kComm struct {
+	start, end  int64 // ns on the file's clock
+	cpuStart    int64 // the call on the CPU, -1 if unknown
+	op          string
+	bytes       int64
+	dtype       string
+	algo        string
+	pg, pgDesc  string
+	pgSize      int64
+	pgRanks     string
+	seq         int64 // the trace's own, -1 if none
+	extID       int64
+	corr        int64
+	tid         string
+	gpu         bool
+	named       bool // op from the trace's "Collective name"
+	linked      bool // a CPU record or annotation joined to a kernel
+	annotations string
+}
+
+type kSpan struct {
+	tid        string
+	start, end int64
+	name       string
+	step       int32
+}
+
+type kLaunch struct {
+	tid string
+	ts  int64
+}
+
+type kinetoFile struct {
+	in       *input
+	id       int
+	rank     int
+	world    int
+	hasDist  bool
+	backend  string
+	nccl     string
+	base     int64
+	hasBase  bool
+	gpuDev   bool
+	pid      int64
+	kernels  []*kComm
+	cpuComms []*kComm
+	annots   []*kComm
+	launches map[int64]kLaunch
+	steps    []kSpan
+	minTs    int64
+	hasTs    bool
+	gpuSeen  bool
+	cpuOps   int64
+	other    int64
+	err      error
+	s        *sink
+	r        *run
+	gpuSpool *spool
+	cpuSpool *spool
+}
+
+var ncclKernelRE = regexp.MustCompile(`^(?:void )?(?:nccl|msccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)(?:_([A-Z]+))?(?:_([A-Z0-9]+))?`)
+
+func importKineto(ctx context.Context, ins []*input, s *sink, r *run, opt *Options) error {
+	var files []*kinetoFile
+	for i, in := range ins {
+		kf := &kinetoFile{in: in, id: i, rank: -1, launches: map[int64]kLaunch{}, s: s, r: r}
+		if err := kf.read(); err != nil {
+			return err
+		}
+		files = append(files, kf)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return kinetoFinish(files, r)
+}
+
+func (kf *kinetoFile) read() error {
+	c := newChromeReader(kf.in)
+	c.onKey = kf.key
+	if err := c.start('{', "PyTorch profiler trace"); err != nil {
+		return err
+	}
+	var ev chromeEvent
+	for c.next(&ev) {
+		kf.event(&ev)
+		if kf.err != nil {
+			return kf.err
+		}
+	}
+	if !c.sawEvents {
+		if c.end != "" {
+			return notFormat(kf.in.path, 0, c.dec.InputOffset(), "not a PyTorch profiler trace: %s before any traceEvents", c.end)
+		}
+		return notFormat(kf.in.path, 0, 0, "not a PyTorch profiler trace: the JSON object has no traceEvents")
+	}
+	kf.r.skip("events whose fields have unexpected types", c.typeErrs)
+	if c.end != "" {
+		kf.r.cut = append(kf.r.cut, fmt.Sprintf("%s: %s", kf.in.path, c.end))
+		kf.r.missingf("the rest of %s: %s; everything before is imported", kf.in.path, c.end)
+	}
+	return nil
+}
+
+// key reads the top-level members besides traceEvents.
+func (kf *kinetoFile) key(key string, dec *json.Decoder) error {
+	switch key {
+	case "distributedInfo":
+		var d struct {
+			Rank      *int   `json:"rank"`
+			WorldSize int    `json:"world_size"`
+			Backend   string `json:"backend"`
+			NCCL      string `json:"nccl_version"`
+		}
+		if err := dec.Decode(&d); err != nil {
+			kf.r.skip("unreadable distributedInfo", 1)
+			return nil
+		}
+		if d.Rank != nil && *d.Rank >= 0 && *d.Rank < 1<<20 {
+			kf.rank, kf.hasDist = *d.Rank, true
+		}
+		if d.WorldSize > 0 && d.WorldSize < 1<<20 {
+			kf.world = d.WorldSize
+		}
+		kf.backend, kf.nccl = d.Backend, d.NCCL
+	case "deviceProperties":
+		var d []json.RawMessage
+		if err := dec.Decode(&d); err == nil && len(d) > 0 {
+			kf.gpuDev = true
+		}
+	case "baseTimeNanoseconds":
+		var n json.Number
+		if err := dec.Decode(&n); err == nil {
+			if v, err := n.Int64(); err == nil {
+				kf.base, kf.hasBase = v, true
+			}
+		}
+	default:
+		var skip json.RawMessage
+		return dec.Decode(&skip)
+	}
+	return nil
+}
+
+func (kf *kinetoFile) emit(e trace.Event, cpu bool) {
+	if kf.err != nil {
+		return
+	}
+	sp := &kf.gpuSpool
+	id := 2 * kf.id
+	if cpu {
+		sp, id = &kf.cpuSpool, 2*kf.id+1
+	}
+	if *sp == nil {
+		*sp, kf.err = kf.s.stream(id, trace.RankInfo{Rank: 0})
+		if kf.err != nil {
+			return
+		}
+	}
+	kf.err = (*sp).add(e)
+}
+
+func (kf *kinetoFile) event(ev *chromeEvent) {
+	if ev.Ph != "X" {
+		return // metadata, flows, instants
+	}
+	ts, ok1 := micros(ev.Ts)
+	dur, ok2 := micros(ev.Dur)
+	if !ok1 || !ok2 || dur < 0 {
+		kf.r.skip("spans without a readable ts or dur", 1)
+		return
+	}
+	if !kf.hasTs || ts < kf.minTs {
+		kf.minTs, kf.hasTs = ts, true
+	}
+	cat := strings.ToLower(ev.Cat)
+	tid := idText(ev.Tid)
+	var a kArgs
+	parse := func() {
+		if len(ev.Args) > 0 && json.Unmarshal(ev.Args, &a) != nil {
+			kf.r.skip("events with unreadable args", 1)
+		}
+	}
+	switch cat {
+	case "kernel":
+		kf.gpuSeen = true
+		parse()
+		lname := strings.ToLower(ev.Name)
+		if a.CollName == "" && !strings.HasPrefix(lname, "nccl") && !strings.HasPrefix(lname, "msccl") && !strings.HasPrefix(lname, "rccl") && !strings.HasPrefix(lname, "void nccl") {
+			e := event(trace.KindCompute, 0, kernelName(ev.Name))
+			e.Start, e.Dur = ts, dur
+			kf.emit(e, false)
+			return
+		}
+		k := kf.comm(&a, ts, dur, tid)
+		k.gpu = true
+		if m := ncclKernelRE.FindStringSubmatch(ev.Name); m != nil {
+			if k.op == "" {
+				k.op = opName(m[1])
+			}
+			if m[2] != "" && m[2] != "SIMPLE" && m[2] != "LL" && m[2] != "LL128" {
+				k.algo = strings.ToLower(m[2])
+			}
+		}
+		if k.op == "" {
+			k.op = "unknown"
+		}
+		kf.kernels = append(kf.kernels, k)
+	case "gpu_memcpy", "memcpy", "gpu_memset", "memset":
+		kf.gpuSeen = true
+		e := event(trace.KindCompute, 0, ev.Name)
+		e.Start, e.Dur = ts, dur
+		kf.emit(e, false)
+	case "cuda_runtime", "runtime":
+		if !strings.Contains(ev.Name, "Launch") {
+			return
+		}
+		parse()
+		if c, ok := num(a.Correlation); ok {
+			kf.launches[c] = kLaunch{tid, ts}
+		}
+	case "cpu_op", "operator", "user_annotation":
+		if kf.pid == 0 {
+			kf.pid, _ = idInt(ev.Pid)
+		}
+		switch {
+		case strings.HasPrefix(ev.Name, "ProfilerStep#"):
+			n, err := strconv.ParseInt(strings.TrimPrefix(ev.Name, "ProfilerStep#"), 10, 32)
+			if err != nil {
+				n = -1
+			}
+			kf.steps = append(kf.steps, kSpan{tid: tid, start: ts, end: ts + dur, name: ev.Name, step: int32(n)})
+		case ev.Name == "record_param_comms":
+			parse()
+			k := kf.comm(&a, ts, dur, tid)
+			k.cpuStart = ts
+			kf.cpuComms = append(kf.cpuComms, k)
+		case strings.HasPrefix(ev.Name, "nccl:"):
+			parse()
+			k := kf.comm(&a, ts, dur, tid)
+			k.cpuStart = ts
+			k.op = opName(ev.Name)
+			k.annotations = ev.Name
+			k.bytes, k.dtype = inputBytes(a.InputDims, a.InputType)
+			kf.annots = append(kf.annots, k)
+		case strings.HasPrefix(ev.Name, "c10d::"), strings.HasPrefix(ev.Name, "ProcessGroup"):
+			// The c10d call around the collective: communication, not compute.
+		default:
+			kf.cpuOps++
+			e := event(trace.KindCompute, 0, ev.Name)
+			e.Start, e.Dur = ts, dur
+			kf.emit(e, true)
+		}
+	default:
+		kf.other++
+	}
+}
+
+// comm makes a communication record from an event's args.
+func (kf *kinetoFile) comm(a *kArgs, ts, dur int64, tid string) *kComm {
+	k := &kComm{start: ts, end: ts + dur, cpuStart: -1, seq: -1, tid: tid, extID: -1, corr: -1}
+	if a.CollName != "" {
+		k.op, k.named = opName(a.CollName), true
+	}
+	k.extID, _ = num(a.ExternalID)
+	if c, ok := num(a.Correlation); ok {
+		k.corr = c
+	}
+	k.dtype = dtypeName(a.DType)
+	in, _ := num(a.InNelems)
+	out, _ := num(a.OutNelems)
+	if sz := dtypeSize(k.dtype); sz > 0 {
+		k.bytes = mulBytes(max(in, out), sz)
+	}
+	k.pgSize, _ = num(a.GroupSize)
+	if len(a.PGName) > 0 {
+		k.pg = idText(a.PGName)
+	}
+	k.pgDesc = a.PGDesc
+	if len(a.PGRanks) > 0 {
+		k.pgRanks = strings.ReplaceAll(idText(a.PGRanks), " ", "")
+	}
+	if s, ok := num(a.Seq); ok {
+		k.seq = s
+	}
+	return k
+}
+
+// inputBytes returns the larger input's bytes of an old-style annotation
+// from its Input Dims ([[394241]]) and Input type (["float"]).
+func inputBytes(dimsRaw, typesRaw json.RawMessage) (int64, string) {
+	var dims [][]int64
+	var types []string
+	if json.Unmarshal(dimsRaw, &dims) != nil || json.Unmarshal(typesRaw, &types) != nil {
+		return 0, ""
+	}
+	var best int64
+	dtype := ""
+	for i, d := range dims {
+		if i >= len(types) {
+			break
+		}
+		dt := dtypeName(types[i])
+		n := int64(1)
+		for _, x := range d {
+			if x < 0 || (x != 0 && n > (1<<62)/x) {
+				n = 0
+				break
+			}
+			n *= x
+		}
+		if b := mulBytes(n, dtypeSize(dt)); b > best {
+			best, dtype = b, dt
+		}
+	}
+	return best, dtype
+}
+
+// kernelName shortens a kernel's C++ signature to its name and template.
+func kernelName(s string) string {
+	if i := strings.IndexByte(s, '('); i > 0 {
+		s = s[:i]
+	}
+	s = strings.TrimPrefix(s, "void ")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// kinetoFinish joins each file's communication records, numbers the
+// calls and writes them, and fills the run.
+func kinetoFinish(files []*kinetoFile, r *run) error {
+	if len(files) == 0 {
+		return nil
+	}
+	world := 0
+	ranks := map[int]string{}
+	noDist := 0
+	for _, kf := range files {
+		if !kf.hasDist {
+			noDist++
+		}
+		world = max(world, kf.world)
+	}
+	// Ranks: from distributedInfo; files without it take the numbers no
+	// other file claims, in file order.
+	next := 0
+	for _, kf := range files {
+		if kf.hasDist {
+			if prev, dup := ranks[kf.rank]; dup {
+				return fmt.Errorf("%s and %s both hold rank %d (distributedInfo): import one run's files together", prev, kf.in.path, kf.rank)
+			}
+			ranks[kf.rank] = kf.in.path
+		}
+	}
+	for _, kf := range files {
+		if !kf.hasDist {
+			for ranks[next] != "" {
+				next++
+			}
+			kf.rank = next
+			ranks[next] = kf.in.path
+		}
+	}
+	for _, kf := range files {
+		world = max(world, kf.rank+1)
+	}
+	if noDist > 0 {
+		r.missingf("ranks of %d files: the traces hold no distributedInfo, so their files are numbered in name order", noDist)
+	}
+	// Each file's calls.
+	perComm := map[string][][]string{} // comm -> per-file signature lists, for the order check
+	totalCalls, gpuCalls, cpuCalls, lostKernels, waits := int64(0), int64(0), int64(0), int64(0), int64(0)
+	ownSeq := true
+	var epoch int64
+	haveEpoch := false
+	for _, kf := range files {
+		if kf.hasTs {
+			abs := kf.minTs + kf.base
+			if !haveEpoch || abs < epoch {
+				epoch, haveEpoch = abs, true
+			}
+		}
+	}
+	for _, kf := range files {
+		calls, w, lost := kf.calls(world)
+		waits += w
+		lostKernels += lost
+		// Number each group's calls in call order, unless the trace
+		// numbered them.
+		byComm := map[string][]*kComm{}
+		for _, c := range calls {
+			if c.op == "wait" {
+				// A c10d wait names no collective: it takes no number.
+				c.seq = -1
+				continue
+			}
+			byComm[c.pg] = append(byComm[c.pg], c)
+		}
+		for comm, cs := range byComm {
+			slices.SortStableFunc(cs, func(a, b *kComm) int { return cmp.Compare(callTime(a), callTime(b)) })
+			own := true
+			for _, c := range cs {
+				own = own && c.seq >= 0
+			}
+			ownSeq = ownSeq && own
+			var sig []string
+			for i, c := range cs {
+				if !own {
+					c.seq = int64(i)
+				}
+				sig = append(sig, fmt.Sprintf("%s/%d", c.op, c.bytes))
+			}
+			perComm[comm] = append(perComm[comm], sig)
+		}
+		slices.SortStableFunc(calls, func(a, b *kComm) int { return cmp.Compare(a.start, b.start) })
+		for _, c := range calls {
+			totalCalls++
+			if c.gpu {
+				gpuCalls++
+			} else {
+				cpuCalls++
+			}
+			e := event(trace.KindCollective, 0, c.op)
+			if c.op == "wait" {
+				e.Kind = trace.KindWait
+			}
+			e.Start, e.Dur, e.Bytes, e.DType, e.Algo, e.Seq, e.Comm, e.Label = c.start, c.end-c.start, c.bytes, c.dtype, c.algo, c.seq, c.pg, c.pgDesc
+			if e.Label == "" {
+				e.Label = c.annotations
+			}
+			e.Step = kf.stepAt(callTime(c))
+			kf.emit(e, false)
+		}
+		for _, st := range kf.steps {
+			e := event(trace.KindStep, 0, "step")
+			e.Start, e.Dur, e.Step = st.start, st.end-st.start, st.step
+			kf.emit(e, false)
+		}
+		if kf.err != nil {
+			return kf.err
+		}
+		if kf.gpuSpool == nil && kf.cpuSpool == nil {
+			// A file with no events to write still stands for its rank.
+			kf.emit(event(trace.KindMark, 0, "kineto/empty"), false)
+		}
+		info := trace.RankInfo{Rank: kf.rank, WorldSize: world, PID: int(kf.pid)}
+		shift := kf.base - epoch
+		if kf.gpuSpool != nil {
+			r.ranks[2*kf.id], r.shift[2*kf.id] = info, shift
+		}
+		// CPU operators are the rank's compute only when it has no GPU
+		// activity: on a GPU rank the kernels are what overlaps
+		// communication, and the CPU ops only launch them.
+		if kf.cpuSpool != nil && !kf.gpuSeen {
+			r.ranks[2*kf.id+1], r.shift[2*kf.id+1] = info, shift
+		}
+		if kf.nccl != "" {
+			r.tool = "PyTorch profiler (Kineto), NCCL " + kf.nccl
+		}
+		if kf.backend != "" {
+			r.config["backend"] = kf.backend
+		}
+	}
+	if r.tool == "" {
+		r.tool = "PyTorch profiler (Kineto)"
+	}
+	r.world = world
+	r.config["ranks"] = strconv.Itoa(world)
+	if haveEpoch && epoch > 1e17 { // an absolute time, not a profiler-relative one
+		r.start = time.Unix(0, epoch).UTC()
+	}
+	r.clock = trace.Clock{Method: "same-host"}
+	if len(files) > 1 {
+		r.missingf("clock alignment across hosts: each rank's times are its host's profiler clock, not corrected; ranks on different hosts may be offset by the hosts' clock difference")
+	}
+	if len(files) < world {
+		r.missingf("%d of %d ranks: no trace file was given for them", world-len(files), world)
+	}
+	for comm, sigs := range perComm {
+		if len(sigs) < 2 {
+			continue
+		}
+		for _, s := range sigs[1:] {
+			if !slices.Equal(s, sigs[0]) {
+				r.missingf("matching calls across ranks on %s: the ranks' traces hold different call sequences (%d and %d calls, or other sizes), so calls matched by order may pair different collectives", comm, len(sigs[0]), len(s))
+				break
+			}
+		}
+	}
+	if !ownSeq {
+		r.missingf("the collectives' sequence numbers: the trace has none, so each process group's calls are numbered in call order on every rank")
+	}
+	var cpuDropped int64
+	for _, kf := range files {
+		if kf.gpuSeen {
+			cpuDropped += kf.cpuOps
+		}
+	}
+	if cpuDropped > 0 {
+		r.missingf("CPU operators (%d) as compute: on GPU ranks the kernels are the compute that overlaps communication; the CPU ops only launch them and are not imported", cpuDropped)
+	}
+	if lostKernels > 0 {
+		r.missingf("the GPU kernels of %d collectives called on the CPU: they lie outside the profiled window, so those calls are not imported", lostKernels)
+	}
+	r.missingf("the messages of NCCL inside each collective: not in the trace")
+	r.summaryf("%d ranks, %d collectives (%d timed by their GPU kernel, %d by their CPU call), %d waits", len(files), totalCalls, gpuCalls, cpuCalls, waits)
+	return nil
+}
+
+func callTime(c *kComm) int64 {
+	if c.cpuStart >= 0 {
+		return c.cpuStart
+	}
+	return c.start
+}
+
+func (kf *kinetoFile) stepAt(t int64) int32 {
+	for _, st := range kf.steps {
+		if t >= st.start && t < st.end {
+			return st.step
+		}
+	}
+	return -1
+}
+
+// calls joins a file's records into collectives: each NCCL kernel, with
+// its CPU call's facts; CPU calls without a kernel stand alone only on
+// ranks that ran no NCCL kernel. It returns the calls, the waits among
+// them and the CPU calls whose kernel is missing.
+func (kf *kinetoFile) calls(world int) (calls []*kComm, waits, lost int64) {
+	byExt := map[int64]*kComm{}
+	for _, c := range kf.cpuComms {
+		if c.extID >= 0 {
+			byExt[c.extID] = c
+		}
+	}
+	for _, k := range kf.kernels {
+		if c := byExt[k.extID]; c != nil && k.extID >= 0 && !c.linked {
+			c.linked = true
+			k.cpuStart = c.cpuStart
+			if k.op == "" || k.op == "unknown" {
+				k.op = c.op
+			}
+			if k.bytes == 0 {
+				k.bytes, k.dtype = c.bytes, c.dtype
+			}
+			if k.pg == "" {
+				k.pg, k.pgDesc, k.pgSize, k.pgRanks = c.pg, c.pgDesc, c.pgSize, c.pgRanks
+			}
+			if k.seq < 0 {
+				k.seq = c.seq
+			}
+		}
+	}
+	// The kernel's launch lies inside its nccl:<op> annotation on the
+	// same thread: older traces have nothing else to say what a kernel
+	// did (nccl:all_to_all runs as SendRecv kernels).
+	for _, k := range kf.kernels {
+		if k.corr < 0 {
+			continue
+		}
+		l, ok := kf.launches[k.corr]
+		if !ok {
+			continue
+		}
+		for _, a := range kf.annots {
+			if !a.linked && a.tid == l.tid && l.ts >= a.start && l.ts <= a.end {
+				a.linked = true
+				k.annotations = a.annotations
+				if k.cpuStart < 0 {
+					k.cpuStart = a.start
+				}
+				if !k.named && a.op != "" {
+					k.op = a.op
+				}
+				if k.bytes == 0 && a.bytes > 0 {
+					k.bytes, k.dtype = a.bytes, a.dtype
+				}
+				break
+			}
+		}
+	}
+	for _, k := range kf.kernels {
+		kf.commName(k, world)
+		calls = append(calls, k)
+	}
+	gpu := len(kf.kernels) > 0
+	for _, c := range kf.cpuComms {
+		if c.linked || c.op == "" {
+			// Older traces' record_param_comms name no collective: the
+			// annotation around them does.
+			continue
+		}
+		if c.op == "wait" {
+			waits++
+			kf.commName(c, world)
+			calls = append(calls, c)
+			continue
+		}
+		if gpu {
+			lost++
+			continue
+		}
+		kf.commName(c, world)
+		calls = append(calls, c)
+	}
+	for _, a := range kf.annots {
+		if a.linked {
+			continue
+		}
+		if gpu {
+			lost++
+			continue
+		}
+		kf.commName(a, world)
+		calls = append(calls, a)
+	}
+	return calls, waits, lost
+}
+
+// commName names a call's communicator: world for the default process
+// group (or one spanning every rank), pg/<name> for the others.
+func (kf *kinetoFile) commName(c *kComm, world int) {
+	switch {
+	case c.pgDesc == "default_pg", c.pg == "" && c.pgDesc == "":
+		c.pg = "world"
+	case c.pgSize > 0 && int(c.pgSize) == world && world > 0:
+		c.pg = "world"
+	default:
+		name := c.pg
+		if name == "" {
+			name = c.pgDesc
+		}
+		c.pg = "pg/" + name
+	}
+	if c.pgDesc == "" && c.pgRanks != "" {
+		c.pgDesc = "ranks " + c.pgRanks
+	}
+}
