@@ -7,14 +7,38 @@ BIN     := bin/commprof
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium
+APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium mpich libmpich-dev python3-mpi4py python3-numpy hpcc
 
-.PHONY: all build demo test deps go-deps system-deps web-deps web bench bench-go bench-mpi vet fmt clean
+.PHONY: all build demo test deps go-deps system-deps web-deps web pmpi pmpi-libs bench bench-go bench-mpi vet fmt clean
 
 all: build
 
-build: go-deps web
+build: go-deps web pmpi
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/commprof
+
+# The PMPI library that records unmodified MPI programs (interpose/pmpi/c),
+# built for each MPI present with that MPI's own compiler wrapper, beside
+# the commprof binary where `commprof record -- mpirun ...` finds it. The
+# wrappers are looked up after system-deps has installed them, in a second
+# make.
+PMPI_SRC    := $(wildcard interpose/pmpi/c/*.c) $(wildcard interpose/pmpi/c/*.h)
+PMPI_CFLAGS := -O2 -g -fPIC -shared -fvisibility=hidden -Wall -Wextra -DCP_VERSION='"$(VERSION)"'
+MPICC_OPENMPI := $(shell command -v mpicc.openmpi 2>/dev/null || { mpicc -showme:version 2>/dev/null | grep -q 'Open MPI' && command -v mpicc; })
+MPICC_MPICH   := $(shell command -v mpicc.mpich 2>/dev/null)
+PMPI_LIBS := $(if $(MPICC_OPENMPI),bin/libcommprof-pmpi-openmpi.so) $(if $(MPICC_MPICH),bin/libcommprof-pmpi-mpich.so)
+
+pmpi: system-deps
+	@$(MAKE) --no-print-directory pmpi-libs
+
+pmpi-libs: $(PMPI_LIBS)
+
+bin/libcommprof-pmpi-openmpi.so: $(PMPI_SRC)
+	@mkdir -p bin
+	$(MPICC_OPENMPI) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread
+
+bin/libcommprof-pmpi-mpich.so: $(PMPI_SRC)
+	@mkdir -p bin
+	$(MPICC_MPICH) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread
 
 # The main job: the reference trainer on 4 local ranks over loopback TCP,
 # on its embedded data set, recorded into runs/demo, and its HTML report.

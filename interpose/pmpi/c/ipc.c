@@ -1,0 +1,365 @@
+/* The rank's Arrow IPC stream: the schema message (generated from the Go
+ * writer's, schema.h), dictionary batches, record batches and the
+ * end-of-stream marker, with uncompressed buffers.
+ *
+ * An IPC message is a 0xFFFFFFFF continuation marker, the length of the
+ * metadata (padded to 8 bytes), the metadata (a flatbuffer holding a
+ * Message table) and the body (the buffers, each at an 8-byte aligned
+ * offset). The metadata is laid out here front to back, with every
+ * flatbuffer offset pointing forward as the format requires: the root
+ * offset, the Message's vtable and table, the header's vtable and table,
+ * then the field node and buffer vectors (Arrow's Message.fbs and
+ * Schema.fbs name the fields; the slot numbers below follow them).
+ *
+ * Only the flush thread (or the thread finishing the stream) calls these,
+ * under buf.c's writer lock.
+ */
+#include "cp.h"
+#include "schema.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Arrow IPC constants. */
+enum {
+	METADATA_V5 = 4,
+	HEADER_DICTIONARY_BATCH = 2,
+	HEADER_RECORD_BATCH = 3,
+};
+
+/* out is the message being built: frame, metadata, body. */
+static struct {
+	unsigned char *b;
+	size_t n, cap;
+} out;
+
+static int grow(size_t need)
+{
+	if (need <= out.cap)
+		return 0;
+	size_t cap = out.cap ? out.cap : 1 << 16;
+	while (cap < need)
+		cap *= 2;
+	unsigned char *b = realloc(out.b, cap);
+	if (b == NULL)
+		return -1;
+	out.b = b;
+	out.cap = cap;
+	return 0;
+}
+
+static void put16(size_t at, uint16_t v) { memcpy(out.b + at, &v, 2); }
+static void put32(size_t at, uint32_t v) { memcpy(out.b + at, &v, 4); }
+static void put64(size_t at, uint64_t v) { memcpy(out.b + at, &v, 8); }
+
+/* take reserves n zeroed bytes at an offset aligned to align (relative to
+ * the metadata's start, which is 8-aligned in the stream) and returns it. */
+static size_t take(size_t base, size_t n, size_t align)
+{
+	while ((out.n - base) % align)
+		out.b[out.n++] = 0;
+	size_t at = out.n;
+	memset(out.b + at, 0, n);
+	out.n += n;
+	return at;
+}
+
+/* ref stores at field position at the forward offset to target. */
+static void ref(size_t at, size_t target) { put32(at, (uint32_t)(target - at)); }
+
+/* vtable writes a vtable of nslots slots for a table of tsize bytes;
+ * offs[i] is slot i's offset in the table (0: absent). */
+static size_t vtable(size_t base, int nslots, int tsize, const uint16_t *offs)
+{
+	size_t vt = take(base, 4 + 2 * (size_t)nslots, 2);
+	put16(vt, (uint16_t)(4 + 2 * nslots));
+	put16(vt + 2, (uint16_t)tsize);
+	for (int i = 0; i < nslots; i++)
+		put16(vt + 4 + 2 * (size_t)i, offs[i]);
+	return vt;
+}
+
+/* table reserves a table of tsize bytes after its vtable vt. */
+static size_t table(size_t base, size_t vt, int tsize)
+{
+	size_t t = take(base, (size_t)tsize, 8);
+	put32(t, (uint32_t)(int32_t)(t - vt)); /* soffset: the vtable lies before */
+	return t;
+}
+
+/* A record batch being laid out: its nodes and buffers, and the body. */
+struct layout {
+	size_t nnodes, nbufs;
+	int64_t nodes[2 * (CP_NCOLS + 1)];
+	int64_t bufs[2 * 2 * (CP_NCOLS + 1)];
+	unsigned char *body;
+	size_t blen, bcap;
+};
+
+static struct layout lay;
+
+static int body_grow(size_t need)
+{
+	if (need <= lay.bcap)
+		return 0;
+	size_t cap = lay.bcap ? lay.bcap : 1 << 16;
+	while (cap < need)
+		cap *= 2;
+	unsigned char *b = realloc(lay.body, cap);
+	if (b == NULL)
+		return -1;
+	lay.body = b;
+	lay.bcap = cap;
+	return 0;
+}
+
+/* buffer appends an (empty, or n bytes written by the caller at the
+ * returned pointer) buffer at an 8-aligned offset of the body. */
+static unsigned char *buffer(size_t n)
+{
+	while (lay.blen % 8)
+		lay.body[lay.blen++] = 0;
+	lay.bufs[2 * lay.nbufs] = (int64_t)lay.blen;
+	lay.bufs[2 * lay.nbufs + 1] = (int64_t)n;
+	lay.nbufs++;
+	unsigned char *p = lay.body + lay.blen;
+	lay.blen += n;
+	return p;
+}
+
+static void node(int64_t rows)
+{
+	lay.nodes[2 * lay.nnodes] = rows;
+	lay.nodes[2 * lay.nnodes + 1] = 0;
+	lay.nnodes++;
+}
+
+/* vector16 lays out a vector of n 16-byte structs of two longs each
+ * (FieldNode, Buffer): its 4-byte count just before the 8-aligned
+ * elements. */
+static size_t vector16(size_t base, size_t n, const int64_t *v)
+{
+	while ((out.n + 4 - base) % 8)
+		out.b[out.n++] = 0;
+	size_t at = take(base, 4 + 16 * n, 4);
+	put32(at, (uint32_t)n);
+	for (size_t i = 0; i < 2 * n; i++)
+		put64(at + 4 + 8 * i, (uint64_t)v[i]);
+	return at;
+}
+
+/* record_batch lays out a RecordBatch table of rows rows with lay's nodes
+ * and buffers (slots: 0 length, 1 nodes, 2 buffers) and returns it. */
+static size_t record_batch(size_t base, int64_t rows)
+{
+	const uint16_t offs[3] = {8, 4, 16};
+	size_t vt = vtable(base, 3, 24, offs);
+	size_t t = table(base, vt, 24);
+	put64(t + 8, (uint64_t)rows);
+	size_t nv = vector16(base, lay.nnodes, lay.nodes);
+	ref(t + 4, nv);
+	size_t bv = vector16(base, lay.nbufs, lay.bufs);
+	ref(t + 16, bv);
+	return t;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* message lays out a Message around a header of type htype built by
+ * header(), then writes it with lay's body. */
+static int message(int fd, int htype, size_t (*header)(size_t base, const void *arg), const void *arg)
+{
+	while (lay.blen % 8)
+		lay.body[lay.blen++] = 0;
+	/* The metadata of a batch of 16 columns is under 1 KiB. */
+	if (grow(4096 + 64 * (CP_NCOLS + 1) * 2))
+		return -1;
+	out.n = 0;
+	put32(0, 0xFFFFFFFFu);
+	out.n = 8;
+	size_t base = 8;
+	size_t root = take(base, 4, 4);
+	/* Message: 0 version (short), 1 header_type (ubyte), 2 header, 3 bodyLength. */
+	const uint16_t offs[4] = {4, 6, 8, 16};
+	size_t vt = vtable(base, 4, 24, offs);
+	size_t m = table(base, vt, 24);
+	ref(root, m);
+	put16(m + 4, METADATA_V5);
+	out.b[m + 6] = (unsigned char)htype;
+	put64(m + 16, (uint64_t)lay.blen);
+	size_t h = header(base, arg);
+	ref(m + 8, h);
+	while ((out.n - base) % 8)
+		out.b[out.n++] = 0;
+	put32(4, (uint32_t)(out.n - base));
+	if (write_all(fd, out.b, out.n) || write_all(fd, lay.body, lay.blen))
+		return -1;
+	return 0;
+}
+
+static size_t batch_header(size_t base, const void *arg)
+{
+	return record_batch(base, *(const int64_t *)arg);
+}
+
+struct dict_arg {
+	long long id;
+	int64_t rows;
+	int delta;
+};
+
+/* DictionaryBatch: 0 id (long), 1 data (RecordBatch), 2 isDelta (bool). */
+static size_t dict_header(size_t base, const void *arg)
+{
+	const struct dict_arg *d = arg;
+	const uint16_t offs[3] = {8, 4, 16};
+	size_t vt = vtable(base, 3, 24, offs);
+	size_t t = table(base, vt, 24);
+	put64(t + 8, (uint64_t)d->id);
+	out.b[t + 16] = d->delta ? 1 : 0;
+	size_t rb = record_batch(base, d->rows);
+	ref(t + 4, rb);
+	return t;
+}
+
+int cp_ipc_schema(int fd, int rank, int size, int pid, int64_t offset, const char *host, const char *run_id)
+{
+	unsigned char msg[CP_SCHEMA_LEN];
+	memcpy(msg, cp_schema_msg, sizeof msg);
+	char num[4][32];
+	snprintf(num[0], sizeof num[0], "%d", rank);
+	snprintf(num[1], sizeof num[1], "%d", size);
+	snprintf(num[2], sizeof num[2], "%d", pid);
+	snprintf(num[3], sizeof num[3], "%lld", (long long)offset);
+	const struct {
+		size_t at, cap;
+		const char *v;
+	} vals[] = {
+		{CP_META_RANK_AT, CP_META_RANK_CAP, num[0]},
+		{CP_META_WORLD_AT, CP_META_WORLD_CAP, num[1]},
+		{CP_META_PID_AT, CP_META_PID_CAP, num[2]},
+		{CP_META_OFFSET_AT, CP_META_OFFSET_CAP, num[3]},
+		{CP_META_HOST_AT, CP_META_HOST_CAP, host},
+		{CP_META_RUNID_AT, CP_META_RUNID_CAP, run_id},
+	};
+	for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+		size_t n = strlen(vals[i].v);
+		if (n > vals[i].cap)
+			n = vals[i].cap; /* host and run id: cut (the numbers always fit) */
+		uint32_t n32 = (uint32_t)n;
+		memcpy(msg + vals[i].at, &n32, 4);
+		memset(msg + vals[i].at + 4, 0, vals[i].cap + 1);
+		memcpy(msg + vals[i].at + 4, vals[i].v, n);
+	}
+	return write_all(fd, msg, sizeof msg);
+}
+
+int cp_ipc_dictionary(int fd, long long id, const char *const *values, size_t n, int delta)
+{
+	size_t data = 0;
+	for (size_t i = 0; i < n; i++)
+		data += strlen(values[i]);
+	if (body_grow(4 * (n + 1) + data + 64))
+		return -1;
+	lay.nnodes = lay.nbufs = lay.blen = 0;
+	node((int64_t)n);
+	buffer(0);
+	unsigned char *offs = buffer(4 * (n + 1));
+	unsigned char *p = buffer(data);
+	uint32_t off = 0;
+	memcpy(offs, &off, 4);
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(values[i]);
+		memcpy(p + off, values[i], l);
+		off += (uint32_t)l;
+		memcpy(offs + 4 * (i + 1), &off, 4);
+	}
+	struct dict_arg a = {id, (int64_t)n, delta};
+	return message(fd, HEADER_DICTIONARY_BATCH, dict_header, &a);
+}
+
+_Static_assert(CP_NCOLS == C_NCOLS, "schema.h has other columns than the encoder writes");
+
+int cp_ipc_batch(int fd, const struct cp_event *const *evs, size_t n, int rank)
+{
+	if (body_grow(n * 96 + 8 * 2 * CP_NCOLS + 64))
+		return -1;
+	lay.nnodes = lay.nbufs = lay.blen = 0;
+	for (int c = 0; c < CP_NCOLS; c++) {
+		unsigned char *p;
+		node((int64_t)n);
+		buffer(0); /* no validity bitmap: no nulls */
+/* COL fills column c with expr of each event e, as type T, which must be
+ * as wide as the schema says. */
+#define COL(T, expr)                                        \
+	if (sizeof(T) != (size_t)cp_columns[c].width)       \
+		return -1;                                  \
+	p = buffer(n * sizeof(T));                          \
+	for (size_t i = 0; i < n; i++) {                    \
+		const struct cp_event *e = evs[i];          \
+		T v = (T)(expr);                            \
+		(void)e;                                    \
+		memcpy(p + sizeof(T) * i, &v, sizeof(T));   \
+	}                                                   \
+	break
+		switch (c) {
+		case C_RANK: COL(int32_t, rank);
+		case C_KIND: COL(int8_t, e->kind);
+		case C_NAME: COL(int32_t, e->name);
+		case C_START: COL(int64_t, e->start);
+		case C_DUR: COL(int64_t, e->dur);
+		case C_BYTES: COL(int64_t, e->bytes);
+		case C_PEER: COL(int32_t, e->peer);
+		case C_SEQ: COL(int64_t, e->seq);
+		case C_STEP: COL(int32_t, -1);
+		case C_ALGO: COL(int8_t, 0); /* "": the MPI library does not say */
+		case C_DTYPE: COL(int8_t, e->dtype);
+		case C_ROOT: COL(int32_t, e->root);
+		case C_CHUNK: COL(int32_t, -1);
+		case C_COMM: COL(int32_t, e->comm);
+		case C_WAIT: COL(int64_t, e->wait);
+		case C_VALUE: COL(double, e->value);
+		case C_LABEL: COL(int32_t, 0); /* "": a program's own names are not known */
+		default: return -1;
+		}
+#undef COL
+	}
+	int64_t rows = (int64_t)n;
+	return message(fd, HEADER_RECORD_BATCH, batch_header, &rows);
+}
+
+long long cp_ipc_dict_id(int column) { return cp_columns[column].dict; }
+
+int cp_ipc_check(void)
+{
+	static const char *const names[CP_NCOLS] = {
+		"rank", "kind", "name", "start_ns", "dur_ns", "bytes", "peer", "seq",
+		"step", "algo", "dtype", "root", "chunk", "comm", "wait_ns", "value", "label",
+	};
+	for (int c = 0; c < CP_NCOLS; c++)
+		if (strcmp(names[c], cp_columns[c].name) != 0)
+			return -1;
+	return 0;
+}
+
+int cp_ipc_end(int fd)
+{
+	static const unsigned char eos[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0};
+	return write_all(fd, eos, sizeof eos);
+}

@@ -1,0 +1,843 @@
+/* The MPI functions the library records: each calls its PMPI_ twin and,
+ * when recording, stamps the call before and after and records it.
+ *
+ * Only arguments MPI says are significant on a rank are read (a
+ * non-root's receive type in MPI_Gather may be anything), and nothing is
+ * read when recording is off, so that the library changes nothing a
+ * program does.
+ */
+#include "cp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The MPI functions are the library's only exports (it is built with
+ * -fvisibility=hidden; MPICH's mpi.h does not mark them itself). */
+#pragma GCC visibility push(default)
+
+/* ON: recording. LIVE: recording or paused by MPI_Pcontrol(0), when the
+ * library still follows the communicators and datatypes a program makes. */
+#define ON() __builtin_expect(atomic_load_explicit(&cp.on, memory_order_relaxed) == 1, 1)
+#define LIVE() (atomic_load_explicit(&cp.on, memory_order_relaxed) != 0)
+
+/* ---- collectives ---- */
+
+struct call {
+	int64_t start, seq;
+	const struct cp_comm *c;
+};
+
+static inline int64_t next_seq(struct cp_comm *c)
+{
+	if (c == NULL)
+		return -1;
+	if (cp.mt)
+		return atomic_fetch_add_explicit(&c->seq, 1, memory_order_relaxed);
+	int64_t s = atomic_load_explicit(&c->seq, memory_order_relaxed);
+	atomic_store_explicit(&c->seq, s + 1, memory_order_relaxed);
+	return s;
+}
+
+static inline struct cp_comm *begin(struct call *k, MPI_Comm comm)
+{
+	struct cp_comm *c = cp_comm(comm);
+	k->c = c;
+	k->seq = next_seq(c);
+	return c;
+}
+
+static inline struct cp_event coll_event(const struct call *k, int name, int64_t bytes, int32_t dtype, int root)
+{
+	struct cp_event e = {.start = k->start, .bytes = bytes, .seq = k->seq, .peer = -1,
+			     .root = root < 0 ? -1 : cp_world_rank(k->c, root), .name = name,
+			     .comm = k->c ? k->c->id : 0, .dtype = dtype, .kind = K_COLLECTIVE};
+	return e;
+}
+
+/* done records a blocking collective that returned at end. */
+static inline void done(const struct call *k, int64_t end, int rc, int name, int64_t bytes, int32_t dtype, int root)
+{
+	if (rc != MPI_SUCCESS)
+		return;
+	struct cp_event e = coll_event(k, name, bytes, dtype, root);
+	e.dur = end - k->start;
+	cp_record(&e);
+}
+
+/* started remembers a non-blocking collective until its completion. */
+static inline void started(const struct call *k, int rc, const MPI_Request *req, int name, int64_t bytes, int32_t dtype,
+			   int root)
+{
+	if (rc != MPI_SUCCESS)
+		return;
+	struct cp_req q = {.ev = coll_event(k, name, bytes, dtype, root), .c = k->c};
+	cp_req_add(*req, &q);
+}
+
+static inline int64_t sum(const int *counts, int n)
+{
+	int64_t s = 0;
+	for (int i = 0; i < n; i++)
+		s += counts[i];
+	return s;
+}
+
+static inline int is_root(const struct cp_comm *c, int root)
+{
+	return c != NULL && (c->inter ? root == MPI_ROOT : c->rank == root);
+}
+
+static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
+
+/* Each collective is defined twice, blocking and not, from one body:
+ * ARGS computes bytes, dtype and root before the call. */
+#define COLLECTIVE(NAME, IN, PARAMS, ARGS, COMM, ROOT, BODY)                                      \
+	int MPI_##NAME PARAMS                                                                     \
+	{                                                                                         \
+		if (!ON())                                                                        \
+			return PMPI_##NAME ARGS;                                                  \
+		struct call k;                                                                    \
+		const struct cp_comm *c = begin(&k, COMM);                                        \
+		if (c == NULL)                                                                    \
+			return PMPI_##NAME ARGS;                                                  \
+		int64_t bytes = 0;                                                                \
+		struct cp_type t = {0, 0};                                                        \
+		(void)c;                                                                          \
+		BODY;                                                                             \
+		k.start = cp_now();                                                               \
+		int rc = PMPI_##NAME ARGS;                                                        \
+		done(&k, cp_now(), rc, IN, bytes, t.id, ROOT);                                    \
+		return rc;                                                                        \
+	}
+
+#define ICOLLECTIVE(NAME, IN, PARAMS, ARGS, COMM, ROOT, BODY)                                     \
+	int MPI_##NAME PARAMS                                                                     \
+	{                                                                                         \
+		if (!ON())                                                                        \
+			return PMPI_##NAME ARGS;                                                  \
+		struct call k;                                                                    \
+		const struct cp_comm *c = begin(&k, COMM);                                        \
+		if (c == NULL)                                                                    \
+			return PMPI_##NAME ARGS;                                                  \
+		int64_t bytes = 0;                                                                \
+		struct cp_type t = {0, 0};                                                        \
+		(void)c;                                                                          \
+		BODY;                                                                             \
+		k.start = cp_now();                                                               \
+		int rc = PMPI_##NAME ARGS;                                                        \
+		started(&k, rc, req, IN, bytes, t.id, ROOT);                                      \
+		return rc;                                                                        \
+	}
+
+#define P(...) (__VA_ARGS__)
+
+/* Bodies shared by the blocking and non-blocking forms. */
+#define B_COUNT (t = cp_type(dt), bytes = (int64_t)count * t.size)
+#define B_ALLGATHER (t = cp_type(rt), bytes = (int64_t)rc_ * t.size * size_of(c))
+#define B_ALLGATHERV (t = cp_type(rt), bytes = sum(rcs, size_of(c)) * t.size)
+#define B_GATHER                                                                   \
+	if (is_root(c, root) || s == MPI_IN_PLACE)                                 \
+		t = cp_type(rt), bytes = (int64_t)rc_ * t.size * size_of(c);      \
+	else if (!c->inter || root != MPI_PROC_NULL)                               \
+		t = cp_type(st), bytes = (int64_t)sc * t.size * size_of(c)
+#define B_GATHERV                                                              \
+	if (is_root(c, root))                                                  \
+		t = cp_type(rt), bytes = sum(rcs, size_of(c)) * t.size;       \
+	else if (!c->inter || root != MPI_PROC_NULL)                           \
+		t = cp_type(st), bytes = (int64_t)sc * t.size
+#define B_SCATTER                                                                  \
+	if (is_root(c, root))                                                      \
+		t = cp_type(st), bytes = (int64_t)sc * t.size * size_of(c);       \
+	else if (!c->inter || root != MPI_PROC_NULL)                               \
+		t = cp_type(rt), bytes = (int64_t)rc_ * t.size * size_of(c)
+#define B_SCATTERV                                                             \
+	if (is_root(c, root))                                                  \
+		t = cp_type(st), bytes = sum(scs, size_of(c)) * t.size;       \
+	else if (!c->inter || root != MPI_PROC_NULL)                           \
+		t = cp_type(rt), bytes = (int64_t)rc_ * t.size
+#define B_RSBLOCK (t = cp_type(dt), bytes = (int64_t)rc_ * t.size * (c && !c->inter ? c->size : 0))
+#define B_RS (t = cp_type(dt), bytes = sum(rcs, c && !c->inter ? c->size : 0) * t.size)
+#define B_ALLTOALL                                                          \
+	if (s == MPI_IN_PLACE)                                              \
+		t = cp_type(rt), bytes = (int64_t)rc_ * t.size * size_of(c);\
+	else                                                                \
+		t = cp_type(st), bytes = (int64_t)sc * t.size * size_of(c)
+#define B_ALLTOALLV                                                         \
+	if (s == MPI_IN_PLACE)                                              \
+		t = cp_type(rt), bytes = sum(rcs, size_of(c)) * t.size;     \
+	else                                                                \
+		t = cp_type(st), bytes = sum(scs, size_of(c)) * t.size
+#define B_ALLTOALLW                                                             \
+	{                                                                       \
+		const int *n_ = s == MPI_IN_PLACE ? rcs : scs;                  \
+		const MPI_Datatype *ty_ = s == MPI_IN_PLACE ? rts : sts;        \
+		for (int i = 0; i < size_of(c); i++)                            \
+			bytes += (int64_t)n_[i] * cp_type(ty_[i]).size;         \
+	}
+
+COLLECTIVE(Allreduce, N_ALLREDUCE,
+	   P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
+	   P(s, r, count, dt, op, comm), comm, -1, B_COUNT)
+ICOLLECTIVE(Iallreduce, N_ALLREDUCE,
+	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
+	    P(s, r, count, dt, op, comm, req), comm, -1, B_COUNT)
+COLLECTIVE(Bcast, N_BROADCAST, P(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm),
+	   P(buf, count, dt, root, comm), comm, root, B_COUNT)
+ICOLLECTIVE(Ibcast, N_BROADCAST, P(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *req),
+	    P(buf, count, dt, root, comm, req), comm, root, B_COUNT)
+COLLECTIVE(Reduce, N_REDUCE,
+	   P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm),
+	   P(s, r, count, dt, op, root, comm), comm, root, B_COUNT)
+ICOLLECTIVE(Ireduce, N_REDUCE,
+	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, MPI_Request *req),
+	    P(s, r, count, dt, op, root, comm, req), comm, root, B_COUNT)
+COLLECTIVE(Allgather, N_ALLGATHER,
+	   P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, MPI_Comm comm),
+	   P(s, sc, st, r, rc_, rt, comm), comm, -1, B_ALLGATHER)
+ICOLLECTIVE(Iallgather, N_ALLGATHER,
+	    P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req),
+	    P(s, sc, st, r, rc_, rt, comm, req), comm, -1, B_ALLGATHER)
+COLLECTIVE(Allgatherv, N_ALLGATHERV,
+	   P(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[], MPI_Datatype rt,
+	     MPI_Comm comm),
+	   P(s, sc, st, r, rcs, displs, rt, comm), comm, -1, B_ALLGATHERV)
+ICOLLECTIVE(Iallgatherv, N_ALLGATHERV,
+	    P(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[], MPI_Datatype rt,
+	      MPI_Comm comm, MPI_Request *req),
+	    P(s, sc, st, r, rcs, displs, rt, comm, req), comm, -1, B_ALLGATHERV)
+COLLECTIVE(Gather, N_GATHER,
+	   P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm),
+	   P(s, sc, st, r, rc_, rt, root, comm), comm, root, B_GATHER)
+ICOLLECTIVE(Igather, N_GATHER,
+	    P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm,
+	      MPI_Request *req),
+	    P(s, sc, st, r, rc_, rt, root, comm, req), comm, root, B_GATHER)
+COLLECTIVE(Gatherv, N_GATHERV,
+	   P(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[], MPI_Datatype rt,
+	     int root, MPI_Comm comm),
+	   P(s, sc, st, r, rcs, displs, rt, root, comm), comm, root, B_GATHERV)
+ICOLLECTIVE(Igatherv, N_GATHERV,
+	    P(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[], MPI_Datatype rt,
+	      int root, MPI_Comm comm, MPI_Request *req),
+	    P(s, sc, st, r, rcs, displs, rt, root, comm, req), comm, root, B_GATHERV)
+COLLECTIVE(Scatter, N_SCATTER,
+	   P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm),
+	   P(s, sc, st, r, rc_, rt, root, comm), comm, root, B_SCATTER)
+ICOLLECTIVE(Iscatter, N_SCATTER,
+	    P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm,
+	      MPI_Request *req),
+	    P(s, sc, st, r, rc_, rt, root, comm, req), comm, root, B_SCATTER)
+COLLECTIVE(Scatterv, N_SCATTERV,
+	   P(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
+	     int root, MPI_Comm comm),
+	   P(s, scs, displs, st, r, rc_, rt, root, comm), comm, root, B_SCATTERV)
+ICOLLECTIVE(Iscatterv, N_SCATTERV,
+	    P(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
+	      int root, MPI_Comm comm, MPI_Request *req),
+	    P(s, scs, displs, st, r, rc_, rt, root, comm, req), comm, root, B_SCATTERV)
+COLLECTIVE(Reduce_scatter_block, N_REDUCESCATTER,
+	   P(const void *s, void *r, int rc_, MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
+	   P(s, r, rc_, dt, op, comm), comm, -1, B_RSBLOCK)
+ICOLLECTIVE(Ireduce_scatter_block, N_REDUCESCATTER,
+	    P(const void *s, void *r, int rc_, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
+	    P(s, r, rc_, dt, op, comm, req), comm, -1, B_RSBLOCK)
+COLLECTIVE(Reduce_scatter, N_REDUCESCATTERV,
+	   P(const void *s, void *r, const int rcs[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
+	   P(s, r, rcs, dt, op, comm), comm, -1, B_RS)
+ICOLLECTIVE(Ireduce_scatter, N_REDUCESCATTERV,
+	    P(const void *s, void *r, const int rcs[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
+	    P(s, r, rcs, dt, op, comm, req), comm, -1, B_RS)
+COLLECTIVE(Alltoall, N_ALLTOALL,
+	   P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, MPI_Comm comm),
+	   P(s, sc, st, r, rc_, rt, comm), comm, -1, B_ALLTOALL)
+ICOLLECTIVE(Ialltoall, N_ALLTOALL,
+	    P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, MPI_Comm comm, MPI_Request *req),
+	    P(s, sc, st, r, rc_, rt, comm, req), comm, -1, B_ALLTOALL)
+COLLECTIVE(Alltoallv, N_ALLTOALLV,
+	   P(const void *s, const int scs[], const int sd[], MPI_Datatype st, void *r, const int rcs[], const int rd[],
+	     MPI_Datatype rt, MPI_Comm comm),
+	   P(s, scs, sd, st, r, rcs, rd, rt, comm), comm, -1, B_ALLTOALLV)
+ICOLLECTIVE(Ialltoallv, N_ALLTOALLV,
+	    P(const void *s, const int scs[], const int sd[], MPI_Datatype st, void *r, const int rcs[], const int rd[],
+	      MPI_Datatype rt, MPI_Comm comm, MPI_Request *req),
+	    P(s, scs, sd, st, r, rcs, rd, rt, comm, req), comm, -1, B_ALLTOALLV)
+COLLECTIVE(Alltoallw, N_ALLTOALLW,
+	   P(const void *s, const int scs[], const int sd[], const MPI_Datatype sts[], void *r, const int rcs[],
+	     const int rd[], const MPI_Datatype rts[], MPI_Comm comm),
+	   P(s, scs, sd, sts, r, rcs, rd, rts, comm), comm, -1, B_ALLTOALLW)
+ICOLLECTIVE(Ialltoallw, N_ALLTOALLW,
+	    P(const void *s, const int scs[], const int sd[], const MPI_Datatype sts[], void *r, const int rcs[],
+	      const int rd[], const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *req),
+	    P(s, scs, sd, sts, r, rcs, rd, rts, comm, req), comm, -1, B_ALLTOALLW)
+COLLECTIVE(Barrier, N_BARRIER, P(MPI_Comm comm), P(comm), comm, -1, (void)0)
+ICOLLECTIVE(Ibarrier, N_BARRIER, P(MPI_Comm comm, MPI_Request *req), P(comm, req), comm, -1, (void)0)
+COLLECTIVE(Scan, N_SCAN, P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
+	   P(s, r, count, dt, op, comm), comm, -1, B_COUNT)
+ICOLLECTIVE(Iscan, N_SCAN,
+	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
+	    P(s, r, count, dt, op, comm, req), comm, -1, B_COUNT)
+COLLECTIVE(Exscan, N_EXSCAN, P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
+	   P(s, r, count, dt, op, comm), comm, -1, B_COUNT)
+ICOLLECTIVE(Iexscan, N_EXSCAN,
+	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
+	    P(s, r, count, dt, op, comm, req), comm, -1, B_COUNT)
+
+/* ---- point-to-point ---- */
+
+static inline struct cp_event p2p_event(int kind, int64_t start, int64_t bytes, int32_t dtype, const struct cp_comm *c,
+					 int peer, int tag)
+{
+	struct cp_event e = {.start = start, .bytes = bytes, .seq = tag, .peer = cp_world_rank(c, peer), .root = -1,
+			     .name = N_SENDRECV, .comm = c ? c->id : 0, .dtype = dtype, .kind = (int8_t)kind};
+	return e;
+}
+
+/* received fills in what a receive's status says: the source, the tag
+ * and the bytes that arrived. It returns 0 for a cancelled receive. */
+static inline int received(struct cp_event *e, const struct cp_comm *c, const MPI_Status *st)
+{
+	int flag = 0;
+	PMPI_Test_cancelled(st, &flag);
+	if (flag)
+		return 0;
+	int n = 0;
+	/* MPI_BYTE: the status's count in bytes, whatever the type. */
+	if (PMPI_Get_count(st, MPI_BYTE, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
+		e->bytes = n;
+	e->peer = cp_world_rank(c, st->MPI_SOURCE);
+	e->seq = st->MPI_TAG;
+	return 1;
+}
+
+#define SEND(NAME)                                                                                      \
+	int MPI_##NAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)   \
+	{                                                                                               \
+		if (!ON() || dest == MPI_PROC_NULL)                                                     \
+			return PMPI_##NAME(buf, count, dt, dest, tag, comm);                            \
+		struct cp_type t = cp_type(dt);                                                         \
+		const struct cp_comm *c = cp_comm(comm);                                                \
+		int64_t start = cp_now();                                                               \
+		int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm);                                  \
+		int64_t end = cp_now();                                                                 \
+		if (rc == MPI_SUCCESS) {                                                                \
+			struct cp_event e = p2p_event(K_SEND, start, (int64_t)count * t.size, t.id, c, dest, tag); \
+			e.dur = end - start;                                                            \
+			cp_record(&e);                                                                  \
+		}                                                                                       \
+		return rc;                                                                              \
+	}
+
+SEND(Send)
+SEND(Ssend)
+SEND(Bsend)
+SEND(Rsend)
+
+#define ISEND(NAME)                                                                                     \
+	int MPI_##NAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,   \
+		       MPI_Request *req)                                                                \
+	{                                                                                               \
+		if (!ON() || dest == MPI_PROC_NULL)                                                     \
+			return PMPI_##NAME(buf, count, dt, dest, tag, comm, req);                       \
+		struct cp_type t = cp_type(dt);                                                         \
+		const struct cp_comm *c = cp_comm(comm);                                                \
+		int64_t start = cp_now();                                                               \
+		int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm, req);                             \
+		if (rc == MPI_SUCCESS) {                                                                \
+			struct cp_req q = {.ev = p2p_event(K_SEND, start, (int64_t)count * t.size, t.id, c, dest, tag), \
+					   .c = c};                                                     \
+			cp_req_add(*req, &q);                                                           \
+		}                                                                                       \
+		return rc;                                                                              \
+	}
+
+ISEND(Isend)
+ISEND(Issend)
+ISEND(Ibsend)
+ISEND(Irsend)
+
+int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Status *st)
+{
+	if (!ON() || src == MPI_PROC_NULL)
+		return PMPI_Recv(buf, count, dt, src, tag, comm, st);
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	struct cp_type t = cp_type(dt);
+	const struct cp_comm *c = cp_comm(comm);
+	int64_t start = cp_now();
+	int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
+	int64_t end = cp_now();
+	if (rc == MPI_SUCCESS) {
+		struct cp_event e = p2p_event(K_RECV, start, (int64_t)count * t.size, t.id, c, src, tag);
+		e.dur = end - start;
+		if (received(&e, c, st))
+			cp_record(&e);
+	}
+	return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *req)
+{
+	if (!ON() || src == MPI_PROC_NULL)
+		return PMPI_Irecv(buf, count, dt, src, tag, comm, req);
+	struct cp_type t = cp_type(dt);
+	const struct cp_comm *c = cp_comm(comm);
+	int64_t start = cp_now();
+	int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, req);
+	if (rc == MPI_SUCCESS) {
+		struct cp_req q = {.ev = p2p_event(K_RECV, start, (int64_t)count * t.size, t.id, c, src, tag), .c = c};
+		cp_req_add(*req, &q);
+	}
+	return rc;
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
+		 MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st)
+{
+	if (!ON())
+		return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	struct cp_type ts = cp_type(stype), tr = cp_type(rtype);
+	const struct cp_comm *c = cp_comm(comm);
+	int64_t start = cp_now();
+	int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
+	int64_t end = cp_now();
+	if (rc == MPI_SUCCESS) {
+		if (dest != MPI_PROC_NULL) {
+			struct cp_event e = p2p_event(K_SEND, start, (int64_t)scount * ts.size, ts.id, c, dest, stag);
+			e.dur = end - start;
+			cp_record(&e);
+		}
+		if (src != MPI_PROC_NULL) {
+			struct cp_event e = p2p_event(K_RECV, start, (int64_t)rcount * tr.size, tr.id, c, src, rtag);
+			e.dur = end - start;
+			if (received(&e, c, st))
+				cp_record(&e);
+		}
+	}
+	return rc;
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int stag, int src, int rtag, MPI_Comm comm,
+			 MPI_Status *st)
+{
+	if (!ON())
+		return PMPI_Sendrecv_replace(buf, count, dt, dest, stag, src, rtag, comm, st);
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	struct cp_type t = cp_type(dt);
+	const struct cp_comm *c = cp_comm(comm);
+	int64_t start = cp_now();
+	int rc = PMPI_Sendrecv_replace(buf, count, dt, dest, stag, src, rtag, comm, st);
+	int64_t end = cp_now();
+	if (rc == MPI_SUCCESS) {
+		if (dest != MPI_PROC_NULL) {
+			struct cp_event e = p2p_event(K_SEND, start, (int64_t)count * t.size, t.id, c, dest, stag);
+			e.dur = end - start;
+			cp_record(&e);
+		}
+		if (src != MPI_PROC_NULL) {
+			struct cp_event e = p2p_event(K_RECV, start, (int64_t)count * t.size, t.id, c, src, rtag);
+			e.dur = end - start;
+			if (received(&e, c, st))
+				cp_record(&e);
+		}
+	}
+	return rc;
+}
+
+/* ---- completions ---- */
+
+/* complete records what a request started, now that a completion call
+ * that began at wait_start saw it end at end: the operation's event and
+ * the program's wait for it. */
+static void complete(struct cp_req *q, const MPI_Status *st, int64_t wait_start, int64_t end)
+{
+	struct cp_event *e = &q->ev;
+	if (e->kind == K_RECV) {
+		if (!received(e, q->c, st))
+			return;
+	} else if (e->kind == K_SEND) {
+		int flag = 0;
+		PMPI_Test_cancelled(st, &flag);
+		if (flag)
+			return;
+	}
+	e->dur = end - e->start;
+	cp_record(e);
+	struct cp_event w = *e;
+	w.kind = K_WAIT;
+	w.start = wait_start;
+	w.dur = end - wait_start;
+	cp_record(&w);
+}
+
+/* Scratch space for the completion calls over arrays: the handles as
+ * they were (MPI sets completed ones to MPI_REQUEST_NULL) and statuses
+ * when the program passed MPI_STATUSES_IGNORE. Per thread; grown, never
+ * shrunk. */
+static __thread struct {
+	MPI_Request *req;
+	MPI_Status *st;
+	int cap;
+} scratch __attribute__((tls_model("initial-exec")));
+
+static int scratch_for(int n)
+{
+	if (n <= scratch.cap)
+		return 0;
+	int cap = scratch.cap ? scratch.cap : 64;
+	while (cap < n)
+		cap *= 2;
+	MPI_Request *r = realloc(scratch.req, sizeof *r * (size_t)cap);
+	if (r == NULL)
+		return -1;
+	scratch.req = r;
+	MPI_Status *s = realloc(scratch.st, sizeof *s * (size_t)cap);
+	if (s == NULL)
+		return -1;
+	scratch.st = s;
+	scratch.cap = cap;
+	return 0;
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st)
+{
+	if (!ON())
+		return PMPI_Wait(req, st);
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	MPI_Request h = *req;
+	int64_t start = cp_now();
+	int rc = PMPI_Wait(req, st);
+	int64_t end = cp_now();
+	struct cp_req q;
+	if (rc == MPI_SUCCESS && cp_req_take(h, &q))
+		complete(&q, st, start, end);
+	return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
+{
+	if (!ON())
+		return PMPI_Test(req, flag, st);
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	MPI_Request h = *req;
+	int64_t start = cp_now();
+	int rc = PMPI_Test(req, flag, st);
+	if (rc == MPI_SUCCESS && *flag) {
+		int64_t end = cp_now();
+		struct cp_req q;
+		if (cp_req_take(h, &q))
+			complete(&q, st, start, end);
+	}
+	return rc;
+}
+
+/* completed records the requests of h (the handles before the call) that
+ * the call completed: those now MPI_REQUEST_NULL in reqs, with statuses
+ * st[i]. */
+static void completed_all(int n, const MPI_Request *h, const MPI_Request *reqs, const MPI_Status *st, int64_t start,
+			  int64_t end)
+{
+	for (int i = 0; i < n; i++) {
+		struct cp_req q;
+		if (h[i] != MPI_REQUEST_NULL && reqs[i] == MPI_REQUEST_NULL && cp_req_take(h[i], &q))
+			complete(&q, &st[i], start, end);
+	}
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
+{
+	if (!ON() || n <= 0 || scratch_for(n))
+		return PMPI_Waitall(n, reqs, sts);
+	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
+	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
+	int64_t start = cp_now();
+	int rc = PMPI_Waitall(n, reqs, st);
+	int64_t end = cp_now();
+	if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
+		completed_all(n, scratch.req, reqs, st, start, end);
+	return rc;
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
+{
+	if (!ON() || n <= 0 || scratch_for(n))
+		return PMPI_Testall(n, reqs, flag, sts);
+	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
+	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
+	int64_t start = cp_now();
+	int rc = PMPI_Testall(n, reqs, flag, st);
+	if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *flag)
+		completed_all(n, scratch.req, reqs, st, start, cp_now());
+	return rc;
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
+{
+	if (!ON() || n <= 0 || scratch_for(n))
+		return PMPI_Waitany(n, reqs, index, st);
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
+	int64_t start = cp_now();
+	int rc = PMPI_Waitany(n, reqs, index, st);
+	int64_t end = cp_now();
+	struct cp_req q;
+	if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED && cp_req_take(scratch.req[*index], &q))
+		complete(&q, st, start, end);
+	return rc;
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
+{
+	if (!ON() || n <= 0 || scratch_for(n))
+		return PMPI_Testany(n, reqs, index, flag, st);
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
+	int64_t start = cp_now();
+	int rc = PMPI_Testany(n, reqs, index, flag, st);
+	struct cp_req q;
+	if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED && cp_req_take(scratch.req[*index], &q))
+		complete(&q, st, start, cp_now());
+	return rc;
+}
+
+static void completed_some(int out, const int *idx, const MPI_Status *st, int64_t start, int64_t end)
+{
+	for (int k = 0; k < out; k++) {
+		struct cp_req q;
+		if (cp_req_take(scratch.req[idx[k]], &q))
+			complete(&q, &st[k], start, end);
+	}
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[])
+{
+	if (!ON() || n <= 0 || scratch_for(n))
+		return PMPI_Waitsome(n, reqs, out, idx, sts);
+	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
+	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
+	int64_t start = cp_now();
+	int rc = PMPI_Waitsome(n, reqs, out, idx, st);
+	int64_t end = cp_now();
+	if (rc == MPI_SUCCESS && *out != MPI_UNDEFINED)
+		completed_some(*out, idx, st, start, end);
+	return rc;
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[])
+{
+	if (!ON() || n <= 0 || scratch_for(n))
+		return PMPI_Testsome(n, reqs, out, idx, sts);
+	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
+	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
+	int64_t start = cp_now();
+	int rc = PMPI_Testsome(n, reqs, out, idx, st);
+	if (rc == MPI_SUCCESS && *out != MPI_UNDEFINED && *out > 0)
+		completed_some(*out, idx, st, start, cp_now());
+	return rc;
+}
+
+int MPI_Request_free(MPI_Request *req)
+{
+	if (!ON())
+		return PMPI_Request_free(req);
+	MPI_Request h = *req;
+	int rc = PMPI_Request_free(req);
+	struct cp_req q;
+	/* Its completion will not be seen: a send is recorded until here. */
+	if (rc == MPI_SUCCESS && cp_req_take(h, &q) && q.ev.kind == K_SEND) {
+		q.ev.dur = cp_now() - q.ev.start;
+		cp_record(&q.ev);
+	}
+	return rc;
+}
+
+/* ---- communicators and datatypes ---- */
+
+/* created names and registers a communicator made from parent by the
+ * n-th creating call op on it: parent/opN, then ":" and the split's
+ * color (color >= 0), or ":" and the lowest world rank in it where one
+ * call makes several communicators (SUFFIX_LOWEST). It records the
+ * mpi.comm mark that says this rank belongs to it. */
+enum { SUFFIX_LOWEST = -2, SUFFIX_NONE = -3 };
+
+static void created(const struct cp_comm *parent, const char *op, int32_t n, MPI_Comm nc, int color)
+{
+	if (nc == MPI_COMM_NULL)
+		return;
+	char name[512];
+	int w = snprintf(name, sizeof name, "%s/%s%d", parent ? parent->name : "unknown", op, n);
+	if (w >= 0 && (size_t)w < sizeof name && color >= 0)
+		snprintf(name + w, sizeof name - (size_t)w, ":%d", color);
+	struct cp_comm *d = cp_comm_add(nc, name, color == SUFFIX_LOWEST);
+	if (d == NULL)
+		return;
+	struct cp_event e = {.start = cp_now(), .seq = d->rank, .value = d->size, .peer = -1, .root = -1,
+			     .name = N_MARK_COMM, .comm = d->id, .kind = K_MARK};
+	cp_record(&e);
+}
+
+static inline int32_t next_child(struct cp_comm *c)
+{
+	return c ? atomic_fetch_add_explicit(&c->created, 1, memory_order_relaxed) : 0;
+}
+
+/* CREATE defines a communicator-making call that is collective over its
+ * parent: recorded as a collective on the parent, then named. */
+#define CREATE(NAME, IN, OP, PARAMS, ARGS, NEWCOMM, SUFFIX)                  \
+	int MPI_##NAME PARAMS                                                \
+	{                                                                    \
+		if (!LIVE())                                                 \
+			return PMPI_##NAME ARGS;                             \
+		struct call k;                                               \
+		int on = ON();                                               \
+		struct cp_comm *c = begin(&k, comm);                         \
+		int32_t n = next_child(c);                                   \
+		k.start = cp_now();                                          \
+		int rc = PMPI_##NAME ARGS;                                   \
+		if (on)                                                      \
+			done(&k, cp_now(), rc, IN, 0, 0, -1);                \
+		if (rc == MPI_SUCCESS)                                       \
+			created(c, OP, n, *(NEWCOMM), SUFFIX);               \
+		return rc;                                                   \
+	}
+
+CREATE(Comm_split, N_COMM_SPLIT, "split", P(MPI_Comm comm, int color, int key, MPI_Comm *nc),
+       P(comm, color, key, nc), nc, color)
+CREATE(Comm_split_type, N_COMM_SPLIT_TYPE, "split_type",
+       P(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *nc), P(comm, type, key, info, nc), nc,
+       SUFFIX_LOWEST)
+CREATE(Comm_dup, N_COMM_DUP, "dup", P(MPI_Comm comm, MPI_Comm *nc), P(comm, nc), nc, SUFFIX_NONE)
+CREATE(Comm_dup_with_info, N_COMM_DUP, "dup", P(MPI_Comm comm, MPI_Info info, MPI_Comm *nc), P(comm, info, nc), nc,
+       SUFFIX_NONE)
+CREATE(Comm_create, N_COMM_CREATE, "create", P(MPI_Comm comm, MPI_Group group, MPI_Comm *nc), P(comm, group, nc), nc,
+       SUFFIX_LOWEST)
+CREATE(Cart_create, N_CART_CREATE, "cart",
+       P(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm *nc),
+       P(comm, ndims, dims, periods, reorder, nc), nc, SUFFIX_NONE)
+CREATE(Cart_sub, N_CART_SUB, "cart_sub", P(MPI_Comm comm, const int remain[], MPI_Comm *nc), P(comm, remain, nc), nc,
+       SUFFIX_LOWEST)
+CREATE(Graph_create, N_GRAPH_CREATE, "graph",
+       P(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm *nc),
+       P(comm, nnodes, index, edges, reorder, nc), nc, SUFFIX_NONE)
+CREATE(Dist_graph_create, N_DIST_GRAPH_CREATE, "dist_graph",
+       P(MPI_Comm comm, int n_, const int sources[], const int degrees[], const int dests[], const int weights[],
+	 MPI_Info info, int reorder, MPI_Comm *nc),
+       P(comm, n_, sources, degrees, dests, weights, info, reorder, nc), nc, SUFFIX_NONE)
+CREATE(Dist_graph_create_adjacent, N_DIST_GRAPH_CREATE, "dist_graph",
+       P(MPI_Comm comm, int indeg, const int sources[], const int sw[], int outdeg, const int dests[], const int dw[],
+	 MPI_Info info, int reorder, MPI_Comm *nc),
+       P(comm, indeg, sources, sw, outdeg, dests, dw, info, reorder, nc), nc, SUFFIX_NONE)
+
+/* MPI_Comm_create_group is collective over the group only, so it is not
+ * one of the parent's collectives: named after its tag and lowest rank. */
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *nc)
+{
+	if (!LIVE())
+		return PMPI_Comm_create_group(comm, group, tag, nc);
+	int rc = PMPI_Comm_create_group(comm, group, tag, nc);
+	if (rc == MPI_SUCCESS)
+		created(cp_comm(comm), "group", tag, *nc, SUFFIX_LOWEST);
+	return rc;
+}
+
+int MPI_Comm_free(MPI_Comm *comm)
+{
+	MPI_Comm h = *comm;
+	int rc = PMPI_Comm_free(comm);
+	if (rc == MPI_SUCCESS && LIVE())
+		cp_comm_forget(h);
+	return rc;
+}
+
+int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+	MPI_Comm h = *comm;
+	int rc = PMPI_Comm_disconnect(comm);
+	if (rc == MPI_SUCCESS && LIVE())
+		cp_comm_forget(h);
+	return rc;
+}
+
+int MPI_Type_free(MPI_Datatype *t)
+{
+	if (LIVE())
+		cp_type_forget(*t);
+	return PMPI_Type_free(t);
+}
+
+/* ---- the run ---- */
+
+static void start(int64_t t, int provided)
+{
+	if (cp_start(t, provided))
+		cp_warn("rank %d is not recorded", cp.rank);
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+	int64_t t = cp_clock();
+	int rc = PMPI_Init(argc, argv);
+	if (rc == MPI_SUCCESS) {
+		int provided = MPI_THREAD_SINGLE;
+		PMPI_Query_thread(&provided);
+		start(t, provided);
+	}
+	return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	int64_t t = cp_clock();
+	int rc = PMPI_Init_thread(argc, argv, required, provided);
+	if (rc == MPI_SUCCESS)
+		start(t, *provided);
+	return rc;
+}
+
+/* MPI_Pcontrol(0) pauses the recording, any other level resumes it, as
+ * with mpiP and IPM; each is a mpi.pcontrol mark. A program should pause
+ * and resume on every rank alike: collectives called while paused are
+ * not numbered. */
+int MPI_Pcontrol(const int level, ...)
+{
+	int from = level ? 2 : 1, to = level ? 1 : 2;
+	if (atomic_compare_exchange_strong(&cp.on, &from, to)) {
+		struct cp_event e = {.start = cp_now(), .value = level, .seq = -1, .peer = -1, .root = -1,
+				     .name = N_MARK_PCONTROL, .kind = K_MARK};
+		cp_record(&e);
+	}
+	return PMPI_Pcontrol(level);
+}
+
+int MPI_Finalize(void)
+{
+	if (!LIVE())
+		return PMPI_Finalize();
+	int64_t t = cp_now();
+	cp_finish_mpi();
+	int rc = PMPI_Finalize();
+	cp_finish(t, cp_now());
+	return rc;
+}
+
+int MPI_Abort(MPI_Comm comm, int code)
+{
+	cp_abort(code);
+	return PMPI_Abort(comm, code);
+}
+
+#pragma GCC visibility pop
