@@ -128,6 +128,9 @@ func findings(s *Summary) []string {
 		out = append(out, fmt.Sprintf("the largest cost is %s %s at %s: %s of collective time in %d calls",
 			top.Op, top.Algo, top.BucketLbl, pct(float64(top.Time.Sum)/float64(total)), top.Calls))
 	}
+	if !s.Fit.Usable && s.Fit.Reason != "" && s.Fit.Calls > 0 {
+		out = append(out, "no alpha-beta-gamma model is shown: "+s.Fit.Reason)
+	}
 	if p := s.Projection; p != nil && len(p.Ranks) > 1 && len(p.Algos) > 0 {
 		last := len(p.Ranks) - 1
 		best := 0

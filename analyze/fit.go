@@ -1,31 +1,77 @@
 package analyze
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"sort"
 )
 
-// Fit is the alpha-beta-gamma (Hockney) model of the run's network:
-// a message of n bytes takes Alpha + n*Beta; a reduction of n bytes
-// takes n*Gamma. docs/metrics.md explains how each is fitted.
+// Fit is the alpha-beta-gamma (Hockney) model of the run's network and
+// reductions: a collective of n bytes on p ranks takes a·Alpha + b·Beta +
+// c·Gamma, with a, b, c from its algorithm's formula (Model) and each
+// phase scaled by how contended its ranks' cores were (Contention).
+// docs/metrics.md explains how each is fitted and when a fit is usable.
 type Fit struct {
-	// From received messages: transfer time (recv time minus the wait for
-	// the first byte) against bytes, by least squares.
-	Messages   int64   `json:"messages"`
-	MsgAlphaNS float64 `json:"msg_alpha_ns"`     // intercept
-	BetaNSPerB float64 `json:"beta_ns_per_byte"` // slope
-	LinkGBps   float64 `json:"link_gbps"`        // 1/beta
-	MsgR2      float64 `json:"msg_r2"`           // goodness of fit
-	// From collective calls (their time minus arrival wait), with Beta
-	// fixed: time = a*Alpha + b*n*Beta + c*n*Gamma, a, b, c from each
-	// algorithm's formula.
-	Calls       int64   `json:"calls"`
-	AlphaNS     float64 `json:"alpha_ns"`
+	// From received messages, for reference: each message's transfer
+	// time (recv time minus the wait for the first byte) against bytes,
+	// by least squares. On a network-bound link this is the link; on a
+	// CPU-bound host it misses the sender's copy (docs/metrics.md).
+	Messages      int64   `json:"messages"`
+	MsgAlphaNS    float64 `json:"msg_alpha_ns"`
+	MsgBetaNSPerB float64 `json:"msg_beta_ns_per_byte"`
+	MsgR2         float64 `json:"msg_r2"`
+	// Gamma from the reduction kernels' own time (reduce events), per
+	// byte, uncontended; or fitted with Alpha and Beta when the run has no
+	// reduce events.
+	Reduces     int64   `json:"reduces"`
 	GammaNSPerB float64 `json:"gamma_ns_per_byte"`
+	GammaFrom   string  `json:"gamma_from"` // "reductions", "calls" or ""
+	// Alpha and Beta from the collective calls' times after their last
+	// member arrived, averaged per (ranks, algorithm, size): non-negative
+	// least squares on the relative error, so every size counts alike.
+	Calls      int64   `json:"calls"`
+	Sizes      int     `json:"sizes"` // distinct buffer sizes among the calls
+	AlphaNS    float64 `json:"alpha_ns"`
+	BetaNSPerB float64 `json:"beta_ns_per_byte"`
+	LinkGBps   float64 `json:"link_gbps"` // 1/Beta, when usable
+	// CallR2 is R² of the model's log time against the measured log time
+	// over the (ranks, algorithm, size) groups; MedianError the median of
+	// |model - measured| / measured over them.
 	CallR2      float64 `json:"call_r2"`
-	RankCounts  []int   `json:"rank_counts"` // communicator sizes the calls had
+	MedianError float64 `json:"median_error"`
+	// BetaCurve is the cost per byte by message size, where the calls
+	// span enough message sizes to calibrate it (docs/metrics.md): memory
+	// and caches make large messages cost more per byte than small ones.
+	// Predictions use it in place of BetaNSPerB.
+	BetaCurve  []BetaPoint `json:"beta_curve,omitempty"`
+	RankCounts []int       `json:"rank_counts"` // communicator sizes the calls had
+	// Usable says whether the fit has the signal to be shown and to
+	// project from; Reason says why not, and how to get one.
+	Usable bool   `json:"usable"`
+	Reason string `json:"reason,omitempty"`
+	// Source is where the fit came from: "run" (this run's own calls),
+	// "runs" (pooled), or a calibration file.
+	Source string `json:"source,omitempty"`
+}
+
+// Contention describes how many cores the ranks shared: with Hosts hosts
+// of CoresPerHost cores each, a phase in which active ranks run (spread
+// over the hosts) takes max(1, active/Hosts/CoresPerHost) times as long as
+// on idle cores. The zero value means no contention.
+type Contention struct {
+	Hosts        int `json:"hosts"`
+	CoresPerHost int `json:"cores_per_host"`
+}
+
+// Factor is the slowdown of a phase with active ranks.
+func (c Contention) Factor(active int) float64 {
+	if c.Hosts < 1 || c.CoresPerHost < 1 {
+		return 1
+	}
+	return max(1, float64(active)/float64(c.Hosts)/float64(c.CoresPerHost))
 }
 
 // linReg accumulates a simple least-squares line y = a + b x.
@@ -38,6 +84,14 @@ func (l *linReg) add(x, y float64) {
 	l.sxx += x * x
 	l.sxy += x * y
 	l.syy += y * y
+}
+
+// scaledY returns l with every y multiplied by k.
+func (l linReg) scaledY(k float64) linReg {
+	l.sy *= k
+	l.sxy *= k
+	l.syy *= k * k
+	return l
 }
 
 func (l *linReg) merge(o linReg) {
@@ -69,20 +123,29 @@ func (l linReg) solve() (a, b, r2 float64) {
 	return a, b, r2
 }
 
-// callTerm is one collective call's model coefficients and time:
-// t = A*alpha + B*beta + C*gamma (B and C already multiplied by bytes).
-type callTerm struct{ A, B, C, T float64 }
+// callGroup is one (ranks, algorithm, size, contention) group of calls:
+// its model coefficients and mean time after the last arrival.
+type callGroup struct {
+	A, B, C float64 // contended coefficients of alpha, beta, gamma
+	Msg     float64 // the largest message one of its steps sends
+	Bytes   int64
+	Ranks   int
+	SumT    float64
+	N       int64
+}
 
 // fitSums holds what the fit needs, in a form that adds across runs.
 type fitSums struct {
-	link  linReg
-	terms []callTerm
-	ranks []int
+	link   linReg // messages: transfer ns against bytes
+	red    linReg // reductions: ns (uncontended) against bytes
+	groups []callGroup
+	ranks  []int
 }
 
 func (f *fitSums) merge(o *fitSums) {
 	f.link.merge(o.link)
-	f.terms = append(f.terms, o.terms...)
+	f.red.merge(o.red)
+	f.groups = append(f.groups, o.groups...)
 	for _, r := range o.ranks {
 		if !slices.Contains(f.ranks, r) {
 			f.ranks = append(f.ranks, r)
@@ -91,151 +154,507 @@ func (f *fitSums) merge(o *fitSums) {
 	slices.Sort(f.ranks)
 }
 
-// solve fits alpha, beta, gamma: beta (and a message-level alpha) from
-// the messages; alpha and gamma from the calls with beta fixed, by
-// non-negative least squares on two unknowns.
+// Usability thresholds: a fit is shown, and projected from, only with
+// calls of at least minSizes sizes spanning minSpan times, a positive
+// beta and an R² of at least minR2.
+const (
+	minSizes = 3
+	minSpan  = 16
+	minR2    = 0.5
+)
+
+// howToFit is what a fit without signal tells the user to do.
+const howToFit = "run commprof calibrate on this machine or cluster and pass its model file to predict and report (--model)"
+
+// solve fits the model: gamma from the reductions, then alpha and beta
+// (and gamma, if no reduction was timed) from the call groups.
 func (f *fitSums) solve() Fit {
-	ft := Fit{Messages: int64(f.link.n), Calls: int64(len(f.terms)), RankCounts: orEmpty(slices.Clone(f.ranks))}
-	ft.MsgAlphaNS, ft.BetaNSPerB, ft.MsgR2 = f.link.solve()
-	if ft.BetaNSPerB < 0 {
-		ft.BetaNSPerB = 0
+	ft := Fit{Messages: int64(f.link.n), Reduces: int64(f.red.n), RankCounts: orEmpty(slices.Clone(f.ranks)), Source: "run"}
+	ft.MsgAlphaNS, ft.MsgBetaNSPerB, ft.MsgR2 = f.link.solve()
+	var sizes []int64
+	for _, g := range f.groups {
+		ft.Calls += g.N
+		if g.Bytes > 0 && !slices.Contains(sizes, g.Bytes) {
+			sizes = append(sizes, g.Bytes)
+		}
 	}
-	if ft.BetaNSPerB > 0 {
+	ft.Sizes = len(sizes)
+	if f.red.n > 0 {
+		c0, slope, _ := f.red.solve()
+		ft.GammaNSPerB, ft.GammaFrom = slope, "reductions"
+		if slope <= 0 || c0 < 0 {
+			// One size, or a kernel whose fixed cost dominates: the
+			// mean cost per byte.
+			ft.GammaNSPerB = f.red.sy / math.Max(f.red.sx, 1)
+		}
+	}
+	var groups []callGroup
+	for _, g := range f.groups {
+		if g.N > 0 && g.SumT > 0 {
+			groups = append(groups, g)
+		}
+	}
+	if len(groups) > 0 {
+		ft.AlphaNS, ft.BetaNSPerB, ft.GammaNSPerB = fitGroups(groups, ft.GammaNSPerB, ft.GammaFrom != "")
+		if ft.GammaFrom == "" && ft.GammaNSPerB > 0 {
+			ft.GammaFrom = "calls"
+		}
+		ft.BetaCurve = betaCurve(groups, ft)
+		ft.CallR2, ft.MedianError = groupQuality(groups, ft)
+	}
+	slices.Sort(sizes)
+	switch {
+	case len(groups) == 0:
+		ft.Reason = "the run has no collective calls the model covers; " + howToFit
+	case len(sizes) < minSizes || sizes[len(sizes)-1] < minSpan*max(sizes[0], 1):
+		ft.Reason = fmt.Sprintf("the calls have %d size(s)%s, and a fit needs at least %d spanning %dx or more; %s",
+			len(sizes), spanOf(sizes), minSizes, minSpan, howToFit)
+	case ft.BetaNSPerB <= 0:
+		ft.Reason = "the calls' times do not grow with their size (beta <= 0); " + howToFit
+	case ft.CallR2 < minR2:
+		ft.Reason = fmt.Sprintf("the model explains the calls' times poorly (R² %.2f, below %.1f); %s", ft.CallR2, minR2, howToFit)
+	default:
+		ft.Usable = true
 		ft.LinkGBps = 1 / ft.BetaNSPerB
-	}
-	if len(f.terms) == 0 {
-		return ft
-	}
-	beta := ft.BetaNSPerB
-	var saa, sac, scc, say, scy, syy, sy float64
-	for _, t := range f.terms {
-		y := t.T - t.B*beta
-		saa += t.A * t.A
-		sac += t.A * t.C
-		scc += t.C * t.C
-		say += t.A * y
-		scy += t.C * y
-		syy += y * y
-		sy += y
-	}
-	alpha, gamma := 0.0, 0.0
-	det := saa*scc - sac*sac
-	if det > 1e-12*saa*scc {
-		alpha = (say*scc - scy*sac) / det
-		gamma = (scy*saa - say*sac) / det
-	}
-	if det <= 1e-12*saa*scc || alpha < 0 || gamma < 0 {
-		// Fall back to the better one-parameter fit.
-		a1, g1 := 0.0, 0.0
-		if saa > 0 {
-			a1 = math.Max(say/saa, 0)
-		}
-		if scc > 0 {
-			g1 = math.Max(scy/scc, 0)
-		}
-		r1 := syy - 2*a1*say + a1*a1*saa
-		r2 := syy - 2*g1*scy + g1*g1*scc
-		if r1 <= r2 {
-			alpha, gamma = a1, 0
-		} else {
-			alpha, gamma = 0, g1
-		}
-	}
-	ft.AlphaNS, ft.GammaNSPerB = alpha, gamma
-	// R^2 of the whole model against the calls' times.
-	n := float64(len(f.terms))
-	var mean, ssTot, ssRes float64
-	for _, t := range f.terms {
-		mean += t.T
-	}
-	mean /= n
-	for _, t := range f.terms {
-		p := t.A*alpha + t.B*beta + t.C*gamma
-		ssRes += (t.T - p) * (t.T - p)
-		ssTot += (t.T - mean) * (t.T - mean)
-	}
-	if ssTot > 0 {
-		ft.CallR2 = 1 - ssRes/ssTot
 	}
 	return ft
 }
 
-// Model returns the alpha, beta and gamma coefficients of op run with
-// algo on p ranks over n bytes, per DESIGN.md's formulas; ok is false for
-// pairs the model does not cover.
-func Model(op, algo string, p int, n float64) (a, b, c float64, ok bool) {
+func spanOf(sizes []int64) string {
+	if len(sizes) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" from %s to %s", HumanBytes(sizes[0]), HumanBytes(sizes[len(sizes)-1]))
+}
+
+// fitGroups fits alpha and beta (and gamma unless fixed) to the groups'
+// mean times by non-negative least squares on relative errors: each
+// group's equation a·α + b·β + c·γ = T is divided by T.
+func fitGroups(groups []callGroup, gamma float64, gammaFixed bool) (alpha, beta, g float64) {
+	n := 3
+	if gammaFixed {
+		n = 2
+	}
+	rows := make([][]float64, len(groups))
+	ys := make([]float64, len(groups))
+	for i, gr := range groups {
+		t := gr.SumT / float64(gr.N)
+		if gammaFixed {
+			rows[i] = []float64{gr.A / t, gr.B / t}
+			ys[i] = 1 - gr.C*gamma/t
+		} else {
+			rows[i] = []float64{gr.A / t, gr.B / t, gr.C / t}
+			ys[i] = 1
+		}
+	}
+	x := nnls(rows, ys, n)
+	if gammaFixed {
+		return x[0], x[1], gamma
+	}
+	return x[0], x[1], x[2]
+}
+
+// nnls solves min ||Ax - y|| with x >= 0 for a few unknowns by trying
+// every subset of free variables (2^n least-squares solves).
+func nnls(a [][]float64, y []float64, n int) []float64 {
+	best := make([]float64, n)
+	bestRes := math.Inf(1)
+	for mask := 1; mask < 1<<n; mask++ {
+		var idx []int
+		for j := range n {
+			if mask&(1<<j) != 0 {
+				idx = append(idx, j)
+			}
+		}
+		k := len(idx)
+		// Normal equations over the chosen columns.
+		m := make([][]float64, k)
+		v := make([]float64, k)
+		for p := range k {
+			m[p] = make([]float64, k)
+			for i := range a {
+				v[p] += a[i][idx[p]] * y[i]
+				for q := range k {
+					m[p][q] += a[i][idx[p]] * a[i][idx[q]]
+				}
+			}
+		}
+		sol, ok := solveLinear(m, v)
+		if !ok {
+			continue
+		}
+		x := make([]float64, n)
+		neg := false
+		for p, j := range idx {
+			x[j] = sol[p]
+			neg = neg || sol[p] < 0
+		}
+		if neg {
+			continue
+		}
+		var res float64
+		for i := range a {
+			d := -y[i]
+			for j := range n {
+				d += a[i][j] * x[j]
+			}
+			res += d * d
+		}
+		if res < bestRes {
+			best, bestRes = x, res
+		}
+	}
+	return best
+}
+
+// solveLinear solves m x = v by Gaussian elimination with partial pivoting.
+func solveLinear(m [][]float64, v []float64) ([]float64, bool) {
+	k := len(v)
+	for c := range k {
+		p := c
+		for r := c + 1; r < k; r++ {
+			if math.Abs(m[r][c]) > math.Abs(m[p][c]) {
+				p = r
+			}
+		}
+		if math.Abs(m[p][c]) < 1e-300 {
+			return nil, false
+		}
+		m[c], m[p] = m[p], m[c]
+		v[c], v[p] = v[p], v[c]
+		for r := c + 1; r < k; r++ {
+			f := m[r][c] / m[c][c]
+			for q := c; q < k; q++ {
+				m[r][q] -= f * m[c][q]
+			}
+			v[r] -= f * v[c]
+		}
+	}
+	x := make([]float64, k)
+	for c := k - 1; c >= 0; c-- {
+		s := v[c]
+		for q := c + 1; q < k; q++ {
+			s -= m[c][q] * x[q]
+		}
+		x[c] = s / m[c][c]
+	}
+	return x, true
+}
+
+// groupQuality returns R² in log time and the median relative error of
+// the fit over the groups.
+func groupQuality(groups []callGroup, ft Fit) (r2, medErr float64) {
+	var logs, preds, errs []float64
+	for _, g := range groups {
+		t := g.SumT / float64(g.N)
+		p := g.A*ft.AlphaNS + g.B*ft.betaAt(g.Msg) + g.C*ft.GammaNSPerB
+		if t <= 0 || p <= 0 {
+			continue
+		}
+		logs = append(logs, math.Log(t))
+		preds = append(preds, math.Log(p))
+		errs = append(errs, math.Abs(p-t)/t)
+	}
+	if len(logs) == 0 {
+		return 0, 0
+	}
+	var mean float64
+	for _, l := range logs {
+		mean += l
+	}
+	mean /= float64(len(logs))
+	var ssTot, ssRes float64
+	for i := range logs {
+		ssTot += (logs[i] - mean) * (logs[i] - mean)
+		ssRes += (logs[i] - preds[i]) * (logs[i] - preds[i])
+	}
+	if ssTot > 0 {
+		r2 = 1 - ssRes/ssTot
+	}
+	slices.Sort(errs)
+	return r2, errs[(len(errs)-1)/2]
+}
+
+// phase is a part of a collective algorithm: Steps steps, each moving a
+// message of Msg bytes and reducing Red bytes, with Active ranks busy.
+// OneWay marks steps in which a rank only sends or only receives; in the
+// others (exchanges, rings) every rank does both at once. Beta is the
+// cost per byte of an exchange: where copies cost CPU time (loopback,
+// shared memory) a one-way step moves its bytes at half that cost.
+type phase struct {
+	Steps    float64
+	Msg, Red float64
+	Active   int
+	OneWay   bool
+}
+
+// betaWays returns the factor of beta for the phase's bytes.
+func (x phase) betaWays() float64 {
+	if x.OneWay {
+		return 0.5
+	}
+	return 1
+}
+
+// segmentBytes is the pipelining unit of the ring (collectives'
+// DefaultTuning): a ring step's message is at most this long.
+const segmentBytes = 1 << 20
+
+// phases lays out op with algo on p ranks over n bytes as commprof's
+// collectives run it; ok is false for pairs the model does not cover.
+// Recursive doubling and Rabenseifner on a rank count that is not a power
+// of two first fold the extra ranks in (a full-buffer send and reduction
+// between pairs), run on the largest power of two below p, and unfold (a
+// full-buffer send back).
+func phases(op, algo string, p int, n float64) ([]phase, bool) {
 	if p < 2 {
-		return 0, 0, 0, op != ""
+		return nil, op != ""
 	}
-	lg := float64(bits.Len(uint(p - 1))) // ceil(log2 p)
-	fold := 0.0
-	if p&(p-1) != 0 {
-		fold = 1 // non-powers of two fold the extra ranks in and out
-	}
-	q := float64(p-1) / float64(p)
+	pp := 1 << (bits.Len(uint(p)) - 1) // largest power of two <= p
+	lgp := float64(bits.Len(uint(pp)) - 1)
+	lg := float64(bits.Len(uint(p - 1))) // ceil(log2 p), for trees
+	rem := p - pp
 	fp := float64(p)
+	var fold []phase
+	if rem > 0 {
+		fold = []phase{{Steps: 1, Msg: n, Red: n, Active: 2 * rem, OneWay: true}, {Steps: 1, Msg: n, Active: 2 * rem, OneWay: true}}
+	}
+	seg := func(m float64) float64 {
+		if k := math.Ceil(m / segmentBytes); k > 1 {
+			return m / k
+		}
+		return m
+	}
 	switch op {
 	case "allreduce":
 		switch algo {
 		case "ring":
-			return 2 * (fp - 1), 2 * q * n, q * n, true
+			m := n / fp
+			k := math.Max(1, math.Ceil(m/segmentBytes))
+			return []phase{{Steps: (fp - 1) * k, Msg: seg(m), Red: seg(m), Active: p}, {Steps: (fp - 1) * k, Msg: seg(m), Active: p}}, true
 		case "recursive_doubling":
-			return lg + 2*fold, n * (lg + 2*fold), n * (lg + fold), true
+			return append(fold, phase{Steps: lgp, Msg: n, Red: n, Active: pp}), true
 		case "rabenseifner":
-			return 2*lg + 2*fold, 2*q*n + 2*fold*n, q*n + fold*n, true
+			var ph []phase
+			for m := n / 2; m >= n/float64(pp)-1e-9 && len(ph) < 64; m /= 2 {
+				ph = append(ph, phase{Steps: 2, Msg: m, Red: m / 2, Active: pp})
+			}
+			// Each halving step reduces the half it keeps: m, and the
+			// doubling step back sends it without reducing.
+			for i := range ph {
+				ph[i].Red = ph[i].Msg / 2
+			}
+			return append(fold, ph...), true
 		case "tree":
-			return 2 * lg, 2 * lg * n, lg * n, true
+			return []phase{{Steps: lg, Msg: n, Red: n, Active: p, OneWay: true}, {Steps: lg, Msg: n, Active: p, OneWay: true}}, true
 		}
 	case "reducescatter":
 		if algo == "ring" {
-			return fp - 1, q * n, q * n, true
+			m := n / fp
+			return []phase{{Steps: fp - 1, Msg: m, Red: m, Active: p}}, true
 		}
 	case "allgather":
 		if algo == "ring" {
-			return fp - 1, q * n, 0, true
+			return []phase{{Steps: fp - 1, Msg: n / fp, Active: p}}, true
 		}
 	case "broadcast":
 		if algo == "tree" {
-			return lg, lg * n, 0, true
+			return []phase{{Steps: lg, Msg: n, Active: p, OneWay: true}}, true
 		}
 	case "reduce":
 		if algo == "tree" {
-			return lg, lg * n, lg * n, true
+			return []phase{{Steps: lg, Msg: n, Red: n, Active: p, OneWay: true}}, true
 		}
 	}
-	return 0, 0, 0, false
+	return nil, false
 }
 
-// Predict returns the model's time in ns for op with algo on p ranks.
+// Model returns the alpha, beta and gamma coefficients of op run with
+// algo on p ranks over n bytes on idle cores, per DESIGN.md's formulas;
+// ok is false for pairs the model does not cover.
+func Model(op, algo string, p int, n float64) (a, b, c float64, ok bool) {
+	return ModelOn(op, algo, p, n, Contention{})
+}
+
+// ModelOn is Model with each phase of the algorithm scaled by the
+// contention of the ranks active in it.
+func ModelOn(op, algo string, p int, n float64, con Contention) (a, b, c float64, ok bool) {
+	ph, ok := phases(op, algo, p, n)
+	for _, x := range ph {
+		f := con.Factor(x.Active)
+		a += f * x.Steps
+		b += f * x.Steps * x.Msg * x.betaWays()
+		c += f * x.Steps * x.Red
+	}
+	return a, b, c, ok
+}
+
+// mainMsg is the largest message a step of op's algorithm sends: the
+// size whose bandwidth sets its time.
+func mainMsg(op, algo string, p int, n float64) float64 {
+	ph, _ := phases(op, algo, p, n)
+	var m float64
+	for _, x := range ph {
+		m = max(m, x.Msg)
+	}
+	return m
+}
+
+// BetaPoint is the cost per byte of messages of one size, as calibrated.
+type BetaPoint struct {
+	MsgBytes   float64 `json:"msg_bytes"`
+	BetaNSPerB float64 `json:"beta_ns_per_byte"`
+}
+
+// betaAt is the cost per byte of a message of m bytes: the calibrated
+// curve, interpolated in log size, or the constant beta without one.
+func (f Fit) betaAt(m float64) float64 {
+	c := f.BetaCurve
+	if len(c) == 0 || m <= 0 {
+		return f.BetaNSPerB
+	}
+	if m <= c[0].MsgBytes {
+		return c[0].BetaNSPerB
+	}
+	for i := 1; i < len(c); i++ {
+		if m <= c[i].MsgBytes {
+			t := math.Log(m/c[i-1].MsgBytes) / math.Log(c[i].MsgBytes/c[i-1].MsgBytes)
+			return c[i-1].BetaNSPerB + t*(c[i].BetaNSPerB-c[i-1].BetaNSPerB)
+		}
+	}
+	return c[len(c)-1].BetaNSPerB
+}
+
+// Predict returns the model's time in ns for op with algo on p ranks on
+// idle cores.
 func (f Fit) Predict(op, algo string, p int, n float64) (float64, bool) {
-	a, b, c, ok := Model(op, algo, p, n)
-	return a*f.AlphaNS + b*f.BetaNSPerB + c*f.GammaNSPerB, ok
+	return f.PredictOn(op, algo, p, n, Contention{})
+}
+
+// PredictOn returns the model's time in ns for op with algo on p ranks
+// sharing cores as con says; each phase's messages cost what the
+// calibrated curve gives for their size, when the fit has one.
+func (f Fit) PredictOn(op, algo string, p int, n float64, con Contention) (float64, bool) {
+	ph, ok := phases(op, algo, p, n)
+	var t float64
+	for _, x := range ph {
+		t += con.Factor(x.Active) * x.Steps * (f.AlphaNS + x.Msg*x.betaWays()*f.betaAt(x.Msg) + x.Red*f.GammaNSPerB)
+	}
+	return t, ok
+}
+
+// betaCurve derives the cost per byte at each message size from the
+// groups: the beta that makes the model match a group, given alpha and
+// gamma, at the group's main message size; the median per power of two.
+// It needs groups at three or more message sizes.
+func betaCurve(groups []callGroup, ft Fit) []BetaPoint {
+	byBucket := map[int][]float64{}
+	for _, g := range groups {
+		t := g.SumT / float64(g.N)
+		if g.B <= 0 || g.Msg <= 0 {
+			continue
+		}
+		b := (t - g.A*ft.AlphaNS - g.C*ft.GammaNSPerB) / g.B
+		if b <= 0 {
+			continue
+		}
+		k := int(math.Round(math.Log2(g.Msg)))
+		byBucket[k] = append(byBucket[k], b)
+	}
+	if len(byBucket) < 3 {
+		return nil
+	}
+	var keys []int
+	for k := range byBucket {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]BetaPoint, 0, len(keys))
+	for _, k := range keys {
+		v := byBucket[k]
+		slices.Sort(v)
+		out = append(out, BetaPoint{MsgBytes: math.Exp2(float64(k)), BetaNSPerB: v[(len(v)-1)/2]})
+	}
+	return out
 }
 
 func (s *Summarizer) fitSums(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64) *fitSums {
-	f := &fitSums{terms: make([]callTerm, 0, len(calls))}
+	f := &fitSums{}
+	con := s.contention()
+	world := 0
+	for _, rs := range ranks {
+		world = max(world, rs.world)
+	}
+	// Every rank reduces at once: take the contention out of the kernels' time.
+	unc := 1 / con.Factor(world)
 	for _, rs := range ranks {
 		f.link.merge(rs.link)
+		f.red.merge(rs.reduce.scaledY(unc))
 	}
+	type gkey struct {
+		name, algo int32
+		p          int
+		bytes      int64
+	}
+	idx := map[gkey]int{}
 	for _, in := range inst {
 		p := in[1] - in[0]
 		c0 := calls[in[0]]
-		if untimed(calls, in) {
+		if p < 2 || untimed(calls, in) {
 			continue
 		}
-		a, b, c, ok := Model(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes))
-		if !ok || p < 2 {
+		a, b, c, ok := ModelOn(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes), con)
+		if !ok {
 			continue
 		}
 		if !slices.Contains(f.ranks, p) {
 			f.ranks = append(f.ranks, p)
 		}
-		for j := in[0]; j < in[1]; j++ {
-			f.terms = append(f.terms, callTerm{A: a, B: b, C: c, T: float64(calls[j].dur - waits[j])})
+		k := gkey{c0.name, c0.algo, p, c0.bytes}
+		i, seen := idx[k]
+		if !seen {
+			i = len(f.groups)
+			idx[k] = i
+			f.groups = append(f.groups, callGroup{A: a, B: b, C: c, Bytes: c0.bytes, Ranks: p,
+				Msg: mainMsg(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes))})
 		}
+		g := &f.groups[i]
+		g.SumT += float64(callTime(calls, in))
+		g.N++
 	}
 	slices.Sort(f.ranks)
 	return f
+}
+
+// callTime is what the model predicts of a call: from its last member's
+// arrival to its last member's completion.
+func callTime(calls []callRec, in [2]int) int64 {
+	last, end := calls[in[0]].start, calls[in[0]].start
+	for _, c := range calls[in[0]:in[1]] {
+		last = max(last, c.start)
+		end = max(end, c.start+c.dur)
+	}
+	return end - last
+}
+
+// contention is the run's: its hosts and the fewest cores any rank had.
+func (s *Summarizer) contention() Contention {
+	m := s.meta.Manifest
+	if m == nil {
+		return Contention{}
+	}
+	hosts := map[string]bool{}
+	cores := 0
+	for _, r := range m.Ranks {
+		hosts[r.Host] = true
+		if r.CPUs > 0 && (cores == 0 || r.CPUs < cores) {
+			cores = r.CPUs
+		}
+	}
+	if cores == 0 {
+		return Contention{}
+	}
+	return Contention{Hosts: len(hosts), CoresPerHost: cores}
 }
 
 // callSize is one allreduce size and how often a step (or the run, when
@@ -268,11 +687,7 @@ func (s *Summarizer) stepCalls(calls []callRec, inst [][2]int, waits []int64, st
 			m[key] = cs
 		}
 		cs.PerStep++
-		var t float64
-		for j := in[0]; j < in[1]; j++ {
-			t += float64(calls[j].dur - waits[j])
-		}
-		sums[key] += t / float64(in[1]-in[0])
+		sums[key] += float64(callTime(calls, in))
 	}
 	out := []callSize{}
 	for key, cs := range m {
@@ -324,8 +739,10 @@ func DefaultProjectionRanks(world int) []int {
 
 // Project returns the allreduce time per step for each algorithm at each
 // rank count, from fit and the run's calls; nil if the run has no world
-// allreduce or the fit no data.
-func Project(fit Fit, calls []callSize, basis string, world int, ranks []int, algos []string) *Projection {
+// allreduce or the fit is not usable. The model at the run's own rank
+// count (Modeled) has the run's contention con; the projections assume a
+// core per rank.
+func Project(fit Fit, calls []callSize, basis string, world int, con Contention, ranks []int, algos []string) *Projection {
 	if basis == "step" {
 		// Calls made less than once every other step are set-up or
 		// tear-down (the first weights' allreduce, a final check), not the
@@ -338,7 +755,7 @@ func Project(fit Fit, calls []callSize, basis string, world int, ranks []int, al
 		}
 		calls = steady
 	}
-	if len(calls) == 0 || fit.Calls+fit.Messages == 0 {
+	if len(calls) == 0 || !fit.Usable {
 		return nil
 	}
 	if len(algos) == 0 {
@@ -346,7 +763,7 @@ func Project(fit Fit, calls []callSize, basis string, world int, ranks []int, al
 	}
 	pr := &Projection{Basis: basis, Ranks: ranks, Algos: algos, Current: world}
 	for _, c := range calls {
-		mod, _ := fit.Predict(c.Op, c.Algo, world, float64(c.Bytes))
+		mod, _ := fit.PredictOn(c.Op, c.Algo, world, float64(c.Bytes), con)
 		pr.Measured += c.PerStep * c.Measured
 		pr.Modeled += c.PerStep * mod
 		pr.Calls = append(pr.Calls, CallSize{Algo: c.Algo, Bytes: c.Bytes, PerStep: c.PerStep, MeasuredNS: c.Measured, ModeledNS: mod})
@@ -367,7 +784,7 @@ func Project(fit Fit, calls []callSize, basis string, world int, ranks []int, al
 // Project projects this run's allreduces to the given rank counts with
 // its own fit.
 func (s *Summary) Project(ranks []int, algos []string) *Projection {
-	return Project(s.Fit, s.stepCalls, s.basis(), s.Run.WorldSize, ranks, algos)
+	return Project(s.Fit, s.stepCalls, s.basis(), s.Run.WorldSize, s.Run.Contention, ranks, algos)
 }
 
 func (s *Summary) basis() string {
@@ -386,10 +803,74 @@ func PooledFit(runs ...*Summary) Fit {
 			f.merge(s.fitAcc)
 		}
 	}
-	return f.solve()
+	ft := f.solve()
+	if len(runs) > 1 {
+		ft.Source = "runs"
+	}
+	return ft
 }
 
 // ProjectWith projects this run's allreduces with another fit.
 func (s *Summary) ProjectWith(fit Fit, ranks []int, algos []string) *Projection {
-	return Project(fit, s.stepCalls, s.basis(), s.Run.WorldSize, ranks, algos)
+	return Project(fit, s.stepCalls, s.basis(), s.Run.WorldSize, s.Run.Contention, ranks, algos)
+}
+
+// ModelFile is a calibrated model as `commprof calibrate` writes it and
+// predict and report read it (--model).
+type ModelFile struct {
+	Format  string `json:"format"` // "commprof-model"
+	Version int    `json:"version"`
+	Fit     Fit    `json:"fit"`
+	// What it was calibrated on: the runs, their rank counts, algorithms
+	// and sizes, the machine and when.
+	Host            string       `json:"host"`
+	Contention      []Contention `json:"contention"`
+	Runs            []string     `json:"runs"`
+	Algos           []string     `json:"algos"`
+	MinBytes        int64        `json:"min_bytes"`
+	MaxBytes        int64        `json:"max_bytes"`
+	Created         string       `json:"created"` // RFC 3339
+	CommprofVersion string       `json:"commprof_version"`
+}
+
+// ModelFormat names model files.
+const ModelFormat = "commprof-model"
+
+// ParseModel reads a model file's bytes; name is for errors.
+func ParseModel(name string, b []byte) (*ModelFile, error) {
+	var m ModelFile
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("reading model %s: not a model file: %w", name, err)
+	}
+	if m.Format != ModelFormat {
+		return nil, fmt.Errorf("reading model %s: format %q, want %q (write one with commprof calibrate)", name, m.Format, ModelFormat)
+	}
+	if m.Version != 1 {
+		return nil, fmt.Errorf("reading model %s: version %d, this commprof reads version 1", name, m.Version)
+	}
+	f := m.Fit
+	for _, v := range []float64{f.AlphaNS, f.BetaNSPerB, f.GammaNSPerB} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return nil, fmt.Errorf("reading model %s: alpha, beta and gamma must be finite and not negative", name)
+		}
+	}
+	for i, p := range f.BetaCurve {
+		if !(p.MsgBytes > 0) || !(p.BetaNSPerB >= 0) || math.IsInf(p.MsgBytes, 0) || math.IsInf(p.BetaNSPerB, 0) ||
+			(i > 0 && p.MsgBytes <= f.BetaCurve[i-1].MsgBytes) {
+			return nil, fmt.Errorf("reading model %s: beta_curve point %d is not a positive size above the one before it", name, i)
+		}
+	}
+	if !f.Usable {
+		return nil, fmt.Errorf("reading model %s: the calibration was not usable: %s", name, f.Reason)
+	}
+	return &m, nil
+}
+
+// UseFit makes f (a calibrated model) the summary's model: its link,
+// projection, headline and findings follow from it.
+func (s *Summary) UseFit(f Fit) {
+	s.Fit = f
+	s.Projection = s.Project(DefaultProjectionRanks(s.Run.WorldSize), nil)
+	s.Headline = headline(s)
+	s.Findings = findings(s)
 }

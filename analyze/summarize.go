@@ -379,7 +379,8 @@ func (s *Summarizer) Finalize() *Summary {
 
 func (s *Summarizer) runInfo(ranks []*RankSummarizer, world int) RunInfo {
 	ri := RunInfo{Dir: s.meta.Dir, WorldSize: world, Ranks: len(ranks), DiskBytes: s.meta.DiskBytes,
-		Config: map[string]string{}, Metrics: map[string]float64{}, Hosts: []string{}, Command: []string{}}
+		Config: map[string]string{}, Metrics: map[string]float64{}, Hosts: []string{}, Command: []string{},
+		Injected: []string{}, Contention: s.contention()}
 	first, last := int64(0), int64(0)
 	for i, rs := range ranks {
 		ri.Events += rs.events
@@ -414,6 +415,8 @@ func (s *Summarizer) runInfo(ranks []*RankSummarizer, world int) RunInfo {
 			ri.Start = m.Start.UTC().Format("2006-01-02T15:04:05Z07:00")
 		}
 		ri.ClockMethod, ri.ClockUncertNS = m.Clock.Method, m.Clock.UncertaintyNS
+		ri.Source = m.Source
+		ri.Injected = append(ri.Injected, m.Injected...)
 	}
 	if bs, err := strconv.Atoi(ri.Config["batch_size"]); err == nil && bs > 0 {
 		ri.SamplesPerStep = bs * world

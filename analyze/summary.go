@@ -1,5 +1,7 @@
 package analyze
 
+import "github.com/commprof/commprof/trace"
+
 // SchemaVersion is the version of the Summary JSON (docs/stats-json.md).
 // It changes only when a field changes meaning or disappears.
 const SchemaVersion = 1
@@ -57,6 +59,14 @@ type RunInfo struct {
 	SamplesPerStep int    `json:"samples_per_step"`
 	ClockMethod    string `json:"clock_method,omitempty"`
 	ClockUncertNS  int64  `json:"clock_uncertainty_ns"`
+	// Contention is how many hosts the ranks ran on and the fewest cores
+	// one of them had (0 if the run does not say).
+	Contention Contention `json:"contention"`
+	// Source says where a run's events came from when commprof's own
+	// collective layer did not record them (PMPI, an import); Injected
+	// lists the faults injected into the run on purpose.
+	Source   *trace.Source `json:"source,omitempty"`
+	Injected []string      `json:"injected"`
 }
 
 // Headline holds the few numbers a report leads with.

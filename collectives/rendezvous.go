@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -49,6 +50,9 @@ type Peer struct {
 	Addr string `json:"addr"`
 	Host string `json:"host"`
 	PID  int    `json:"pid"`
+	// CPUs is the number of cores the rank's host lets it use: with the
+	// ranks per host, how contended its cores are.
+	CPUs int `json:"cpus,omitempty"`
 }
 
 type hello struct {
@@ -57,6 +61,7 @@ type hello struct {
 	Addr   string `json:"addr"`
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
+	CPUs   int    `json:"cpus,omitempty"`
 	Secret string `json:"secret"` // hex sha256
 }
 
@@ -276,7 +281,7 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret string) e
 	}
 	var r roster
 	for i, m := range members {
-		r.Peers = append(r.Peers, Peer{Rank: i, Addr: m.h.Addr, Host: m.h.Host, PID: m.h.PID})
+		r.Peers = append(r.Peers, Peer{Rank: i, Addr: m.h.Addr, Host: m.h.Host, PID: m.h.PID, CPUs: m.h.CPUs})
 	}
 	for _, m := range members {
 		_ = m.conn.SetDeadline(time.Now().Add(10 * time.Second))
@@ -318,7 +323,7 @@ func register(ctx context.Context, cfg JoinConfig, coord string, ln net.Listener
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	hn, _ := os.Hostname()
-	h := hello{Rank: cfg.Rank, Size: cfg.Size, Addr: net.JoinHostPort(host, port), Host: hn, PID: os.Getpid(), Secret: secret}
+	h := hello{Rank: cfg.Rank, Size: cfg.Size, Addr: net.JoinHostPort(host, port), Host: hn, PID: os.Getpid(), CPUs: runtime.NumCPU(), Secret: secret}
 	if err := json.NewEncoder(c).Encode(h); err != nil {
 		return nil, fmt.Errorf("rank %d: registering with the coordinator at %s: %w", cfg.Rank, cfg.Coord, err)
 	}

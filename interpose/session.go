@@ -232,7 +232,7 @@ func (s *Session) manifest(status string, end []clockSample, runErr error) *trac
 	m.Ranks = make([]trace.RankEntry, len(s.cfg.Peers))
 	for r, p := range s.cfg.Peers {
 		c := s.clocks[r]
-		e := trace.RankEntry{Rank: r, Host: p.Host, PID: p.PID, File: trace.RankFile(r),
+		e := trace.RankEntry{Rank: r, Host: p.Host, PID: p.PID, CPUs: p.CPUs, File: trace.RankFile(r),
 			ClockOffsetNS: c.offset, ClockUncertaintyNS: c.rtt / 2, SyncedAtNS: c.at}
 		if c.rtt > 0 {
 			m.Clock.Method = "ping-pong"

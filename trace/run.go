@@ -104,6 +104,9 @@ type RankEntry struct {
 	// ... and ClockDrift is how much the offset grows per ns after it,
 	// from a second measurement at the end of the run (0 if none).
 	ClockDrift float64 `json:"clock_drift"`
+	// CPUs is the number of cores the rank's host let it use (0 if not
+	// known): with the ranks on the host, how contended its cores were.
+	CPUs int `json:"cpus,omitempty"`
 	// ExitStatus is the rank's exit status when its launcher knew it.
 	ExitStatus *int `json:"exit_status,omitempty"`
 }

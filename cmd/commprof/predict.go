@@ -23,6 +23,7 @@ type predictOptions struct {
 	algos  string
 	check  string
 	format string
+	model  string
 }
 
 func newPredictCmd() *cobra.Command {
@@ -53,6 +54,7 @@ against what was measured. docs/metrics.md gives the formulas.`,
 	f.StringVar(&o.algos, "algo", strings.Join(analyze.AllreduceAlgos, ","), "allreduce algorithms to compare, comma-separated")
 	f.StringVar(&o.check, "check", "", "a measured run to compare the prediction against")
 	f.StringVar(&o.format, "format", "table", "table or json")
+	f.StringVar(&o.model, "model", "", "a model file from commprof calibrate, instead of fitting the runs")
 	return cmd
 }
 
@@ -104,9 +106,20 @@ func runPredict(ctx context.Context, stdout, stderr io.Writer, o *predictOptions
 		sums = append(sums, s)
 	}
 	fit := analyze.PooledFit(sums...)
+	if o.model != "" {
+		m, err := readModel(o.model)
+		if err != nil {
+			return err
+		}
+		fit = m.Fit
+		fit.Source = o.model
+	}
+	if !fit.Usable {
+		return fmt.Errorf("no projection: %s", fit.Reason)
+	}
 	res := predictResult{Fit: fit, Projection: sums[0].ProjectWith(fit, ranks, algos)}
 	if res.Projection == nil {
-		return fmt.Errorf("run %s has no allreduce on the world communicator, or no messages to fit: nothing to project", dirs[0])
+		return fmt.Errorf("run %s has no allreduce on the world communicator: nothing to project", dirs[0])
 	}
 	if o.check != "" {
 		m, err := load.Summary(ctx, o.check)
@@ -136,9 +149,14 @@ func runPredict(ctx context.Context, stdout, stderr io.Writer, o *predictOptions
 
 func writePredict(w io.Writer, dirs []string, res predictResult) {
 	f, p := res.Fit, res.Projection
-	fmt.Fprintf(w, "fit over %s: %d messages, %d collective calls on %v ranks\n", strings.Join(dirs, ", "), f.Messages, f.Calls, f.RankCounts)
-	fmt.Fprintf(w, "  beta  %.4g ns/byte (link %.3f GB/s), from messages, R² %.2f (message alpha %s)\n", f.BetaNSPerB, f.LinkGBps, f.MsgR2, analyze.HumanDuration(f.MsgAlphaNS))
-	fmt.Fprintf(w, "  alpha %s per step, gamma %.4g ns/byte, from calls, R² %.2f\n", analyze.HumanDuration(f.AlphaNS), f.GammaNSPerB, f.CallR2)
+	from := strings.Join(dirs, ", ")
+	if f.Source != "run" && f.Source != "runs" {
+		from = f.Source
+	}
+	fmt.Fprintf(w, "model from %s: %d collective calls of %d sizes on %v ranks\n", from, f.Calls, f.Sizes, f.RankCounts)
+	fmt.Fprintf(w, "  alpha %s per step, beta %.4g ns/byte (%.3f GB/s; by message size where calibrated), gamma %.4g ns/byte (from %s)\n",
+		analyze.HumanDuration(f.AlphaNS), f.BetaNSPerB, f.LinkGBps, f.GammaNSPerB, f.GammaFrom)
+	fmt.Fprintf(w, "  R² %.3f, median error %.0f%% over the calls it was fitted to\n", f.CallR2, 100*f.MedianError)
 	fmt.Fprintf(w, "\n%s's allreduces at its %d ranks: measured %s per %s, model %s (%s)\n", dirs[0], p.Current,
 		analyze.HumanDuration(p.Measured), p.Basis, analyze.HumanDuration(p.Modeled), relErr(p.Modeled, p.Measured))
 	t := &report.Table{Title: "Projected allreduce time per " + p.Basis, Columns: []report.Column{{Name: "algorithm"}}}

@@ -22,6 +22,7 @@ type reportOptions struct {
 	open   bool
 	detail int
 	bins   int
+	model  string
 }
 
 func newReportCmd() *cobra.Command {
@@ -49,6 +50,7 @@ occupancy and keeps every event only in a few windows of detail
 	f.StringVarP(&o.out, "output", "o", "", "HTML file to write (default RUN/report.html)")
 	f.BoolVar(&o.open, "open", false, "open the report in the default browser")
 	f.IntVar(&o.detail, "detail", 100_000, "most events the timeline shows one by one")
+	f.StringVar(&o.model, "model", "", "a model file from commprof calibrate, for the model and projection")
 	f.IntVar(&o.bins, "bins", 0, "occupancy bins across the run in the timeline (0: 1500, fewer for more than 40 ranks)")
 	return cmd
 }
@@ -58,9 +60,22 @@ func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, 
 		return usagef("--detail %d --bins %d: want --detail 0 or more and --bins from 0 (automatic) to 100000", o.detail, o.bins)
 	}
 	start := time.Now()
+	var model *analyze.ModelFile
+	if o.model != "" {
+		m, err := readModel(o.model)
+		if err != nil {
+			return err
+		}
+		model = m
+	}
 	s, err := load.Summary(ctx, dir)
 	if err != nil {
 		return err
+	}
+	if model != nil {
+		f := model.Fit
+		f.Source = o.model
+		s.UseFit(f)
 	}
 	for _, p := range s.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)

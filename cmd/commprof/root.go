@@ -74,7 +74,7 @@ tables and diffs.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), newBenchCmd(args), newRecordCmd(args), newDumpCmd(), newTrainCmd(args), newStatsCmd(), newDiffCmd(), newPredictCmd(), newReportCmd())
 	root.AddCommand(newExportCmd())
-	root.AddCommand(newServeCmd())
+	root.AddCommand(newServeCmd(), newCalibrateCmd())
 	root.AddCommand(newImportCmd())
 	root.AddCommand(&cobra.Command{Use: inject.HelperArg, Hidden: true, DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error { return inject.RunHelper(cmd.Context(), args) }})

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/collectives"
+)
+
+type calibrateOptions struct {
+	ranks  string
+	algos  string
+	min    string
+	max    string
+	factor int64
+	iters  int
+	out    string
+	keep   string
+}
+
+func newCalibrateCmd() *cobra.Command {
+	o := &calibrateOptions{}
+	cmd := &cobra.Command{
+		Use:   "calibrate [--ranks 2,4] [-o model.json]",
+		Short: "Measure this machine's collectives and fit the alpha-beta-gamma model predict and report use",
+		Long: `calibrate records commprof bench allreduce with every allreduce algorithm
+at each rank count and over a range of sizes, on local ranks, fits the
+alpha-beta-gamma model to all of it (with a cost per byte by message size
+and the contention of ranks that share cores), and writes the model to a
+file that predict and report take with --model. A run's own calls rarely
+span enough sizes for a model; a calibration does. docs/metrics.md says what
+the model leaves out.`,
+		Example: `  commprof calibrate -o model.json
+  commprof predict runs/train-4r --model model.json --ranks 8,64,512`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCalibrate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ranks, "ranks", "2,4", "rank counts to measure, comma-separated")
+	f.StringVar(&o.algos, "algos", "ring,recursive_doubling,rabenseifner", "allreduce algorithms to measure")
+	f.StringVar(&o.min, "min", "32K", "smallest size")
+	f.StringVar(&o.max, "max", "16M", "largest size")
+	f.Int64Var(&o.factor, "factor", 2, "size multiplier between sizes")
+	f.IntVar(&o.iters, "iters", 20, "timed iterations per size")
+	f.StringVarP(&o.out, "output", "o", "model.json", "model file to write")
+	f.StringVar(&o.keep, "keep", "", "keep the calibration runs in this directory (default: a temporary one, removed)")
+	return cmd
+}
+
+func runCalibrate(ctx context.Context, stdout, stderr io.Writer, o *calibrateOptions) error {
+	var ranks []int
+	for _, f := range strings.Split(o.ranks, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 || n > 1024 {
+			return usagef("--ranks %q: want rank counts of 2 or more, such as 2,4", o.ranks)
+		}
+		ranks = append(ranks, n)
+	}
+	var algos []string
+	for _, a := range strings.Split(o.algos, ",") {
+		a = strings.TrimSpace(a)
+		alg, err := collectives.ParseAlgo(a)
+		if err != nil || !validFor(collectives.OpAllReduce, alg) {
+			return usagef("--algos %q: want allreduce algorithms such as ring,recursive_doubling,rabenseifner", o.algos)
+		}
+		algos = append(algos, a)
+	}
+	lo, err1 := collectives.ParseSize(o.min)
+	hi, err2 := collectives.ParseSize(o.max)
+	if err1 != nil || err2 != nil || lo <= 0 || hi < 16*lo || o.factor < 2 || o.iters < 1 {
+		return usagef("--min %s --max %s --factor %d --iters %d: want sizes spanning 16x or more, a factor of 2 or more and at least 1 iteration",
+			o.min, o.max, o.factor, o.iters)
+	}
+	dir := o.keep
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "commprof-calibrate-")
+		if err != nil {
+			return fmt.Errorf("calibrate: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("calibrate: finding the commprof binary: %w", err)
+	}
+	var sums []*analyze.Summary
+	var runs []string
+	var cons []analyze.Contention
+	start := time.Now()
+	for _, n := range ranks {
+		for _, a := range algos {
+			run := filepath.Join(dir, fmt.Sprintf("allreduce-%s-%dr", a, n))
+			fmt.Fprintf(stderr, "calibrate: %d ranks, %s, %s to %s ...\n", n, a, o.min, o.max)
+			args := []string{"record", "--ranks", strconv.Itoa(n), "--out", run, "--", "bench", "allreduce",
+				"--min", o.min, "--max", o.max, "--factor", strconv.FormatInt(o.factor, 10), "--iters", strconv.Itoa(o.iters), "--algo", a}
+			if err := runSelf(ctx, exe, args); err != nil {
+				return fmt.Errorf("calibrate: %d ranks, %s: %w", n, a, err)
+			}
+			s, err := load.Summary(ctx, run)
+			if err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			sums = append(sums, s)
+			runs = append(runs, run)
+			cons = append(cons, s.Run.Contention)
+		}
+	}
+	fit := analyze.PooledFit(sums...)
+	if !fit.Usable {
+		return fmt.Errorf("calibrate: the measurements gave no usable model: %s", fit.Reason)
+	}
+	fit.Source = "calibration"
+	host, _ := os.Hostname()
+	m := analyze.ModelFile{Format: analyze.ModelFormat, Version: 1, Fit: fit, Host: host, Contention: cons, Runs: runs,
+		Algos: algos, MinBytes: lo, MaxBytes: hi, Created: time.Now().UTC().Format(time.RFC3339), CommprofVersion: versionString()}
+	if o.keep == "" {
+		m.Runs = nil
+	}
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	if _, err := writeFileAtomic(ctx, o.out, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
+		return fmt.Errorf("calibrate: writing %s: %w", o.out, err)
+	}
+	fmt.Fprintf(stdout, "wrote %s in %s: alpha %s, beta %.4g ns/byte (%.2f GB/s), gamma %.4g ns/byte, over %d calls of %d sizes on %v ranks; R² %.3f, median error %.0f%%\n",
+		o.out, time.Since(start).Round(time.Second), analyze.HumanDuration(fit.AlphaNS), fit.BetaNSPerB, fit.LinkGBps, fit.GammaNSPerB,
+		fit.Calls, fit.Sizes, fit.RankCounts, fit.CallR2, 100*fit.MedianError)
+	fmt.Fprintf(stdout, "use it: commprof predict RUN --model %s, commprof report RUN --model %s\n", o.out, o.out)
+	return nil
+}
+
+// validFor reports whether algo is one of op's algorithms.
+func validFor(op collectives.Op, algo collectives.Algo) bool {
+	for _, a := range collectives.Algorithms(op) {
+		if a == algo {
+			return true
+		}
+	}
+	return false
+}
+
+// runSelf runs this binary with args, its output discarded unless it fails.
+func runSelf(ctx context.Context, exe string, args []string) error {
+	var out strings.Builder
+	c := exec.CommandContext(ctx, exe, args...)
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Run(); err != nil {
+		msg := strings.TrimSpace(out.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return fmt.Errorf("%w: %s", err, msg)
+	}
+	return nil
+}
+
+// readModel reads a model file for --model.
+func readModel(path string) (*analyze.ModelFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("--model: %v", err)
+	}
+	return analyze.ParseModel(path, b)
+}
