@@ -58,8 +58,9 @@ func headline(s *Summary) Headline {
 		h.WaitFraction = wait / comm
 	}
 	var most int64 = -1
+	steady := steadyCalls(s)
 	for _, o := range s.Ops {
-		if o.Bytes > most && o.BusBWGBps > 0 {
+		if o.Bytes > most && o.BusBWGBps > 0 && o.Calls >= steady {
 			most, h.BusBWOp, h.BusBWGBps, h.TransferBusBWGBps = o.Bytes, o.Op, o.BusBWGBps, o.TransferBusBWGBps
 		}
 	}
@@ -115,16 +116,18 @@ func findings(s *Summary) []string {
 		}
 		out = append(out, f)
 	}
+	out = append(out, p2pFindings(s)...)
+	steady := steadyCalls(s)
 	var top *CollStats
 	var total int64
 	for i := range s.Collectives {
 		c := &s.Collectives[i]
 		total += c.Time.Sum
-		if top == nil || c.Time.Sum > top.Time.Sum {
+		if c.Calls >= steady && (top == nil || c.Time.Sum > top.Time.Sum) {
 			top = c
 		}
 	}
-	if top != nil && total > 0 && len(s.Collectives) > 1 {
+	if top != nil && total > 0 && len(s.Collectives) > 1 && s.PointToPoint.Share < 0.5 {
 		out = append(out, fmt.Sprintf("the largest cost is %s %s at %s: %s of collective time in %d calls",
 			top.Op, top.Algo, top.BucketLbl, pct(float64(top.Time.Sum)/float64(total)), top.Calls))
 	}
@@ -179,6 +182,44 @@ func stragglerFinding(s *Summary) []string {
 		if len(st.Ranks) > 0 {
 			rc := st.Ranks[0]
 			f += fmt.Sprintf(": the costliest, rank %d, cost %s of the run (%s per %s)", rc.Rank, pct(rc.Share), HumanDuration(rc.PerWindowNS), unit)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// steadyCalls is how many calls an op or size needs to speak for the
+// run: once every other step in training (set-up and tear-down calls,
+// such as the first broadcast of the weights, do not), three otherwise.
+func steadyCalls(s *Summary) int64 {
+	if n := s.StepSummary.Steps; n > 0 {
+		return max(int64(n/2), 1)
+	}
+	return 3
+}
+
+// p2pFindings speaks of runs whose communication is mostly the program's
+// own point-to-point messages, such as a parameter server's.
+func p2pFindings(s *Summary) []string {
+	p := s.PointToPoint
+	if p.Share < 0.5 || p.Messages == 0 {
+		return nil
+	}
+	out := []string{fmt.Sprintf("point-to-point messages (Send and Recv, such as a parameter server's pushes and pulls) are %s of communication time: %d messages, %s",
+		pct(p.Share), p.Messages, HumanBytes(p.Bytes))}
+	for i, h := range p.Hubs {
+		if i == 2 {
+			break
+		}
+		f := fmt.Sprintf("rank %d receives from %d ranks: %s", h.Rank, h.Peers, HumanBytes(h.Bytes))
+		if h.PerStepBytes > 0 {
+			f += fmt.Sprintf(" (%s per step)", HumanBytes(int64(h.PerStepBytes)))
+		}
+		if h.GBps > 0 {
+			f += fmt.Sprintf(" at %.2f GB/s while receiving", h.GBps)
+		}
+		if t := h.TransferNS + h.WaitNS; t > 0 {
+			f += fmt.Sprintf(", and its receives wait for their senders %s of the time", pct(float64(h.WaitNS)/float64(t)))
 		}
 		out = append(out, f)
 	}

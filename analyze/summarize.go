@@ -364,6 +364,7 @@ func (s *Summarizer) Finalize() *Summary {
 	par(func() { sum.fitAcc = s.fitSums(ranks, calls, inst, waits) })
 	par(func() { sum.Stragglers = s.stragglers(ranks, calls, inst) })
 	wg.Wait()
+	sum.PointToPoint = pointToPoint(ranks, sp, sum.StepSummary.Steps)
 	labelPatterns(sum)
 	for _, rs := range ranks {
 		sum.Marks = append(sum.Marks, rs.marks...)

@@ -21,6 +21,7 @@ type Summary struct {
 	MessageSizes  []SizeStats `json:"message_sizes"`
 	Skew          Skew        `json:"skew"`
 	Stragglers    Stragglers  `json:"stragglers"`
+	PointToPoint  P2PStats    `json:"point_to_point"`
 	Steps         []StepStats `json:"steps"`
 	StepSummary   StepSummary `json:"step_summary"`
 	Compute       []NameTime  `json:"compute"`
