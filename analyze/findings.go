@@ -190,12 +190,9 @@ func stragglerFinding(s *Summary) []string {
 
 // steadyCalls is how many calls an op or size needs to speak for the
 // run: once every other step in training (set-up and tear-down calls,
-// such as the first broadcast of the weights, do not), three otherwise.
+// such as the first broadcast of the weights, do not).
 func steadyCalls(s *Summary) int64 {
-	if n := s.StepSummary.Steps; n > 0 {
-		return max(int64(n/2), 1)
-	}
-	return 3
+	return max(int64(s.StepSummary.Steps/2), 1)
 }
 
 // p2pFindings speaks of runs whose communication is mostly the program's
