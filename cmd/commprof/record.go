@@ -29,6 +29,7 @@ type recordOptions struct {
 	name   string
 	codec  string
 	inject []string
+	mpi    string
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -47,9 +48,14 @@ compute spans into DIR/rank-NNNNN.arrows, with DIR/run.json describing the run.
 COMMAND is a commprof command that runs as ranks (bench, train), which record
 starts on --ranks local processes, or a launcher (mpirun, srun, ...) whose
 command line starts commprof ranks; the ranks then find the run directory in
-COMMPROF_TRACE_DIR (with mpirun across hosts, pass it on with -x).`,
+COMMPROF_TRACE_DIR (with mpirun across hosts, pass it on with -x).
+
+A launcher of any other MPI program (C, C++, Fortran, Python with mpi4py) is
+recorded through the PMPI library: every rank loads it with LD_PRELOAD and
+records each MPI call (docs/mpi.md).`,
 		Example: `  commprof record --ranks 4 -- bench allreduce
-  commprof record --out runs/mpi -- mpirun -np 4 commprof bench allreduce`,
+  commprof record --out runs/mpi -- mpirun -np 4 commprof bench allreduce
+  commprof record --out runs/mine -- mpirun -np 4 python3 train.py`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if len(args) == 0 {
@@ -66,6 +72,7 @@ COMMPROF_TRACE_DIR (with mpirun across hosts, pass it on with -x).`,
 	f.StringVarP(&o.out, "out", "o", "", "run directory (default runs/NAME-YYYYMMDD-HHMMSS)")
 	f.StringVar(&o.name, "name", "", "run name (default from the command, e.g. bench-allreduce)")
 	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
+	f.StringVar(&o.mpi, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
 	injectFlag(cmd, &o.inject)
 	return cmd
 }
@@ -127,6 +134,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	}
 
 	var runErr error
+	var mpi *mpiRecording
 	local := rankCommands[args[0]]
 	if local {
 		if o.ranks < 1 {
@@ -134,8 +142,15 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 		runErr = startRanks(ctx, o.ranks, args, env, o.stdout, o.stderr)
 	} else {
-		c := exec.Command(args[0], args[1:]...)
-		c.Env = append(os.Environ(), env...)
+		argv, envMPI := args, []string(nil)
+		if mpi, err = prepareMPI(ctx, o, args); err != nil {
+			os.Remove(dir) // made for this run, and empty
+			return err
+		} else if mpi != nil {
+			argv, envMPI = mpi.plan.Args, mpi.plan.Env
+		}
+		c := exec.Command(argv[0], argv[1:]...)
+		c.Env = append(append(os.Environ(), env...), envMPI...)
 		c.Stdin, c.Stdout, c.Stderr = os.Stdin, o.stdout, o.stderr
 		if err := c.Start(); err != nil {
 			return fmt.Errorf("starting %s: %w", args[0], err)
@@ -158,6 +173,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 	}
 	interrupted := ctx.Err() != nil
+	if mpi != nil {
+		return mpi.finish(dir, name, runID, args, o, codec, runErr, interrupted, started)
+	}
 	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started, faultStrings(faults)); merr != nil {
 		fmt.Fprintf(o.stderr, "commprof: %v\n", merr)
 	}

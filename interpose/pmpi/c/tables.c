@@ -367,21 +367,21 @@ void cp_req_add(MPI_Request r, const struct cp_req *q)
 	if (k == EMPTY || r == MPI_REQUEST_NULL)
 		return;
 	req_lock();
-	size_t i = hash(k, REQ_CAP);
-	while (R.slot[i].key != EMPTY && R.slot[i].key != k)
-		i = (i + 1) & (REQ_CAP - 1);
-	if (R.slot[i].key == EMPTY) {
-		if (R.n >= REQ_MAX) {
-			req_unlock();
-			atomic_fetch_add_explicit(&cp.lost, 1, memory_order_relaxed);
-			return;
-		}
-		R.n++;
+	if (R.n >= REQ_MAX) {
+		req_unlock();
+		atomic_fetch_add_explicit(&cp.lost, 1, memory_order_relaxed);
+		return;
 	}
-	/* A handle seen again was completed where the library did not
-	 * look (a persistent request, a call it does not wrap): replace it. */
+	/* Live requests may share a handle: MPICH returns one handle for
+	 * every send that completed at once, Open MPI one for every empty
+	 * request. Each gets an entry of its own, after those before it in
+	 * the probe order, so that completions take them first in, first out. */
+	size_t i = hash(k, REQ_CAP);
+	while (R.slot[i].key != EMPTY)
+		i = (i + 1) & (REQ_CAP - 1);
 	R.slot[i] = *q;
 	R.slot[i].key = k;
+	R.n++;
 	req_unlock();
 }
 
@@ -400,7 +400,8 @@ int cp_req_take(MPI_Request r, struct cp_req *out)
 		i = (i + 1) & (REQ_CAP - 1);
 	}
 	*out = R.slot[i];
-	/* Delete by shifting back the entries after it that may sit there. */
+	/* Delete by shifting back the entries after it that may sit there
+	 * (which keeps entries of one handle in the order they came). */
 	for (size_t j = (i + 1) & (REQ_CAP - 1);; j = (j + 1) & (REQ_CAP - 1)) {
 		if (R.slot[j].key == EMPTY)
 			break;

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/commprof/commprof/interpose/pmpi"
+	"github.com/commprof/commprof/trace"
+)
+
+// mpiRecording records a user's MPI program, started by a launcher,
+// through the PMPI library (docs/mpi.md).
+type mpiRecording struct {
+	plan *pmpi.Plan
+}
+
+// ownRanks reports whether a launcher's command line starts commprof's
+// own ranks (mpirun -np 4 commprof bench ...): they record themselves.
+func ownRanks(args []string) bool {
+	exe, _ := os.Executable()
+	for i := 1; i+1 < len(args); i++ {
+		b := filepath.Base(args[i])
+		if (b == "commprof" || args[i] == exe || (exe != "" && b == filepath.Base(exe))) && rankCommands[args[i+1]] {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareMPI plans the recording of a launcher's program through the
+// PMPI library; it returns nil when the launcher starts commprof's own
+// ranks.
+func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecording, error) {
+	if ownRanks(args) {
+		return nil, nil
+	}
+	var flavor pmpi.Flavor
+	if o.mpi != "" {
+		f, err := pmpi.ParseFlavor(o.mpi)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--mpi: %w", err)}
+		}
+		flavor = f
+	}
+	switch v := os.Getenv(envCompact); v {
+	case "", "on", "off":
+	default:
+		return nil, usagef("%s=%q: want on or off", envCompact, v)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the commprof binary, beside which the PMPI library lies: %w", err)
+	}
+	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
+		Pass: []string{envTraceDir, envRunID, envRunName, envCommand}})
+	if errors.Is(err, pmpi.ErrNoFlavor) {
+		return nil, usageError{err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &mpiRecording{plan: plan}, nil
+}
+
+// finish completes the run once the launcher has exited: the manifest,
+// the streams compacted, the summary; and it says why when nothing was
+// recorded.
+func (r *mpiRecording) finish(dir, name, runID string, args []string, o *recordOptions, codec trace.Codec, runErr error, interrupted bool, started time.Time) error {
+	warn := func(err error) { fmt.Fprintf(o.stderr, "commprof: warning: %v\n", err) }
+	_, err := pmpi.Finish(dir, pmpi.FinishOptions{Name: name, RunID: runID,
+		Command: append([]string{"commprof", "record", "--"}, args...), Flavor: r.plan.Flavor,
+		CommprofVersion: versionString(), Start: started, LauncherErr: runErr, Interrupted: interrupted,
+		Compact: os.Getenv(envCompact) != "off", Codec: codec, Warn: warn})
+	if errors.Is(err, pmpi.ErrNotRecorded) {
+		os.Remove(dir) // only if empty: it was made for this run
+		msg := fmt.Sprintf("%s ran, but no rank of it was recorded: no rank called MPI_Init with %s loaded, so %s holds no rank-NNNNN.arrows streams.\n"+
+			"Check that the program is an MPI program that calls MPI_Init, built against %s (ldd PROGRAM | grep -i mpi; for Python, mpi4py built against it), "+
+			"and dynamically linked (LD_PRELOAD does not reach a static binary); --mpi openmpi|mpich if it uses the other MPI; "+
+			"and, for ranks on other hosts, that they see %s and the library at the same paths",
+			strings.Join(args, " "), r.plan.Library, dir, r.plan.Flavor, dir)
+		if runErr != nil {
+			msg += fmt.Sprintf(" (the launcher failed too: %v)", runErr)
+		}
+		return errors.New(msg)
+	}
+	if err != nil {
+		return fmt.Errorf("completing the run manifest in %s: %w", dir, err)
+	}
+	summarize(o.stdout, o.stderr, dir, started)
+	m, merr := trace.ReadManifest(dir)
+	switch {
+	case interrupted:
+		return fmt.Errorf("recording interrupted; what was recorded is in %s: %w", dir, context.Canceled)
+	case runErr != nil:
+		return runErr
+	case merr != nil:
+		return merr
+	case m.Status != trace.StatusComplete:
+		return fmt.Errorf("the run in %s did not end well: %s", dir, m.Error)
+	}
+	return nil
+}

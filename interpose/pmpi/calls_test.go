@@ -1,0 +1,351 @@
+package pmpi
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/commprof/commprof/trace"
+)
+
+// call is what the test knows of one recorded event.
+type call struct {
+	kind        trace.Kind
+	name, comm  string
+	seq, bytes  int64
+	peer, root  int32
+	dtype       string
+	value       float64 // marks with a known value only
+	checkValue  bool
+	description string
+}
+
+func (c call) String() string {
+	return fmt.Sprintf("%s %s comm=%q seq=%d bytes=%d peer=%d root=%d dtype=%q", c.kind, c.name, c.comm, c.seq, c.bytes,
+		c.peer, c.root, c.dtype)
+}
+
+func callOf(e trace.Event) call {
+	return call{kind: e.Kind, name: e.Name, comm: e.Comm, seq: e.Seq, bytes: e.Bytes, peer: e.Peer, root: e.Root,
+		dtype: e.DType, value: e.Value}
+}
+
+// wantCalls is what testdata/calls.py records on rank r of n (n = 3: the
+// split gives {0, 2} and {1}), in the order of the stream.
+func wantCalls(r, n int) []call {
+	var w []call
+	coll := func(name, comm string, seq, bytes int64, root int32, dtype string) {
+		w = append(w, call{kind: trace.KindCollective, name: name, comm: comm, seq: seq, bytes: bytes, peer: -1,
+			root: root, dtype: dtype})
+	}
+	wait := func() { // the wait event of the call just added
+		c := w[len(w)-1]
+		c.kind = trace.KindWait
+		w = append(w, c)
+	}
+	msg := func(kind trace.Kind, comm string, tag, bytes int64, peer int) {
+		w = append(w, call{kind: kind, name: "sendrecv", comm: comm, seq: tag, bytes: bytes, peer: int32(peer),
+			root: -1, dtype: "float64"})
+	}
+	mark := func(name, comm string, seq int64, value float64, check bool) {
+		w = append(w, call{kind: trace.KindMark, name: name, comm: comm, seq: seq, peer: -1, root: -1, value: value,
+			checkValue: check})
+	}
+	sumCounts := int64(n * (n + 1) / 2) // counts are 1..n
+	rootOr := func(root int, all, own int64) int64 {
+		if r == root {
+			return all
+		}
+		return own
+	}
+	left, right := (r-1+n)%n, (r+1)%n
+	const world = "world"
+
+	mark(MarkComm, world, int64(r), float64(n), true)
+	mark(MarkInit, "", -1, 0, false)
+	coll("barrier", world, 0, 0, -1, "")
+	coll("allreduce", world, 1, 8000, -1, "float64")
+	coll("broadcast", world, 2, 800, 1, "float64")
+	coll("reduce", world, 3, 40, 2, "int32")
+	coll("allgather", world, 4, 64*int64(n), -1, "float32")
+	coll("allgatherv", world, 5, 8*sumCounts, -1, "float64")
+	coll("gather", world, 6, 32*int64(n), 0, "int64")
+	coll("gatherv", world, 7, rootOr(0, 8*sumCounts, 8*int64(r+1)), 0, "float64")
+	coll("scatter", world, 8, 12*int64(n), 1, "float32")
+	coll("scatterv", world, 9, rootOr(1, 8*sumCounts, 8*int64(r+1)), 1, "float64")
+	coll("reducescatter", world, 10, 40*int64(n), -1, "float64")
+	coll("reducescatterv", world, 11, 8*sumCounts, -1, "float64")
+	coll("alltoall", world, 12, 8*int64(n), -1, "int32")
+	coll("alltoallv", world, 13, 8*sumCounts, -1, "float64")
+	coll("alltoallw", world, 14, 8*int64(n), -1, "")
+	coll("scan", world, 15, 56, -1, "float64")
+	coll("exscan", world, 16, 56, -1, "float64")
+	coll("allreduce", world, 17, 8000, -1, "float64")
+	wait()
+	coll("broadcast", world, 18, 400, 0, "float64")
+	wait()
+	coll("barrier", world, 19, 0, -1, "")
+	wait()
+	coll("allgather", world, 20, 32*int64(n), -1, "float64")
+	wait()
+	coll("broadcast", world, 21, 64, 0, "derived:vector")
+
+	msg(trace.KindSend, world, 7, 800, right)
+	msg(trace.KindRecv, world, 7, 800, left)
+	switch r {
+	case 0:
+		msg(trace.KindSend, world, 11, 80, 1)
+		msg(trace.KindSend, world, 12, 160, 2)
+	case 1:
+		msg(trace.KindRecv, world, 11, 80, 0) // ANY_SOURCE, ANY_TAG: from the status
+	case 2:
+		msg(trace.KindRecv, world, 12, 160, 0)
+	}
+	msg(trace.KindRecv, world, 21, 240, left)
+	wait()
+	msg(trace.KindSend, world, 21, 240, right)
+	wait()
+
+	coll("comm_split", world, 22, 0, -1, "")
+	color := r % 2
+	sub := fmt.Sprintf("world/split0:%d", color)
+	// key = -r: the larger world rank comes first.
+	var members []int
+	for q := n - 1; q >= 0; q-- {
+		if q%2 == color {
+			members = append(members, q)
+		}
+	}
+	subRank := 0
+	for i, q := range members {
+		if q == r {
+			subRank = i
+		}
+	}
+	mark(MarkComm, sub, int64(subRank), float64(len(members)), true)
+	coll("allreduce", sub, 0, 80, -1, "float64")
+	if len(members) > 1 {
+		other := members[1-subRank]
+		msg(trace.KindSend, sub, 3, 40, other)
+		msg(trace.KindRecv, sub, 3, 40, other)
+	}
+	coll("comm_dup", sub, 1, 0, -1, "")
+	mark(MarkComm, sub+"/dup0", int64(subRank), float64(len(members)), true)
+	coll("barrier", sub+"/dup0", 0, 0, -1, "")
+	coll("barrier", world, 23, 0, -1, "")
+	mark(MarkFinalize, "", -1, 0, false)
+	return w
+}
+
+// compareCalls checks a rank's events against want, in order.
+func compareCalls(t *testing.T, rank int, evs []trace.Event, want []call) {
+	t.Helper()
+	n := min(len(evs), len(want))
+	for i := range n {
+		got := callOf(evs[i])
+		w := want[i]
+		if !w.checkValue {
+			got.value = 0
+		}
+		w.checkValue = false
+		if got != w {
+			t.Errorf("rank %d event %d:\n got  %v (value %g)\n want %v (value %g)", rank, i, got, got.value, w, w.value)
+		}
+	}
+	if len(evs) != len(want) {
+		for i := n; i < len(evs); i++ {
+			t.Errorf("rank %d: unexpected event %d: %v", rank, i, callOf(evs[i]))
+		}
+		for i := n; i < len(want); i++ {
+			t.Errorf("rank %d: missing event %d: %v", rank, i, want[i])
+		}
+	}
+}
+
+// checkSpans checks what holds of every recorded run: durations are not
+// negative, a wait lies inside the span of an operation it waited for and
+// ends with it, every rank numbers its collectives alike, and no rank
+// leaves a barrier before the last has entered it (the clocks agree).
+func checkSpans(t *testing.T, run *trace.Run) {
+	t.Helper()
+	type key struct {
+		comm string
+		seq  int64
+	}
+	names := map[key]string{}
+	type span struct{ lastStart, firstEnd int64 }
+	barriers := map[key]*span{}
+	type opKey struct {
+		name, comm string
+		seq, bytes int64
+		peer       int32
+		end        int64
+	}
+	for _, rk := range run.Ranks {
+		ops := map[opKey][]int64{} // starts of the operations that end then
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindCollective || e.Kind == trace.KindSend || e.Kind == trace.KindRecv {
+				k := opKey{e.Name, e.Comm, e.Seq, e.Bytes, e.Peer, e.End()}
+				ops[k] = append(ops[k], e.Start)
+			}
+		}
+		for i, e := range rk.Events {
+			if e.Dur < 0 || e.Wait < 0 {
+				t.Errorf("rank %d event %d: negative duration %+v", rk.Info.Rank, i, e)
+			}
+			if e.Kind == trace.KindWait {
+				inside := false
+				for _, s := range ops[opKey{e.Name, e.Comm, e.Seq, e.Bytes, e.Peer, e.End()}] {
+					inside = inside || s <= e.Start
+				}
+				if !inside {
+					t.Errorf("rank %d: wait %+v is not inside an operation it waited for", rk.Info.Rank, e)
+				}
+			}
+			if e.Kind != trace.KindCollective {
+				continue
+			}
+			k := key{e.Comm, e.Seq}
+			if n, ok := names[k]; ok && n != e.Name {
+				t.Errorf("%s seq %d is %s on one rank and %s on rank %d", e.Comm, e.Seq, n, e.Name, rk.Info.Rank)
+			}
+			names[k] = e.Name
+			if e.Name == "barrier" {
+				s := barriers[k]
+				if s == nil {
+					s = &span{e.Start, e.End()}
+					barriers[k] = s
+				}
+				s.lastStart, s.firstEnd = max(s.lastStart, e.Start), min(s.firstEnd, e.End())
+			}
+		}
+	}
+	for k, s := range barriers {
+		if s.lastStart > s.firstEnd {
+			t.Errorf("barrier %s seq %d: a rank left %d ns before the last entered", k.comm, k.seq, s.lastStart-s.firstEnd)
+		}
+	}
+}
+
+// TestMPI4PyCalls records a Python program whose every MPI call is known,
+// under Open MPI's mpirun through commprof record, and checks each rank's
+// events one by one, the manifest, and that Apache Arrow JS reads the
+// streams as the C library wrote them: flushed every 10 ms while the
+// program pauses twice for 200 ms, in several batches, the later ones
+// carrying dictionary deltas (new datatypes, then communicators).
+func TestMPI4PyCalls(t *testing.T) {
+	m := findMPI(t, OpenMPI)
+	py := python(t)
+	library(t, m)
+	bin := commprofBin(t)
+	dir := filepath.Join(t.TempDir(), "calls")
+	script, _ := filepath.Abs("testdata/calls.py")
+	res := command(t, []string{"COMMPROF_COMPACT=off", "COMMPROF_FLUSH=10ms", "CALLS_PAUSE=0.2"}, "", bin, "record", "--out", dir, "--",
+		"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", py, script)
+	if res.err != nil {
+		t.Fatalf("record: %v\n%s%s", res.err, res.stdout, res.stderr)
+	}
+	run := readRun(t, dir)
+	if len(run.Ranks) != 3 || len(run.Problems) != 0 {
+		t.Fatalf("%d ranks, problems %v", len(run.Ranks), run.Problems)
+	}
+	for _, rk := range run.Ranks {
+		compareCalls(t, rk.Info.Rank, rk.Events, wantCalls(rk.Info.Rank, 3))
+		if rk.Truncated != nil {
+			t.Errorf("rank %d: %v", rk.Info.Rank, rk.Truncated)
+		}
+	}
+	checkSpans(t, run)
+
+	man := run.Manifest
+	if man.Status != trace.StatusComplete || man.WorldSize != 3 || man.Launcher != "openmpi" || man.Codec != trace.None {
+		t.Errorf("manifest: status %s, world %d, launcher %s, codec %s", man.Status, man.WorldSize, man.Launcher, man.Codec)
+	}
+	if s := man.Source; s == nil || s.Format != "pmpi" || s.CollectiveMessages || !strings.HasPrefix(s.Tool, "Open MPI v") ||
+		len(s.Missing) != 1 {
+		t.Errorf("manifest source %+v", man.Source)
+	}
+	wantConfig := map[string]string{"mpi": "openmpi", "comms": "5", "comm world": "0-2", "comm world/split0:0": "2,0",
+		"comm world/split0:1": "1", "comm world/split0:0/dup0": "2,0", "comm world/split0:1/dup0": "1"}
+	for k, v := range wantConfig {
+		if man.Config[k] != v {
+			t.Errorf("manifest config %q = %q, want %q (config %v)", k, man.Config[k], v, man.Config)
+		}
+	}
+	if man.Clock.Method != "same-host" || len(man.Ranks) != 3 || man.Ranks[2].File != "rank-00002.arrows" || man.Ranks[1].PID == 0 {
+		t.Errorf("manifest clock %+v, ranks %+v", man.Clock, man.Ranks)
+	}
+	if want := []string{"commprof", "record", "--", "mpirun"}; len(man.Command) < 4 || strings.Join(man.Command[:4], " ") != strings.Join(want, " ") {
+		t.Errorf("manifest command %q", man.Command)
+	}
+	checkArrowJS(t, dir, run, 3)
+}
+
+// checkArrowJS reads the run with Apache Arrow JS (web/tools/read-trace.mjs),
+// an implementation independent of commprof's, and compares what it
+// reads with the Go reader.
+func checkArrowJS(t *testing.T, dir string, run *trace.Run, minBatches int) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	tool, _ := filepath.Abs("../../web/tools/read-trace.mjs")
+	if _, serr := os.Stat("../../web/node_modules/apache-arrow"); err != nil || serr != nil {
+		need(t, "node or web/node_modules is missing (make web-deps)")
+	}
+	out, err := exec.Command(node, tool, dir).Output()
+	if err != nil {
+		t.Fatalf("arrow js: %v", err)
+	}
+	var js struct {
+		Ranks []struct {
+			File     string            `json:"file"`
+			Rows     int               `json:"rows"`
+			Batches  int               `json:"batches"`
+			Metadata map[string]string `json:"metadata"`
+			Kinds    map[string]int    `json:"kinds"`
+			Bytes    string            `json:"bytes"`
+			First    map[string]any    `json:"first"`
+			Last     map[string]any    `json:"last"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal(out, &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Ranks) != len(run.Ranks) {
+		t.Fatalf("arrow js saw %d ranks, commprof %d", len(js.Ranks), len(run.Ranks))
+	}
+	for i, jr := range js.Ranks {
+		rk := run.Ranks[i]
+		kinds := map[string]int{}
+		var bytes int64
+		for _, e := range rk.Events {
+			kinds[e.Kind.String()]++
+			bytes += e.Bytes
+		}
+		if jr.Rows != len(rk.Events) || fmt.Sprint(jr.Kinds) != fmt.Sprint(kinds) || jr.Bytes != strconv.FormatInt(bytes, 10) {
+			t.Errorf("%s: arrow js %d rows %v %s bytes; commprof %d %v %d", jr.File, jr.Rows, jr.Kinds, jr.Bytes, len(rk.Events), kinds, bytes)
+		}
+		if jr.Batches < minBatches {
+			t.Errorf("%s: %d batches, want at least %d", jr.File, jr.Batches, minBatches)
+		}
+		if jr.Metadata[trace.MetaRank] != strconv.Itoa(rk.Info.Rank) || jr.Metadata[trace.MetaHost] != rk.Info.Host ||
+			jr.Metadata[trace.MetaPID] != strconv.Itoa(rk.Info.PID) || jr.Metadata[trace.MetaRunID] != rk.Info.RunID {
+			t.Errorf("%s: metadata %v, commprof %+v", jr.File, jr.Metadata, rk.Info)
+		}
+		for _, c := range []struct {
+			row map[string]any
+			e   trace.Event
+		}{{jr.First, rk.Events[0]}, {jr.Last, rk.Events[len(rk.Events)-1]}} {
+			// Arrow JS sees times as written; the Go reader moved them onto rank 0's clock.
+			start := c.e.Start - run.Manifest.Ranks[rk.Info.Rank].ClockOffsetNS
+			if c.row["kind"] != c.e.Kind.String() || c.row["name"] != c.e.Name || c.row["comm"] != c.e.Comm ||
+				c.row["start_ns"] != strconv.FormatInt(start, 10) || c.row["label"] != "" {
+				t.Errorf("%s: row %v, commprof %+v", jr.File, c.row, c.e)
+			}
+		}
+	}
+}
