@@ -43,6 +43,8 @@ type page struct {
 	Cards     []card
 	Findings  []string
 	Problems  []string
+	Injected  []string // faults injected on purpose, as the manifest lists them
+	Notes     []string // what the page cannot show about this run, and why
 	Config    [][2]string
 	ConfigA   [][2]string // diff: keys that differ, A and B
 	ConfigB   [][2]string
@@ -105,6 +107,15 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *analyze.TimelineData, o Opti
 		p.Problems = append(p.Problems, "the run "+s.Run.Status+": "+s.Run.Error)
 	}
 	p.Problems = append(p.Problems, s.Problems...)
+	p.Injected = s.Run.Injected
+	if src := s.Run.Source; src != nil {
+		if !src.CollectiveMessages {
+			p.Notes = append(p.Notes, fmt.Sprintf("This run was recorded from %s: it holds the program's calls, not the messages inside the collectives, so the traffic matrix, message sizes and patterns show only the program's own point-to-point messages.", sourceName(src.Format)))
+		}
+		for _, m := range src.Missing {
+			p.Notes = append(p.Notes, "Not in the source: "+m+".")
+		}
+	}
 	if err := assets(p); err != nil {
 		return err
 	}
@@ -214,23 +225,27 @@ func runCards(s *analyze.Summary) []card {
 		Detail: analyze.HumanDuration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
 	if h.BusBWGBps > 0 {
 		d := h.BusBWOp
+		if h.TransferBusBWGBps > 1.05*h.BusBWGBps {
+			d += fmt.Sprintf(" · %.2f GB/s after the last arrival", h.TransferBusBWGBps)
+		}
 		if h.LinkGBps > 0 {
-			d += fmt.Sprintf(" · %.0f%% of the fitted link (%.2f GB/s)", 100*h.BusBWOfLink, h.LinkGBps)
+			d += fmt.Sprintf(" · %.0f%% of the modelled link (%.2f GB/s)", 100*h.BusBWOfLink, h.LinkGBps)
 		}
 		cs = append(cs, card{Label: "bus bandwidth", Value: fmt.Sprintf("%.2f GB/s", h.BusBWGBps), Detail: d})
 	}
-	if h.Straggler >= 0 {
-		chance := 1 / float64(max(s.Run.WorldSize, 1))
-		when := fmt.Sprintf("%s after the others on average", analyze.HumanDuration(h.StragglerLateNS))
-		if h.StragglerLateNS < 0 {
-			when = fmt.Sprintf("yet %s before the others on average", analyze.HumanDuration(-h.StragglerLateNS))
+	if st := s.Stragglers; st.Replayed {
+		// The analyzer's verdict (analyze/whatif.go), not a re-derivation.
+		unit := map[bool]string{true: "step", false: "collective"}[st.Basis == "step"]
+		c := card{Label: "straggler", Value: "none stands out"}
+		if len(st.Ranks) > 0 {
+			rc := st.Ranks[0]
+			c.Detail = fmt.Sprintf("costliest: rank %d, %.1f%% of the run", rc.Rank, 100*rc.Share)
 		}
-		// The same test as the findings' "is the straggler".
-		c := card{Label: "worst straggler", Value: "none stands out",
-			Detail: fmt.Sprintf("most often last: rank %d, in %.0f%% of collectives (chance %.0f%%), %s", h.Straggler, 100*h.StragglerFrac, 100*chance, when)}
-		if h.StragglerFrac > 1.5*chance && h.StragglerLateNS > 0 {
+		if h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
-			c.Detail = fmt.Sprintf("last in %.0f%% of collectives (chance %.0f%%), %s", 100*h.StragglerFrac, 100*chance, when)
+			c.Detail = fmt.Sprintf("costs %s per %s (%.0f%% of the run); without it a %s takes %s, not %s",
+				analyze.HumanDuration(h.StragglerCostNS), unit, 100*h.StragglerShare, unit,
+				analyze.HumanDuration(st.WithoutNS), analyze.HumanDuration(st.WindowNS))
 		}
 		cs = append(cs, c)
 	}
@@ -261,7 +276,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 		skew = append(skew, c)
 	}
 	if len(skew) > 0 {
-		intro := fmt.Sprintf("Straggler ranking, most often last first: %s.", joinInts(s.Skew.Ranking, 8))
+		intro := fmt.Sprintf("Ranks by how often they arrived last, most often first: %s. Who cost time is in the straggler card and the critical path below.", joinInts(s.Skew.Ranking, 8))
 		if s.Run.ClockMethod != "" && s.Run.ClockMethod != "same-host" {
 			intro += fmt.Sprintf(" The ranks ran on %d hosts whose clocks were aligned by %s exchanges: any arrival difference below ±%s may be the clocks'.",
 				len(s.Run.Hosts), s.Run.ClockMethod, analyze.HumanDuration(float64(s.Run.ClockUncertNS)))
@@ -275,10 +290,11 @@ func runSections(s *analyze.Summary, o Options) []section {
 	if c, ok := projectionChart(s); ok {
 		net = append(net, c)
 	}
-	f := s.Fit
-	secs = append(secs, section{ID: "network", Title: "Bandwidth, the model and more ranks", Charts: net,
-		Intro: fmt.Sprintf("Fit over %d messages and %d collective events: β %.4g ns/byte (link %.2f GB/s, R² %.2f); α %s per algorithm step and γ %.4g ns/byte (R² %.2f). docs/metrics.md gives the formulas.",
-			f.Messages, f.Calls, f.BetaNSPerB, f.LinkGBps, f.MsgR2, analyze.HumanDuration(f.AlphaNS), f.GammaNSPerB, f.CallR2)})
+	secs = append(secs, section{ID: "network", Title: "Bandwidth, the model and more ranks", Charts: net, Intro: modelIntro(s.Fit)})
+	if t := criticalPathTable(s); t != nil {
+		secs = append(secs, section{ID: "critical-path", Title: "Critical path of the slowest " + map[bool]string{true: "step", false: "collective"}[s.Stragglers.Basis == "step"],
+			Tables: []*Table{t}, Intro: criticalPathIntro(s)})
+	}
 	if pc := patternCharts(s); len(pc) > 0 {
 		secs = append(secs, section{ID: "patterns", Title: "Communication patterns", Charts: pc,
 			Intro: "The messages of the first sampled call of each op and algorithm, as a graph of who sent to whom."})
@@ -410,4 +426,83 @@ func diffCards(a, b *analyze.Summary, d *analyze.Diff) []card {
 		cs = append(cs, c)
 	}
 	return cs
+}
+
+func sourceName(format string) string {
+	switch format {
+	case "pmpi":
+		return "an MPI program through the PMPI library"
+	case "horovod":
+		return "a Horovod timeline"
+	case "kineto":
+		return "PyTorch profiler traces"
+	case "nccl-log":
+		return "NCCL debug logs"
+	case "nccl-inspector":
+		return "NCCL Inspector logs"
+	case "nccl-tests":
+		return "nccl-tests output"
+	}
+	return format
+}
+
+// modelIntro says what the alpha-beta-gamma model is, or why there is none.
+func modelIntro(f analyze.Fit) string {
+	if !f.Usable {
+		if f.Reason == "" {
+			return "No alpha-beta-gamma model: the run has no collective calls it covers."
+		}
+		return "No alpha-beta-gamma model is shown: " + f.Reason + "."
+	}
+	from := "this run's calls"
+	switch f.Source {
+	case "runs":
+		from = "these runs' calls"
+	case "run":
+	default:
+		from = "the calibration " + f.Source
+	}
+	return fmt.Sprintf("Model from %s (%d calls of %d sizes on %v ranks): α %s per step, β %.4g ns/byte (%.2f GB/s; by message size where calibrated), γ %.4g ns/byte from %s; R² %.2f, median error %.0f%%. docs/metrics.md gives the formulas and what the model leaves out.",
+		from, f.Calls, f.Sizes, f.RankCounts, analyze.HumanDuration(f.AlphaNS), f.BetaNSPerB, f.LinkGBps, f.GammaNSPerB, f.GammaFrom, f.CallR2, 100*f.MedianError)
+}
+
+// criticalPathTable lists the slowest window's critical path.
+func criticalPathTable(s *analyze.Summary) *Table {
+	cp := s.Stragglers.CriticalPath
+	if cp == nil || len(cp.Segments) == 0 {
+		return nil
+	}
+	t := &Table{Columns: []Column{{Name: "from", Numeric: true}, {Name: "to", Numeric: true}, {Name: "rank", Numeric: true},
+		{Name: "what"}, {Name: "time", Numeric: true}}}
+	segs := cp.Segments
+	const most = 60
+	if len(segs) > most {
+		t.Title = fmt.Sprintf("the last %d of %d segments", most, len(segs))
+		segs = segs[len(segs)-most:]
+	}
+	for _, sg := range segs {
+		what := sg.What
+		if sg.Kind == "work" {
+			what = "own work " + what
+		}
+		t.Rows = append(t.Rows, []string{analyze.HumanDuration(float64(sg.StartNS - cp.StartNS)), analyze.HumanDuration(float64(sg.EndNS - cp.StartNS)),
+			fmt.Sprint(sg.Rank), what, analyze.HumanDuration(float64(sg.EndNS - sg.StartNS))})
+	}
+	return t
+}
+
+func criticalPathIntro(s *analyze.Summary) string {
+	cp := s.Stragglers.CriticalPath
+	total := float64(cp.EndNS - cp.StartNS)
+	var parts []string
+	for r, ns := range cp.ByRank {
+		parts = append(parts, fmt.Sprintf("rank %d's own work %s", r, analyze.HumanDuration(float64(ns))))
+	}
+	sort.Strings(parts)
+	what := "collective"
+	if s.Stragglers.Basis == "step" {
+		what = fmt.Sprintf("step %d", cp.Window)
+	}
+	return fmt.Sprintf("What set the length of %s (%s): the chain of work and waits from its start to its end across ranks, as the replay of the run found it. On it: %s, and %s moving data.",
+		what, analyze.HumanDuration(total), strings.Join(parts, ", "), analyze.HumanDuration(float64(cp.CommNS)))
 }
