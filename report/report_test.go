@@ -100,25 +100,31 @@ func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
 	}
 }
 
-// TestStragglerCard names a straggler only when the findings do, and never
-// calls a rank that arrives early on average "late".
+// TestStragglerCard shows the analyzer's verdict: a named rank with what
+// it cost, or none, and never a verdict of its own.
 func TestStragglerCard(t *testing.T) {
-	get := func(frac, late float64) card {
+	get := func(named bool) card {
 		s := &analyze.Summary{Run: analyze.RunInfo{WorldSize: 4}}
-		s.Headline.Straggler, s.Headline.StragglerFrac, s.Headline.StragglerLateNS = 3, frac, late
+		s.Headline.Straggler = -1
+		s.Stragglers = analyze.Stragglers{Replayed: true, Basis: "step", WindowNS: 30e6, WithoutNS: 20e6,
+			Ranks: []analyze.RankCost{{Rank: 3, CostNS: 1e9, Share: 0.33, PerWindowNS: 10e6}}}
+		if named {
+			s.Stragglers.Named = []int{3}
+			s.Headline.Straggler, s.Headline.StragglerCostNS, s.Headline.StragglerShare = 3, 10e6, 0.33
+		}
 		for _, c := range runCards(s) {
-			if c.Label == "worst straggler" {
+			if c.Label == "straggler" {
 				return c
 			}
 		}
 		t.Fatal("no straggler card")
 		return card{}
 	}
-	if c := get(0.9, 95_000); c.Value != "rank 3" || c.Class != "bad" || !strings.Contains(c.Detail, "95µs after the others") {
-		t.Errorf("a clear straggler: %+v", c)
+	if c := get(true); c.Value != "rank 3" || c.Class != "bad" || !strings.Contains(c.Detail, "costs 10ms per step") || !strings.Contains(c.Detail, "takes 20ms, not 30ms") {
+		t.Errorf("a named straggler: %+v", c)
 	}
-	if c := get(0.26, -134_000); c.Value != "none stands out" || c.Class == "bad" || !strings.Contains(c.Detail, "before the others") || strings.Contains(c.Detail, "-") {
-		t.Errorf("no straggler, arriving early on average: %+v", c)
+	if c := get(false); c.Value != "none stands out" || c.Class == "bad" || !strings.Contains(c.Detail, "costliest: rank 3") {
+		t.Errorf("none named: %+v", c)
 	}
 }
 
