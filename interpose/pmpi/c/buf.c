@@ -40,6 +40,7 @@ struct slot {
 static struct {
 	pthread_mutex_t mu; /* the lists below */
 	struct chunk *free, *full, *full_tail;
+	int nfull; /* chunks in the full list */
 	int spare; /* chunks allocated beyond the threads' own */
 	struct slot *slots;
 	pthread_key_t key; /* ends a thread's slot */
@@ -129,6 +130,7 @@ static void slot_end(void *p)
 		else
 			B.full = c;
 		B.full_tail = c;
+		B.nfull++;
 	}
 	s->idle = 1;
 	pthread_mutex_unlock(&B.mu);
@@ -170,6 +172,7 @@ static struct chunk *next_chunk(struct slot *s, struct chunk *full)
 			else
 				B.full = full;
 			B.full_tail = full;
+			B.nfull++;
 			atomic_store(&s->cur, NULL);
 			full = NULL;
 		}
@@ -188,11 +191,17 @@ static struct chunk *next_chunk(struct slot *s, struct chunk *full)
 			c->next = NULL;
 			atomic_store_explicit(&s->cur, c, memory_order_release);
 		}
+		int wake = B.nfull >= MAX_CHUNKS / 2;
 		pthread_mutex_unlock(&B.mu);
-		pthread_mutex_lock(&B.wake_mu);
-		B.pending = 1;
-		pthread_cond_signal(&B.wake);
-		pthread_mutex_unlock(&B.wake_mu);
+		if (wake) {
+			/* Half the pool waits: write it now rather than at the next
+			 * tick. Waking the thread for each chunk would take a core
+			 * from the program more often, for less each time. */
+			pthread_mutex_lock(&B.wake_mu);
+			B.pending = 1;
+			pthread_cond_signal(&B.wake);
+			pthread_mutex_unlock(&B.wake_mu);
+		}
 		if (c != NULL)
 			return c;
 		/* The pool is spent: write the full chunks out here. */
@@ -269,6 +278,7 @@ static void flush_pass(void)
 	pthread_mutex_lock(&B.mu);
 	struct chunk *full = B.full;
 	B.full = B.full_tail = NULL;
+	B.nfull = 0;
 	struct slot *slots = B.slots;
 	pthread_mutex_unlock(&B.mu);
 

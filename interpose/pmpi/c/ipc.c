@@ -301,44 +301,42 @@ int cp_ipc_batch(int fd, const struct cp_event *const *evs, size_t n, int rank)
 	if (body_grow(n * 96 + 8 * 2 * CP_NCOLS + 64))
 		return -1;
 	lay.nnodes = lay.nbufs = lay.blen = 0;
-	for (int c = 0; c < CP_NCOLS; c++) {
-		unsigned char *p;
+	/* Each column's place in the body, then one pass over the events
+	 * that writes every column: the events are read once. */
+	static const size_t width[C_NCOLS] = {
+		[C_RANK] = 4, [C_KIND] = 1, [C_NAME] = 4, [C_START] = 8, [C_DUR] = 8, [C_BYTES] = 8,
+		[C_PEER] = 4, [C_SEQ] = 8, [C_STEP] = 4, [C_ALGO] = 1, [C_DTYPE] = 1, [C_ROOT] = 4,
+		[C_CHUNK] = 4, [C_COMM] = 4, [C_WAIT] = 8, [C_VALUE] = 8, [C_LABEL] = 4,
+	};
+	unsigned char *col[C_NCOLS];
+	for (int c = 0; c < C_NCOLS; c++) {
+		if (width[c] != (size_t)cp_columns[c].width)
+			return -1; /* schema.h and this encoder disagree */
 		node((int64_t)n);
 		buffer(0); /* no validity bitmap: no nulls */
-/* COL fills column c with expr of each event e, as type T, which must be
- * as wide as the schema says. */
-#define COL(T, expr)                                        \
-	if (sizeof(T) != (size_t)cp_columns[c].width)       \
-		return -1;                                  \
-	p = buffer(n * sizeof(T));                          \
-	for (size_t i = 0; i < n; i++) {                    \
-		const struct cp_event *e = evs[i];          \
-		T v = (T)(expr);                            \
-		(void)e;                                    \
-		memcpy(p + sizeof(T) * i, &v, sizeof(T));   \
-	}                                                   \
-	break
-		switch (c) {
-		case C_RANK: COL(int32_t, rank);
-		case C_KIND: COL(int8_t, e->kind);
-		case C_NAME: COL(int32_t, e->name);
-		case C_START: COL(int64_t, e->start);
-		case C_DUR: COL(int64_t, e->dur);
-		case C_BYTES: COL(int64_t, e->bytes);
-		case C_PEER: COL(int32_t, e->peer);
-		case C_SEQ: COL(int64_t, e->seq);
-		case C_STEP: COL(int32_t, -1);
-		case C_ALGO: COL(int8_t, 0); /* "": the MPI library does not say */
-		case C_DTYPE: COL(int8_t, e->dtype);
-		case C_ROOT: COL(int32_t, e->root);
-		case C_CHUNK: COL(int32_t, -1);
-		case C_COMM: COL(int32_t, e->comm);
-		case C_WAIT: COL(int64_t, e->wait);
-		case C_VALUE: COL(double, e->value);
-		case C_LABEL: COL(int32_t, 0); /* "": a program's own names are not known */
-		default: return -1;
-		}
-#undef COL
+		col[c] = buffer(n * width[c]);
+	}
+	const int32_t minus1 = -1, zero = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct cp_event *e = evs[i];
+		int8_t kind = e->kind, algo = 0, dtype = (int8_t)e->dtype;
+		memcpy(col[C_RANK] + 4 * i, &rank, 4);
+		memcpy(col[C_KIND] + i, &kind, 1);
+		memcpy(col[C_NAME] + 4 * i, &e->name, 4);
+		memcpy(col[C_START] + 8 * i, &e->start, 8);
+		memcpy(col[C_DUR] + 8 * i, &e->dur, 8);
+		memcpy(col[C_BYTES] + 8 * i, &e->bytes, 8);
+		memcpy(col[C_PEER] + 4 * i, &e->peer, 4);
+		memcpy(col[C_SEQ] + 8 * i, &e->seq, 8);
+		memcpy(col[C_STEP] + 4 * i, &minus1, 4);  /* PMPI knows no training steps */
+		memcpy(col[C_ALGO] + i, &algo, 1);        /* "": the MPI library does not say */
+		memcpy(col[C_DTYPE] + i, &dtype, 1);
+		memcpy(col[C_ROOT] + 4 * i, &e->root, 4);
+		memcpy(col[C_CHUNK] + 4 * i, &minus1, 4);
+		memcpy(col[C_COMM] + 4 * i, &e->comm, 4);
+		memcpy(col[C_WAIT] + 8 * i, &e->wait, 8);
+		memcpy(col[C_VALUE] + 8 * i, &e->value, 8);
+		memcpy(col[C_LABEL] + 4 * i, &zero, 4);   /* "": a program's own names are not known */
 	}
 	int64_t rows = (int64_t)n;
 	return message(fd, HEADER_RECORD_BATCH, batch_header, &rows);
