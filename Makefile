@@ -34,11 +34,11 @@ pmpi-libs: $(PMPI_LIBS)
 
 bin/libcommprof-pmpi-openmpi.so: $(PMPI_SRC)
 	@mkdir -p bin
-	$(MPICC_OPENMPI) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread
+	$(MPICC_OPENMPI) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread -ldl
 
 bin/libcommprof-pmpi-mpich.so: $(PMPI_SRC)
 	@mkdir -p bin
-	$(MPICC_MPICH) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread
+	$(MPICC_MPICH) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread -ldl
 
 # The main job: the reference trainer on 4 local ranks over loopback TCP,
 # on its embedded data set, recorded into runs/demo, and its HTML report.

@@ -2,6 +2,7 @@ package pmpi
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -197,5 +198,47 @@ func TestWithoutFinalize(t *testing.T) {
 	}
 	if n != 1000 {
 		t.Errorf("%d allreduces recorded in order, want 1000", n)
+	}
+}
+
+// TestFortran records a Fortran program: with MPICH, whose Fortran
+// bindings call the C functions, every call; with Open MPI, whose
+// bindings call PMPI directly, nothing, and record says why.
+func TestFortran(t *testing.T) {
+	for _, m := range []mpiTools{findMPI(t, MPICH), findMPI(t, OpenMPI)} {
+		t.Run(string(m.flavor), func(t *testing.T) {
+			fc, err := exec.LookPath("mpif90." + string(m.flavor))
+			if err != nil {
+				need(t, "mpif90."+string(m.flavor)+" is not installed")
+			}
+			prog := filepath.Join(work, "calls-f90-"+string(m.flavor))
+			build(t, prog, func() error { return run(".", fc, "-O2", "-o", prog, "testdata/calls.f90") })
+			library(t, m)
+			bin := commprofBin(t)
+			dir := filepath.Join(t.TempDir(), "f")
+			args := append(append([]string{"record", "--out", dir, "--", m.run}, m.args...), "-np", "2", prog)
+			res := command(t, nil, "", bin, args...)
+			if m.flavor == OpenMPI {
+				if res.err == nil || !strings.Contains(res.stderr, "Open MPI's Fortran bindings") {
+					t.Fatalf("record of Open MPI Fortran: %v\n%s", res.err, res.stderr)
+				}
+				return
+			}
+			if res.err != nil {
+				t.Fatalf("record: %v\n%s%s", res.err, res.stdout, res.stderr)
+			}
+			for _, rk := range readRun(t, dir).Ranks {
+				var got []string
+				for _, e := range rk.Events {
+					if e.Kind == trace.KindCollective {
+						got = append(got, fmt.Sprintf("%s %d %s %d", e.Name, e.Bytes, e.DType, e.Root))
+					}
+				}
+				want := []string{"allreduce 800 float64 -1", "allreduce 800 float64 -1", "allreduce 800 float64 -1", "broadcast 80 float64 1"}
+				if !slices.Equal(got, want) {
+					t.Errorf("rank %d: %q, want %q", rk.Info.Rank, got, want)
+				}
+			}
+		})
 	}
 }

@@ -191,3 +191,20 @@ func TestMeasuredClocks(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongMPI records an Open MPI program (mpi4py) with the library built
+// for MPICH: the program cannot run with both, and the rank says why
+// instead of failing inside MPI.
+func TestWrongMPI(t *testing.T) {
+	m := findMPI(t, OpenMPI)
+	library(t, findMPI(t, MPICH))
+	py := python(t)
+	bin := commprofBin(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	res := command(t, nil, "", bin, "record", "--mpi", "mpich", "--out", dir, "--", m.run, "--allow-run-as-root",
+		"--oversubscribe", "-np", "2", py, "-c", "from mpi4py import MPI")
+	if res.err == nil || !strings.Contains(res.stderr, "two MPI libraries are loaded") ||
+		!strings.Contains(res.stderr, "no rank of it was recorded") {
+		t.Fatalf("record: %v\n%s", res.err, res.stderr)
+	}
+}

@@ -187,6 +187,7 @@ CP_HIDDEN int cp_start(int64_t init_start, int provided);
 CP_HIDDEN void cp_finish_mpi(void);                 /* in MPI_Finalize, before PMPI_Finalize */
 CP_HIDDEN void cp_finish(int64_t called, int64_t done); /* after it */
 CP_HIDDEN void cp_abort(int code);
+CP_HIDDEN void cp_check_mpi(void); /* exits if the program uses another MPI than the library's */
 CP_HIDDEN void cp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 CP_HIDDEN const char *cp_library_version(void);
 

@@ -16,8 +16,10 @@
 #include "cp.h"
 #include "schema.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -102,6 +104,54 @@ const char *cp_library_version(void)
 		}
 	}
 	return v;
+}
+
+/* The MPI libraries loaded: those that define PMPI_Init, found through
+ * every loaded object (a Python extension's dependencies included). */
+struct mpis {
+	void *base[4];
+	char name[4][256];
+	int n;
+};
+
+static int find_mpi(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct mpis *m = arg;
+	void *h = dlopen(info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
+	if (h == NULL)
+		return 0;
+	void *sym = dlsym(h, "PMPI_Init");
+	Dl_info where;
+	if (sym != NULL && dladdr(sym, &where) && where.dli_fbase != NULL) {
+		int seen = 0;
+		for (int i = 0; i < m->n; i++)
+			seen |= m->base[i] == where.dli_fbase;
+		if (!seen && m->n < 4) {
+			m->base[m->n] = where.dli_fbase;
+			snprintf(m->name[m->n], sizeof m->name[0], "%s", where.dli_fname ? where.dli_fname : "?");
+			m->n++;
+		}
+	}
+	dlclose(h);
+	return 0;
+}
+
+void cp_check_mpi(void)
+{
+	struct mpis m = {.n = 0};
+	dl_iterate_phdr(find_mpi, &m);
+	if (m.n < 2)
+		return;
+	/* The library calls PMPI_ functions with the handles of the MPI it
+	 * was built for; a program of another MPI would fail in ways that say
+	 * nothing of why. */
+	Dl_info ours;
+	const char *self = dladdr((void *)cp_check_mpi, &ours) && ours.dli_fname ? ours.dli_fname : "the commprof PMPI library";
+	cp_warn("two MPI libraries are loaded, %s and %s: the program uses another MPI than %s was built for, "
+		"which cannot record it; record it with the library of its MPI (commprof record --mpi openmpi|mpich)",
+		m.name[0], m.name[1], self);
+	_exit(1);
 }
 
 /* Host facts every rank gathers from every other. */

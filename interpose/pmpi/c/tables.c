@@ -297,6 +297,21 @@ static void type_name(MPI_Datatype t, char *out, size_t n)
 				snprintf(out, n, "%s", known[i].name);
 				return;
 			}
+		/* Fortran's, whose sizes depend on how the program was compiled. */
+		const struct {
+			MPI_Datatype t;
+			const char *kind;
+		} fortran[] = {
+			{MPI_REAL, "float"}, {MPI_DOUBLE_PRECISION, "float"}, {MPI_REAL4, "float"}, {MPI_REAL8, "float"},
+			{MPI_INTEGER, "int"}, {MPI_INTEGER4, "int"}, {MPI_INTEGER8, "int"},
+		};
+		int size = 0;
+		for (size_t i = 0; i < sizeof fortran / sizeof fortran[0]; i++)
+			if (fortran[i].t == t && fortran[i].t != MPI_DATATYPE_NULL && PMPI_Type_size(t, &size) == MPI_SUCCESS &&
+			    size > 0) {
+				snprintf(out, n, "%s%d", fortran[i].kind, 8 * size);
+				return;
+			}
 	}
 	char name[MPI_MAX_OBJECT_NAME] = "";
 	int len = 0;

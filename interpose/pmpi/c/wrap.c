@@ -789,6 +789,7 @@ static void start(int64_t t, int provided)
 
 int MPI_Init(int *argc, char ***argv)
 {
+	cp_check_mpi();
 	int64_t t = cp_clock();
 	int rc = PMPI_Init(argc, argv);
 	if (rc == MPI_SUCCESS) {
@@ -801,6 +802,7 @@ int MPI_Init(int *argc, char ***argv)
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+	cp_check_mpi();
 	int64_t t = cp_clock();
 	int rc = PMPI_Init_thread(argc, argv, required, provided);
 	if (rc == MPI_SUCCESS)
