@@ -71,7 +71,7 @@ func (s *Summarizer) Rank(r int, host string) *RankSummarizer {
 		return rs
 	}
 	rs := &RankSummarizer{s: s, rank: r, host: host, world: max(s.meta.WorldSize, r+1),
-		computeNames: map[int32]*NameTime{}, matrices: map[int32]*matrixAcc{}, sizes: map[sizeKey]*SizeStats{},
+		computeNames: map[int32]*NameTime{}, matrices: map[int32]*matrixAcc{}, sizes: map[sizeKey]*SizeStats{}, sendNSTo: map[int32][]int64{},
 		sizesByName: map[int32]*[65]*SizeStats{},
 		patterns:    map[patKey]*patAcc{}}
 	s.ranks[r] = rs
@@ -104,6 +104,7 @@ type RankSummarizer struct {
 	msgsSent, msgsRecv       int64
 	first, last              int64
 	matrices                 map[int32]*matrixAcc // by op name; the world matrix is summed at the end
+	sendNSTo                 map[int32][]int64    // by op name, then destination: time in sends
 	sizes                    map[sizeKey]*SizeStats
 	link                     linReg // recv transfer time against bytes
 	patterns                 map[patKey]*patAcc
@@ -234,6 +235,17 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			rs.sendNS += dur
 			rs.bytesSent += b.Bytes[i]
 			rs.msgsSent++
+			if p := b.Peer[i]; p >= 0 {
+				if int(p) >= rs.world {
+					rs.world = int(p) + 1
+				}
+				st := rs.sendNSTo[names[b.Name[i]]]
+				if len(st) < rs.world {
+					st = append(st, make([]int64, rs.world-len(st))...)
+				}
+				st[p] += dur
+				rs.sendNSTo[names[b.Name[i]]] = st
+			}
 			rs.pattern(comms[b.Comm[i]], names[b.Name[i]], algos[b.Algo[i]], b.Seq[i], b.Peer[i])
 		case trace.KindRecv:
 			if names[b.Name[i]] == rs.s.p2p {
@@ -957,15 +969,30 @@ func lateness(calls []callRec, inst [][2]int, world int) (lastN []int64, late []
 
 func (s *Summarizer) matrices(ranks []*RankSummarizer, world int) (Matrix, []Matrix) {
 	newM := func(op string) Matrix {
-		m := Matrix{Op: op, Bytes: make([][]int64, world), Messages: make([][]int64, world), TimeNS: make([][]int64, world)}
+		m := Matrix{Op: op, Bytes: make([][]int64, world), Messages: make([][]int64, world), TimeNS: make([][]int64, world), SendNS: make([][]int64, world)}
 		for i := range world {
-			m.Bytes[i], m.Messages[i], m.TimeNS[i] = make([]int64, world), make([]int64, world), make([]int64, world)
+			m.Bytes[i], m.Messages[i], m.TimeNS[i], m.SendNS[i] = make([]int64, world), make([]int64, world), make([]int64, world), make([]int64, world)
 		}
 		return m
 	}
 	all := newM("")
 	per := map[int32]*Matrix{}
 	for _, rs := range ranks {
+		for name, st := range rs.sendNSTo {
+			m := per[name]
+			if m == nil {
+				mm := newM(s.str(name))
+				m = &mm
+				per[name] = m
+			}
+			src := rs.rank
+			for dst, ns := range st {
+				if src < world && dst < world {
+					m.SendNS[src][dst] += ns
+					all.SendNS[src][dst] += ns
+				}
+			}
+		}
 		for name, acc := range rs.matrices {
 			m := per[name]
 			if m == nil {

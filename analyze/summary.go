@@ -175,7 +175,10 @@ type Matrix struct {
 	Pattern  string    `json:"pattern,omitempty"`
 	Bytes    [][]int64 `json:"bytes"`
 	Messages [][]int64 `json:"messages"`
-	TimeNS   [][]int64 `json:"time_ns"`
+	TimeNS   [][]int64 `json:"time_ns"` // the receives' time, post to completion (waiting for the sender included)
+	// SendNS is the senders' time in their sends: what it took to push
+	// the bytes into the link, so Bytes/SendNS is the edge's bandwidth.
+	SendNS [][]int64 `json:"send_ns"`
 }
 
 // SizeStats is one op's messages in one log2 size bucket.

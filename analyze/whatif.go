@@ -93,11 +93,18 @@ type PathSegment struct {
 // Naming thresholds: a rank is a straggler when removing its excess would
 // save at least nameShare of the run and at least nameRatio times what the
 // typical other rank's would (the noise floor: on an oversubscribed
-// machine every rank is sometimes slow). Clean runs stay below both
+// machine every rank is sometimes slow), in at least nameWindows windows. Clean runs stay below both
 // (docs/metrics.md has the measurements).
 const (
 	nameShare = 0.03
 	nameRatio = 3
+	// nameWindows is how many windows a rank must cost time in: one or
+	// two hiccups (a rank descheduled once on a loaded machine) are not a
+	// straggler.
+	nameWindows = 3
+	// nameAlike is how much of the first straggler's cost another must
+	// cost to be named too.
+	nameAlike = 0.5
 	// whatIfCandidates bounds the ranks replayed one by one.
 	whatIfCandidates = 8
 )
@@ -233,36 +240,71 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 	}
 	slices.SortStableFunc(out.Ranks, func(a, b RankCost) int { return cmp.Compare(b.CostNS, a.CostNS) })
 	// Name the costly ranks one at a time: with the first one's excess
-	// removed, the second may show (two slow ranks hide each other).
+	// removed, the second may show (two slow ranks hide each other). Each
+	// round measures every remaining candidate against the same base.
 	var named []int
-	for k, rc := range out.Ranks {
-		if len(named) >= 3 || len(named) < k {
-			break
-		}
-		cost := rc.CostNS
-		if len(named) > 0 {
+	var floor, firstCost int64
+	costs := map[int]int64{}
+	windows := map[int]int{}
+	for _, rc := range out.Ranks {
+		costs[rc.Rank], windows[rc.Rank] = rc.CostNS, rc.Windows
+	}
+	for round := 0; round < 3; round++ {
+		if round > 0 {
 			base, _ := rp.replay(-1, false, named)
-			with, _ := rp.replay(rc.Rank, false, named)
-			cost = max(base.total()-with.total(), 0)
-		}
-		var others []int64
-		for j, x := range out.Ranks {
-			if j > k {
-				others = append(others, x.CostNS)
+			for r := range costs {
+				if slices.Contains(named, r) {
+					continue
+				}
+				with, _ := rp.replay(r, false, named)
+				costs[r] = max(base.total()-with.total(), 0)
+				windows[r] = 0
+				for _, d := range savedPerWindow(base, with) {
+					if float64(d) > 0.01*winMean {
+						windows[r]++
+					}
+				}
 			}
 		}
-		// Ranks beyond the candidates cost less than any of them.
-		for range max(len(rp.ranks)-len(out.Ranks), 0) {
-			others = append(others, 0)
+		best, bestCost := -1, int64(-1)
+		var others []int64
+		for _, r := range rp.ranks {
+			if slices.Contains(named, r) {
+				continue
+			}
+			c := costs[r] // 0 for ranks beyond the candidates, which cost less than any of them
+			others = append(others, c)
+			if c > bestCost {
+				best, bestCost = r, c
+			}
 		}
-		var floor int64
-		if len(others) > 0 {
-			slices.Sort(others)
-			floor = others[(len(others)-1)/2]
+		if best < 0 {
+			break
 		}
-		if out.TotalNS > 0 && float64(cost) >= nameShare*float64(out.TotalNS) && float64(cost) >= nameRatio*float64(floor) {
-			named = append(named, rc.Rank)
+		// The noise floor: the median of the other ranks, as measured in
+		// the first round (later rounds have fewer ranks to judge by).
+		if round == 0 {
+			if i := slices.Index(others, bestCost); i >= 0 {
+				others = slices.Delete(others, i, i+1)
+			}
+			if len(others) > 0 {
+				slices.Sort(others)
+				floor = others[(len(others)-1)/2]
+			}
 		}
+		if out.TotalNS <= 0 || float64(bestCost) < nameShare*float64(out.TotalNS) || float64(bestCost) < nameRatio*float64(floor) ||
+			windows[best] < min(nameWindows, len(rp.windows)) {
+			break
+		}
+		// A second straggler must cost about as much as the first: a
+		// slow rank's shadow of smaller hiccups is not one.
+		if round > 0 && float64(bestCost) < nameAlike*float64(firstCost) {
+			break
+		}
+		if round == 0 {
+			firstCost = bestCost
+		}
+		named = append(named, best)
 	}
 	out.Named = orEmpty(named)
 	out.WithoutNS = winMean

@@ -197,17 +197,47 @@ var reds = []string{"#fff5f0", "#fcbba1", "#fb6a4a", "#cb181d", "#67000d"}
 var diverging = []string{"#2166ac", "#92c5de", "#f7f7f7", "#f4a582", "#b2182b"}
 
 func matrixVariant(label, format string, m [][]int64) chartVariant {
+	f := make([][]float64, len(m))
+	for i, row := range m {
+		f[i] = make([]float64, len(row))
+		for j, v := range row {
+			f[i][j] = float64(v)
+		}
+	}
+	return matrixVariantF(label, format, f, false)
+}
+
+// matrixVariantF draws a float matrix; skipZero leaves out cells with no
+// value (an edge with no traffic has no bandwidth).
+func matrixVariantF(label, format string, m [][]float64, skipZero bool) chartVariant {
 	n := len(m)
 	var cells []opts.HeatMapData
 	var maxV float64
 	for src := range m {
 		for dst, v := range m[src] {
+			if skipZero && v == 0 {
+				continue
+			}
 			cells = append(cells, opts.HeatMapData{Value: [3]interface{}{dst, src, v}})
-			maxV = math.Max(maxV, float64(v))
+			maxV = math.Max(maxV, v)
 		}
 	}
 	h := heatmap(rankLabels(n), rankLabels(n), "receiver", "sender", cells, maxV, blues)
 	return variant(label, format, "matrix", h)
+}
+
+// edgeBandwidth is each edge's bytes over its senders' time, GB/s.
+func edgeBandwidth(m analyze.Matrix) [][]float64 {
+	out := make([][]float64, len(m.Bytes))
+	for i := range m.Bytes {
+		out[i] = make([]float64, len(m.Bytes[i]))
+		for j := range m.Bytes[i] {
+			if i < len(m.SendNS) && j < len(m.SendNS[i]) && m.SendNS[i][j] > 0 {
+				out[i][j] = float64(m.Bytes[i][j]) / float64(m.SendNS[i][j])
+			}
+		}
+	}
+	return out
 }
 
 // matrixChart: rank x rank traffic, by metric and op.
@@ -225,7 +255,8 @@ func matrixChart(s *analyze.Summary) chartSpec {
 		c.Variants = append(c.Variants,
 			matrixVariant("bytes, "+name, "bytes", m.Bytes),
 			matrixVariant("messages, "+name, "count", m.Messages),
-			matrixVariant("recv time, "+name, "ns", m.TimeNS))
+			matrixVariant("recv time, "+name, "ns", m.TimeNS),
+			matrixVariantF("bandwidth (bytes / send time), "+name, "gbps", edgeBandwidth(m), true))
 	}
 	add(s.Matrix)
 	for _, m := range s.OpMatrices {
