@@ -110,6 +110,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	name := o.name
 	if name == "" {
 		name = defaultName(args)
+		if n := mpiName(args); n != "" {
+			name = n
+		}
 	}
 	started := time.Now()
 	dir := o.out

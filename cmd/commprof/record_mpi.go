@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -30,6 +32,46 @@ func ownRanks(args []string) bool {
 		}
 	}
 	return false
+}
+
+// interpreters run the program named by their first argument.
+var interpreters = regexp.MustCompile(`^(python[0-9.]*|pypy[0-9.]*|sh|bash|perl|ruby|julia|Rscript|node)$`)
+
+// mpiName names a run of a launcher's program after the program: "mpi-"
+// and the first argument after the launcher's options that is a program
+// (its script's name, for an interpreter), without its extension; "" for
+// commprof's own ranks or when no argument is one.
+func mpiName(args []string) string {
+	if len(args) < 2 || rankCommands[args[0]] || ownRanks(args) {
+		return ""
+	}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") || !isProgram(a) {
+			continue // an option, or an option's value
+		}
+		prog := filepath.Base(a)
+		if interpreters.MatchString(prog) && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			prog = filepath.Base(args[i+1])
+		}
+		prog = strings.TrimSuffix(prog, filepath.Ext(prog))
+		if n := strings.Trim(unsafeName.ReplaceAllString(prog, "-"), "-"); n != "" {
+			return "mpi-" + n
+		}
+		return ""
+	}
+	return ""
+}
+
+// isProgram reports whether a names an executable file, as a path or on
+// the PATH.
+func isProgram(a string) bool {
+	p, err := exec.LookPath(a)
+	if err != nil {
+		return false
+	}
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }
 
 // prepareMPI plans the recording of a launcher's program through the
