@@ -11,6 +11,7 @@
  * the pool holds at most MAX_CHUNKS chunks beyond one per recording
  * thread; a thread that finds none free writes the full ones itself.
  */
+#define _GNU_SOURCE
 #include "cp.h"
 
 #include <pthread.h>
@@ -358,6 +359,7 @@ int cp_buf_start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		return -1;
+	pthread_setname_np(B.thread, "commprof-flush"); /* as top -H and perf show it */
 	B.running = 1;
 	return 0;
 }
