@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/commprof/commprof/analyze"
 )
 
 // netns makes two network namespaces joined by a veth pair, 10.77.N.1 and
@@ -43,6 +48,84 @@ func netns(t *testing.T) (a, b string) {
 	ip("-n", a, "link", "set", va, "up")
 	ip("-n", b, "link", "set", vb, "up")
 	return a, b
+}
+
+// shape caps both directions of the link between netns's namespaces a and
+// b at rate with tc's token bucket filter (netem is not available here).
+func shape(t *testing.T, a, b, rate string) {
+	t.Helper()
+	id := os.Getpid() % 200
+	for ns, dev := range map[string]string{a: fmt.Sprintf("cpva%d", id), b: fmt.Sprintf("cpvb%d", id)} {
+		out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+			"rate", rate, "burst", "256kb", "latency", "100ms").CombinedOutput()
+		if err != nil {
+			t.Fatalf("tc on %s: %v\n%s", ns, err, out)
+		}
+	}
+}
+
+// recordOnHosts runs n ranks of commprof ARGS as hosts "hostA" (network
+// namespace a) and "hostB" (b), perHost ranks on each in rank order,
+// recording into dir. Each rank gets its host's name in a UTS namespace of
+// its own, as on a real host.
+func recordOnHosts(t *testing.T, a, b string, n, perHost int, dir string, args ...string) {
+	t.Helper()
+	master := fmt.Sprintf("10.77.%d.1", os.Getpid()%200)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatal("unshare (util-linux) not found")
+	}
+	port := strconv.Itoa(freePort(t))
+	runByHand(t, n, func(r int) *exec.Cmd {
+		ns, host := a, "hostA"
+		if r >= perHost {
+			ns, host = b, "hostB"
+		}
+		cmd := exec.Command("ip", append([]string{"netns", "exec", ns, "unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, host, bin}, args...)...)
+		cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR="+master, "MASTER_PORT="+port,
+			"COMMPROF_JOIN_TIMEOUT=30s", "COMMPROF_TRACE_DIR="+dir, "COMMPROF_RUN_ID=netns")
+		return cmd
+	})
+}
+
+// TestTruthModelOverAShapedLink: two "hosts" joined by a link shaped to
+// 400 Mbit/s (50 MB/s). Fitted on 2 ranks within one host and 2 across
+// (a calibration of both levels), the model recovers the link's rate as
+// bench measures it, and predicts a held-out run of 4 ranks, 2 per host
+// (where two messages share the link at once), within 20% per size from
+// 256 KiB.
+func TestTruthModelOverAShapedLink(t *testing.T) {
+	a, b := netns(t)
+	shape(t, a, b, "400mbit")
+	base := t.TempDir()
+	bench := []string{"bench", "allreduce", "--min", "64K", "--max", "4M", "--factor", "4", "--iters", "6", "--warmup", "1"}
+	local, across, held := filepath.Join(base, "local"), filepath.Join(base, "across"), filepath.Join(base, "four")
+	recordOnHosts(t, a, b, 2, 2, local, bench...)
+	recordOnHosts(t, a, b, 2, 1, across, bench...)
+	recordOnHosts(t, a, b, 4, 2, held, bench...)
+	s := statsJSON(t, across)
+	var benchBW float64
+	for _, c := range s.Collectives {
+		if c.Op == "allreduce" && c.Bucket == analyze.SizeBucket(4<<20) {
+			benchBW = c.BusBWGBps
+		}
+	}
+	r := commprof(t, nil, "predict", local, across, "--ranks", "4", "--check", held, "--format", "json")
+	var p predictResult
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
+		t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	f := p.Fit
+	t.Logf("link %.4f GB/s (bench across: %.4f), R² %.3f, alpha %.0f ns, beta within a host %.3g ns/B, between %.3g", f.LinkGBps, benchBW, f.CallR2, f.AlphaNS, f.BetaNSPerB, f.BetaNetNSPerB)
+	if !f.Usable || math.Abs(f.LinkGBps-benchBW) > 0.1*benchBW || benchBW < 0.04 || benchBW > 0.052 {
+		t.Errorf("the model's link %.4f GB/s is not within 10%% of bench's %.4f across a 0.05 GB/s link", f.LinkGBps, benchBW)
+	}
+	for _, c := range p.Check.Calls {
+		e := (c.ModeledNS - c.MeasuredNS) / c.MeasuredNS
+		t.Logf("4 ranks, %7d B %s: measured %.0f ns, predicted %.0f (%+.0f%%)", c.Bytes, c.Algo, c.MeasuredNS, c.ModeledNS, 100*e)
+		if c.Bytes >= 256<<10 && math.Abs(e) > 0.2 {
+			t.Errorf("%d bytes: predicted %+.0f%% off", c.Bytes, 100*e)
+		}
+	}
 }
 
 // TestTwoHosts runs a 4-rank job over two network namespaces, two ranks

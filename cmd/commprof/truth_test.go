@@ -387,3 +387,38 @@ func TestTruthBenchBusbw(t *testing.T) {
 func jsonPrefix(s string, v any) error {
 	return json.NewDecoder(strings.NewReader(s)).Decode(v)
 }
+
+// TestTruthCalibratedModel: `commprof calibrate` on 2 and 4 ranks of
+// this machine predicts a held-out 3-rank bench (other algorithms, a
+// fold to a power of two, 1.5 ranks per core) with a median error within
+// 35% over the sizes from 256 KiB.
+func TestTruthCalibratedModel(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.json")
+	r := commprof(t, nil, "calibrate", "--ranks", "2,4", "--min", "64K", "--max", "8M", "--factor", "2", "--iters", "10", "-o", model)
+	if r.code != 0 {
+		t.Fatalf("calibrate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Log(strings.TrimSpace(r.stdout))
+	held := filepath.Join(dir, "three")
+	if r := commprof(t, nil, "record", "--ranks", "3", "--out", held, "--", "bench", "allreduce", "--min", "256K", "--max", "8M", "--factor", "2", "--iters", "10"); r.code != 0 {
+		t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = commprof(t, nil, "predict", held, "--model", model, "--ranks", "3", "--check", held, "--format", "json")
+	var p predictResult
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
+		t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	var errs []float64
+	for _, c := range p.Check.Calls {
+		e := (c.ModeledNS - c.MeasuredNS) / c.MeasuredNS
+		t.Logf("3 ranks, %8d B %-12s: measured %.0f ns, predicted %.0f (%+.0f%%)", c.Bytes, c.Algo, c.MeasuredNS, c.ModeledNS, 100*e)
+		errs = append(errs, math.Abs(e))
+	}
+	slices.Sort(errs)
+	med := errs[(len(errs)-1)/2]
+	t.Logf("median error %.0f%% over %d sizes", 100*med, len(errs))
+	if len(errs) < 5 || med > 0.35 {
+		t.Errorf("median error %.0f%% over %d sizes, want at most 35%%", 100*med, len(errs))
+	}
+}
