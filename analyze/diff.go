@@ -187,10 +187,13 @@ func Compare(a, b *Summary) *Diff {
 	weight = 1
 	add("skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower)
 	add("skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower)
-	add("skew", "straggler's share of last arrivals", "fraction", a.Headline.StragglerFrac, b.Headline.StragglerFrac, lower)
-	add("fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher)
-	add("fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower)
-	add("fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower)
+	add("skew", "the costliest straggler's share of the run", "fraction", topShare(a), topShare(b), lower)
+	if a.Fit.Usable && b.Fit.Usable {
+		// A model without the signal to be shown has nothing to compare.
+		add("fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher)
+		add("fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower)
+		add("fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower)
+	}
 	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics, strings.Compare) {
 		bt := neutral
 		switch m {
@@ -262,4 +265,13 @@ func unionKeys[K comparable, V any](a, b map[K]V, order func(K, K) int) []K {
 	}
 	slices.SortFunc(out, order)
 	return out
+}
+
+// topShare is the share of the run the costliest rank cost, 0 when the
+// run was not replayed.
+func topShare(s *Summary) float64 {
+	if len(s.Stragglers.Ranks) == 0 {
+		return 0
+	}
+	return s.Stragglers.Ranks[0].Share
 }
