@@ -9,7 +9,7 @@ LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium mpich libmpich-dev python3-mpi4py python3-numpy hpcc
 
-.PHONY: all build demo test deps go-deps system-deps web-deps web pmpi pmpi-libs bench bench-go bench-mpi vet fmt clean
+.PHONY: all build demo test deps go-deps system-deps web-deps web pmpi pmpi-libs bench bench-go bench-mpi bench-pmpi vet fmt clean
 
 all: build
 
@@ -97,6 +97,11 @@ bench-go:
 bench-mpi: system-deps
 	NP=2 bench/mpi/run-mpi.sh -f 2
 	NP=4 bench/mpi/run-mpi.sh -f 2
+
+# What the PMPI library costs a call, and 8-byte MPI_Allreduce with and
+# without it (docs/benchmarks.md, "PMPI interposition").
+bench-pmpi: pmpi
+	interpose/pmpi/bench/run.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
