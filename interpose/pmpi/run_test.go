@@ -208,3 +208,22 @@ func TestWrongMPI(t *testing.T) {
 		t.Fatalf("record: %v\n%s", res.err, res.stderr)
 	}
 }
+
+// TestRankWithoutLibrary: one rank of three does not record (here its
+// COMMPROF_TRACE_DIR is unset, as when a job script forgets to pass it to
+// another host). The others must not wait for it forever: after
+// COMMPROF_JOIN_TIMEOUT they run on unrecorded and say why.
+func TestRankWithoutLibrary(t *testing.T) {
+	m := findMPI(t, OpenMPI)
+	prog := cProgram(t, m, "unfinished")
+	dir := filepath.Join(t.TempDir(), "run")
+	env := []string{"COMMPROF_JOIN_TIMEOUT=2s", "LD_PRELOAD=" + library(t, m), EnvTraceDir + "=" + dir}
+	res := launch(t, m, 3, env, "", "-x", "LD_PRELOAD", "-x", EnvTraceDir, "-x", "COMMPROF_JOIN_TIMEOUT", "sh", "-c",
+		`[ "$OMPI_COMM_WORLD_RANK" = 1 ] && unset COMMPROF_TRACE_DIR; exec "$0" 5`, prog)
+	if !strings.Contains(res.stderr, "rank 0: not every rank joined the recording within 2s") {
+		t.Fatalf("%v\n%s", res.err, res.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, trace.RankFile(0))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rank 0 recorded alone: %v", err)
+	}
+}

@@ -109,6 +109,7 @@ struct cp_state {
 	char dir[4096];    /* the run directory */
 	MPI_Comm priv;     /* a duplicate of MPI_COMM_WORLD for the library's own messages */
 	_Atomic int64_t lost; /* events not recorded: buffers full, too many requests */
+	int joined;        /* took part in the set-up: takes part in MPI_Finalize's clock measurement */
 	int finishing;     /* between cp_finish_mpi and cp_finish */
 };
 

@@ -402,6 +402,49 @@ static void mark(int name, int32_t comm, int64_t at, int64_t seq, double value)
 	cp_record(&e);
 }
 
+/* wait_for completes r within the set-up's time limit; 0 on success. */
+static int wait_for(MPI_Request *r, int64_t deadline)
+{
+	for (;;) {
+		int done = 0;
+		if (PMPI_Test(r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+			return -1;
+		if (done)
+			return 0;
+		if (cp_clock() > deadline)
+			return -1;
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+}
+
+/* handshake makes the library's communicator and checks that every rank
+ * records: a rank that did not load the library (LD_PRELOAD not passed
+ * to another host) or has no COMMPROF_TRACE_DIR would never join the
+ * set-up's collectives, and the others would wait for it forever. Within
+ * COMMPROF_JOIN_TIMEOUT (60s) every rank must have joined; otherwise the
+ * ranks that did record nothing, and say why. */
+static int handshake(void)
+{
+	int64_t limit = 60000000000;
+	const char *t = getenv("COMMPROF_JOIN_TIMEOUT");
+	if (t && *t && (limit = parse_duration(t)) <= 0) {
+		cp_warn("COMMPROF_JOIN_TIMEOUT=%s: want a duration such as 60s; waiting 60s", t);
+		limit = 60000000000;
+	}
+	int64_t deadline = cp_clock() + limit;
+	MPI_Request r;
+	int one = 1, all = 0;
+	if (PMPI_Comm_idup(MPI_COMM_WORLD, &cp.priv, &r) != MPI_SUCCESS || wait_for(&r, deadline) ||
+	    PMPI_Iallreduce(&one, &all, 1, MPI_INT, MPI_SUM, cp.priv, &r) != MPI_SUCCESS || wait_for(&r, deadline)) {
+		cp_warn("rank %d: not every rank joined the recording within %.0fs: does every rank load the library "
+			"and have COMMPROF_TRACE_DIR set? (with Open MPI across hosts: mpirun -x LD_PRELOAD -x COMMPROF_TRACE_DIR)",
+			cp.rank, (double)limit / 1e9);
+		return -1;
+	}
+	return all == cp.size ? 0 : -1;
+}
+
 int cp_start(int64_t init_start, int provided)
 {
 	const char *dir = getenv("COMMPROF_TRACE_DIR");
@@ -418,7 +461,7 @@ int cp_start(int64_t init_start, int provided)
 	}
 	PMPI_Comm_rank(MPI_COMM_WORLD, &cp.rank);
 	PMPI_Comm_size(MPI_COMM_WORLD, &cp.size);
-	if (PMPI_Comm_dup(MPI_COMM_WORLD, &cp.priv) != MPI_SUCCESS)
+	if (handshake())
 		return -1;
 	if (cp_ipc_check()) {
 		cp_warn("this library's schema.h does not match its encoder; rebuild it");
@@ -491,6 +534,10 @@ int cp_start(int64_t init_start, int provided)
 	int64_t mine[3];
 	PMPI_Scatter(arrays, 1, MPI_INT64_T, &mine[0], 1, MPI_INT64_T, 0, cp.priv);
 	cp.offset = mine[0];
+	/* From here on every rank takes part in MPI_Finalize's measurement,
+	 * whether or not it records: a rank that cannot write its stream
+	 * must not leave rank 0 waiting for its ping. */
+	cp.joined = 1;
 
 	/* The stream. */
 	char path[4200];
@@ -525,13 +572,15 @@ int cp_start(int64_t init_start, int provided)
 
 void cp_finish_mpi(void)
 {
-	if (!atomic_exchange(&cp.on, 0))
+	if (!cp.joined)
 		return;
+	cp.joined = 0;
+	int recording = atomic_exchange(&cp.on, 0) != 0;
 	measure(M.off2, M.unc2, M.at2);
 	if (cp.rank == 0)
 		clock_gettime(CLOCK_REALTIME, &M.end);
 	PMPI_Comm_free(&cp.priv);
-	cp.finishing = 1;
+	cp.finishing = recording;
 }
 
 void cp_finish(int64_t called, int64_t done)

@@ -827,7 +827,7 @@ int MPI_Pcontrol(const int level, ...)
 
 int MPI_Finalize(void)
 {
-	if (!LIVE())
+	if (!LIVE() && !cp.joined)
 		return PMPI_Finalize();
 	int64_t t = cp_now();
 	cp_finish_mpi();
