@@ -6,6 +6,10 @@ import "fmt"
 // Readers accept streams of this version only.
 const FormatVersion = 1
 
+// MaxWorldSize is the most ranks a run may say it has: readers refuse a
+// larger world_size rather than size anything by it.
+const MaxWorldSize = 1 << 20
+
 // Kind says what an event is.
 type Kind uint8
 

@@ -26,6 +26,7 @@ type messageGuard struct {
 	limit  int64 // largest body or metadata accepted
 	n      int64 // bytes read from r
 	eos    bool  // the end-of-stream marker was read
+	short  bool  // the input ended inside a message
 	raw    []byte
 	first  bool   // the next message is the stream's first
 	schema []byte // the schema message's metadata
@@ -47,6 +48,7 @@ func (g *messageGuard) Release() {}
 func (g *messageGuard) read(p []byte) error {
 	n, err := io.ReadFull(g.r, p)
 	g.n += int64(n)
+	g.short = g.short || err == io.ErrUnexpectedEOF || (err == io.EOF && len(p) > 0 && g.n > 0)
 	return err
 }
 

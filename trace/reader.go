@@ -98,8 +98,10 @@ func NewReader(r io.Reader, opt ReaderOptions) (rd *Reader, err error) {
 	// are the decoder's.
 	ir, err := ipc.NewReaderFromMessageReader(guard, ipc.WithAllocator(&limitAlloc{opt.Alloc, opt.Limit}))
 	if err != nil {
-		if guard.n == 0 {
-			return nil, fmt.Errorf("%w: the stream is empty", ErrNotTrace)
+		if guard.n == 0 || guard.short {
+			// Its rank stopped before it had written its schema: a cut
+			// stream with nothing in it, not a foreign file.
+			return nil, &TruncatedError{Bytes: guard.n, Err: fmt.Errorf("it ends before its schema: %w", io.ErrUnexpectedEOF)}
 		}
 		return nil, fmt.Errorf("%w: %v", ErrNotTrace, err)
 	}
@@ -194,6 +196,9 @@ func (r *Reader) read(b *Batch, need *[numCols]bool) (err error) {
 			if err := r.dec.batch(meta, body, b, need); err != nil {
 				return r.cut(err)
 			}
+			if err := r.check(b); err != nil {
+				return r.cut(err)
+			}
 			r.batches++
 			r.events += int64(b.Len)
 			return nil
@@ -201,6 +206,46 @@ func (r *Reader) read(b *Batch, need *[numCols]bool) (err error) {
 			return r.cut(fmt.Errorf("%w: a message of type %d after the schema", errFraming, kind))
 		}
 	}
+}
+
+// maxTime bounds start_ns and dur_ns: about 146 years of ns, so that no
+// sum of a start and a duration (or two starts' difference) overflows.
+const maxTime = 1 << 62
+
+// check validates the values of a decoded batch against what the stream
+// can hold, before anything downstream sizes a table or a chart by them:
+// the rank column is the stream's rank, peers are ranks of its world (or
+// -1), durations and bytes are not negative, and times are in range.
+func (r *Reader) check(b *Batch) error {
+	bad := func(col string, i int, v any, want string) error {
+		return fmt.Errorf("column %s, row %d of the batch: %v, want %s", col, i, v, want)
+	}
+	for i, v := range b.Rank[:min(len(b.Rank), b.Len)] {
+		if int(v) != r.info.Rank {
+			return bad(ColRank, i, v, fmt.Sprintf("the stream's rank, %d", r.info.Rank))
+		}
+	}
+	for i, v := range b.Peer[:min(len(b.Peer), b.Len)] {
+		if v < -1 || int(v) >= r.info.WorldSize {
+			return bad(ColPeer, i, v, fmt.Sprintf("-1 or a rank below the world size %d", r.info.WorldSize))
+		}
+	}
+	for i, v := range b.Dur[:min(len(b.Dur), b.Len)] {
+		if v < 0 || v > maxTime {
+			return bad(ColDur, i, v, "a duration from 0 to 2^62 ns")
+		}
+	}
+	for i, v := range b.Start[:min(len(b.Start), b.Len)] {
+		if v < -maxTime || v > maxTime {
+			return bad(ColStart, i, v, "a time within ±2^62 ns")
+		}
+	}
+	for i, v := range b.Bytes[:min(len(b.Bytes), b.Len)] {
+		if v < 0 {
+			return bad(ColBytes, i, v, "0 or more bytes")
+		}
+	}
+	return nil
 }
 
 func (r *Reader) cut(err error) error {

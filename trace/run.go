@@ -130,7 +130,19 @@ func WriteManifest(dir string, m *Manifest) error {
 
 // ReadManifest reads dir/run.json.
 func ReadManifest(dir string) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	path := filepath.Join(dir, ManifestFile)
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the run manifest: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		// A FIFO would block the read forever.
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrNotTrace, path, st.Mode().Type())
+	}
+	if st.Size() > maxManifest {
+		return nil, fmt.Errorf("%w: %s is %d bytes; a run manifest is far smaller", ErrNotTrace, path, st.Size())
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the run manifest: %w", err)
 	}
@@ -141,8 +153,17 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if m.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("%w: %s has format version %d, this commprof reads version %d", ErrVersion, filepath.Join(dir, ManifestFile), m.FormatVersion, FormatVersion)
 	}
+	if m.WorldSize < 0 || m.WorldSize > MaxWorldSize {
+		return nil, fmt.Errorf("%w: %s says world_size %d; a run has 1 to %d ranks", ErrNotTrace, path, m.WorldSize, MaxWorldSize)
+	}
+	if len(m.Ranks) > MaxWorldSize {
+		return nil, fmt.Errorf("%w: %s lists %d ranks; a run has at most %d", ErrNotTrace, path, len(m.Ranks), MaxWorldSize)
+	}
 	return &m, nil
 }
+
+// maxManifest bounds run.json: a million ranks' entries fit in it.
+const maxManifest = 256 << 20
 
 // Run is a whole run read back, with times on the aligned clock.
 type Run struct {
@@ -197,6 +218,12 @@ func ReadRun(dir string) (*Run, error) {
 			var te *TruncatedError
 			if errors.As(err, &te) {
 				rk.Truncated, err = te, nil
+				if info == (RankInfo{}) {
+					rk.Info.Rank = s.Rank // cut before its schema: the file's name is all there is
+				}
+			}
+			if err == nil && rk.Info.Rank != s.Rank {
+				err = fmt.Errorf("%w: %s holds rank %d's events", ErrNotTrace, s.Path, rk.Info.Rank)
 			}
 			run.Ranks[i], errs[i] = rk, err
 		}()

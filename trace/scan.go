@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // RunFiles is a run directory opened without reading its events: the
@@ -47,19 +48,41 @@ func OpenRun(dir string) (*RunFiles, error) {
 	default:
 		return nil, err
 	}
+	byRank := map[int]int{} // rank -> index in Streams
 	for _, e := range ents {
 		sm := rankFileRE.FindStringSubmatch(e.Name())
 		if sm == nil {
 			continue
 		}
+		path := filepath.Join(dir, e.Name())
 		r, err := strconv.Atoi(sm[1])
-		if err != nil {
+		if err != nil || r >= MaxWorldSize {
+			run.Problems = append(run.Problems, fmt.Errorf("%s names rank %s, beyond the %d ranks a run may have; ignored", path, sm[1], MaxWorldSize))
 			continue
 		}
-		sf := StreamFile{Rank: r, Path: filepath.Join(dir, e.Name())}
-		if info, err := e.Info(); err == nil {
-			sf.Bytes = info.Size()
+		info, err := e.Info()
+		if err != nil {
+			run.Problems = append(run.Problems, fmt.Errorf("%s: %w; ignored", path, err))
+			continue
 		}
+		if !info.Mode().IsRegular() {
+			// A FIFO would block every reader; a directory cannot be read.
+			run.Problems = append(run.Problems, fmt.Errorf("%s is not a regular file (%s); ignored", path, info.Mode().Type()))
+			continue
+		}
+		sf := StreamFile{Rank: r, Path: path, Bytes: info.Size()}
+		if j, dup := byRank[r]; dup {
+			// Two files for one rank (rank-00000 and rank-000000): keep
+			// the one commprof writes, never count both.
+			keep, drop := run.Streams[j], sf
+			if e.Name() == RankFile(r) {
+				keep, drop = sf, run.Streams[j]
+				run.Streams[j] = sf
+			}
+			run.Problems = append(run.Problems, fmt.Errorf("%s is a second stream of rank %d beside %s; ignored", drop.Path, r, filepath.Base(keep.Path)))
+			continue
+		}
+		byRank[r] = len(run.Streams)
 		run.Streams = append(run.Streams, sf)
 	}
 	if len(run.Streams) == 0 {
@@ -70,16 +93,54 @@ func OpenRun(dir string) (*RunFiles, error) {
 	if m != nil {
 		world = m.WorldSize
 	}
-	seen := map[int]bool{}
-	for _, s := range run.Streams {
-		seen[s.Rank] = true
+	if last := run.Streams[len(run.Streams)-1].Rank; last >= world && m != nil {
+		run.Problems = append(run.Problems, fmt.Errorf("%s holds a stream of rank %d, but %s says the world has %d ranks", dir, last, ManifestFile, world))
 	}
-	for r := range world {
-		if !seen[r] {
-			run.Problems = append(run.Problems, fmt.Errorf("rank %d has no stream in %s", r, dir))
-		}
+	if miss := missingRanks(run.Streams, world); miss != "" {
+		run.Problems = append(run.Problems, fmt.Errorf("%s no stream in %s", miss, dir))
 	}
 	return run, nil
+}
+
+// missingRanks says which of the world's ranks have no stream, as ranges
+// with their verb ("rank 3 has", "5 ranks (2, 5-8) have"), in time and
+// space bounded by the streams, not the world.
+func missingRanks(streams []StreamFile, world int) string {
+	var parts []string
+	n := 0
+	gap := func(lo, hi int) { // [lo, hi) has no stream
+		if lo >= hi {
+			return
+		}
+		n += hi - lo
+		if len(parts) == 8 {
+			parts = append(parts, "...")
+		}
+		if len(parts) > 8 {
+			return
+		}
+		if hi-lo == 1 {
+			parts = append(parts, strconv.Itoa(lo))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", lo, hi-1))
+		}
+	}
+	next := 0
+	for _, s := range streams {
+		if s.Rank >= world {
+			break
+		}
+		gap(next, s.Rank)
+		next = s.Rank + 1
+	}
+	gap(next, world)
+	switch {
+	case n == 0:
+		return ""
+	case n == 1:
+		return "rank " + parts[0] + " has"
+	}
+	return fmt.Sprintf("%d ranks (%s) have", n, strings.Join(parts, ", "))
 }
 
 // WorldSize returns the run's world size: the manifest's, else one more

@@ -154,8 +154,8 @@ func infoFrom(s *arrow.Schema) (RankInfo, error) {
 	}
 	info.Host, _ = get(MetaHost)
 	info.RunID, _ = get(MetaRunID)
-	if err == nil && (info.WorldSize < 1 || info.Rank < 0 || info.Rank >= info.WorldSize) {
-		err = fmt.Errorf("%w: rank %d of %d in the metadata", ErrNotTrace, info.Rank, info.WorldSize)
+	if err == nil && (info.WorldSize < 1 || info.WorldSize > MaxWorldSize || info.Rank < 0 || info.Rank >= info.WorldSize) {
+		err = fmt.Errorf("%w: rank %d of %d in the metadata (a world holds 1 to %d ranks)", ErrNotTrace, info.Rank, info.WorldSize, MaxWorldSize)
 	}
 	return info, err
 }

@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,7 +53,11 @@ func sample(rank int32, n int, batch int) []Event {
 func write(t testing.TB, mem memory.Allocator, codec Codec, batches [][]Event, closeIt bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf, RankInfo{Rank: 2, WorldSize: 4, Host: "node<1>", PID: 42, ClockOffsetNS: -17, RunID: "run-x"}, WriterOptions{Codec: codec, Alloc: mem})
+	rank := 2
+	if len(batches) > 0 && len(batches[0]) > 0 {
+		rank = int(batches[0][0].Rank)
+	}
+	w, err := NewWriter(&buf, RankInfo{Rank: rank, WorldSize: 4, Host: "node<1>", PID: 42, ClockOffsetNS: -17, RunID: "run-x"}, WriterOptions{Codec: codec, Alloc: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +175,7 @@ func TestForeignInput(t *testing.T) {
 		data []byte
 		want error
 	}{
-		"empty":         {nil, ErrNotTrace},
+		"empty":         {nil, ErrTruncated}, // its rank died before writing anything: a cut stream, not a foreign one
 		"json":          {[]byte(`{"traceEvents": []}`), ErrNotTrace},
 		"other arrow":   {other.Bytes(), ErrNotTrace},
 		"random":        {bytes.Repeat([]byte{0xff, 0xff, 0xff, 0xff, 0x10, 0, 0, 0}, 10), ErrNotTrace},
@@ -360,7 +366,7 @@ func TestRepeatedBuffers(t *testing.T) {
 	batches := [][]Event{mk(7), mk(7), mk(8)}
 	dir := t.TempDir()
 	data := write(t, memory.NewGoAllocator(), Zstd, batches, true)
-	if err := os.WriteFile(filepath.Join(dir, RankFile(2)), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RankFile(1)), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rf, err := OpenRun(dir) // no manifest: the stream's own offset, -17
@@ -548,7 +554,14 @@ func TestStreamWithoutLabel(t *testing.T) {
 		for c, f := range old.Fields() {
 			switch bld := rb.Field(c).(type) {
 			case *array.Int32Builder:
-				bld.Append(int32(i))
+				switch f.Name {
+				case ColRank:
+					bld.Append(0) // the stream's rank
+				case ColPeer:
+					bld.Append(int32(i%2) - 1) // -1 or 0: ranks of a world of 2
+				default:
+					bld.Append(int32(i))
+				}
 			case *array.Int64Builder:
 				bld.Append(int64(1000 * i))
 			case *array.Float64Builder:
@@ -655,4 +668,168 @@ func TestLabels(t *testing.T) {
 			}
 		}
 	}
+}
+
+// arrowStream writes a stream of n rows with Arrow Go's own IPC writer, as
+// another implementation (or a damaged file) would: every column's value
+// in row i is val(column, i).
+func arrowStream(t *testing.T, rank, world, n int, val func(col string, i int) any) []byte {
+	t.Helper()
+	mem := memory.NewGoAllocator()
+	md := arrow.NewMetadata([]string{MetaVersion, MetaRank, MetaWorldSize, MetaPID}, []string{"1", strconv.Itoa(rank), strconv.Itoa(world), "7"})
+	sc := arrow.NewSchema(fields[:numRequired], &md)
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(sc), ipc.WithAllocator(mem))
+	rb := array.NewRecordBuilder(mem, sc)
+	for i := range n {
+		for c, f := range sc.Fields() {
+			v := val(f.Name, i)
+			switch bld := rb.Field(c).(type) {
+			case *array.Int32Builder:
+				bld.Append(v.(int32))
+			case *array.Int64Builder:
+				bld.Append(v.(int64))
+			case *array.Float64Builder:
+				bld.Append(v.(float64))
+			case *array.BinaryDictionaryBuilder:
+				if err := bld.AppendString(v.(string)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	rec := rb.NewRecord()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	rb.Release()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestReaderValidatesValues: values a run cannot hold (a peer beyond the
+// world, a row of another rank, a negative duration, a huge world) are a
+// corrupt stream naming the column, not numbers for an analysis to size
+// tables by.
+func TestReaderValidatesValues(t *testing.T) {
+	good := func(col string, i int) any {
+		switch col {
+		case ColRank:
+			return int32(0)
+		case ColPeer, ColRoot, ColChunk, ColStep:
+			return int32(-1)
+		case ColKind:
+			return "send"
+		case ColName:
+			return "allreduce"
+		case ColComm:
+			return "world"
+		case ColAlgo, ColDType:
+			return ""
+		case ColValue:
+			return 0.0
+		}
+		return int64(i)
+	}
+	for _, tc := range []struct {
+		name, col string
+		bad       any
+		want      string
+	}{
+		{"peer beyond the world", ColPeer, int32(1_000_000_000), "column peer"},
+		{"another rank's row", ColRank, int32(1), "column rank"},
+		{"negative duration", ColDur, int64(-5), "column dur_ns"},
+		{"negative bytes", ColBytes, int64(-1), "column bytes"},
+		{"time out of range", ColStart, int64(math.MaxInt64), "column start_ns"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := arrowStream(t, 0, 2, 4, func(col string, i int) any {
+				if col == tc.col && i == 2 {
+					return tc.bad
+				}
+				return good(col, i)
+			})
+			_, evs, err := readAll(t, memory.NewGoAllocator(), data)
+			if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), tc.want) || len(evs) != 0 {
+				t.Fatalf("%d events, %v; want a corrupt stream naming %s", len(evs), err, tc.want)
+			}
+		})
+	}
+	if _, _, err := readAll(t, memory.NewGoAllocator(), arrowStream(t, 0, MaxWorldSize+1, 1, good)); !errors.Is(err, ErrNotTrace) {
+		t.Errorf("a world of %d ranks: %v", MaxWorldSize+1, err)
+	}
+	w, err := NewWriter(io.Discard, RankInfo{Rank: 0, WorldSize: 2}, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, e := range []Event{{Rank: 1, Peer: -1}, {Rank: 0, Peer: 2}} {
+		if err := w.Write([]Event{e}); err == nil {
+			t.Errorf("the writer took %+v into rank 0's stream of a world of 2", e)
+		}
+	}
+}
+
+// TestOpenRunDamage: a run directory damaged the ways a careless user or a
+// dying rank leaves one still reads, with each damage named.
+func TestOpenRunDamage(t *testing.T) {
+	good := write(t, memory.NewGoAllocator(), Zstd, [][]Event{sample(0, 10, 0)}, true)
+	mk := func(t *testing.T, files map[string][]byte, m *Manifest) string {
+		dir := t.TempDir()
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m != nil {
+			if err := WriteManifest(dir, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	man := func(world int) *Manifest { return &Manifest{FormatVersion: FormatVersion, WorldSize: world} }
+
+	t.Run("two files for one rank", func(t *testing.T) {
+		dir := mk(t, map[string][]byte{RankFile(0): good, "rank-000000.arrows": good}, man(1))
+		run, err := ReadRun(dir)
+		if err != nil || len(run.Ranks) != 1 || len(run.Ranks[0].Events) != 10 || !strings.Contains(fmt.Sprint(run.Problems), "second stream of rank 0") {
+			t.Fatalf("%v %+v", err, run)
+		}
+	})
+	t.Run("an empty stream beside a good one", func(t *testing.T) {
+		other := write(t, memory.NewGoAllocator(), Zstd, [][]Event{sample(1, 5, 0)}, true)
+		dir := mk(t, map[string][]byte{RankFile(0): {}, RankFile(1): other}, man(4))
+		run, err := ReadRun(dir)
+		if err != nil || len(run.Ranks) != 2 || len(run.Ranks[1].Events) != 5 || run.Ranks[0].Truncated == nil {
+			t.Fatalf("%v %+v", err, run)
+		}
+		if p := fmt.Sprint(run.Problems); !strings.Contains(p, "before its schema") || !strings.Contains(p, "2 ranks (2-3) have no stream") {
+			t.Fatalf("problems: %s", p)
+		}
+	})
+	t.Run("a FIFO named like a stream", func(t *testing.T) {
+		dir := mk(t, map[string][]byte{RankFile(0): good}, man(1))
+		if err := syscallMkfifo(filepath.Join(dir, RankFile(1))); err != nil {
+			t.Skip(err)
+		}
+		rf, err := OpenRun(dir)
+		if err != nil || len(rf.Streams) != 1 || !strings.Contains(fmt.Sprint(rf.Problems), "not a regular file") {
+			t.Fatalf("%v %+v", err, rf)
+		}
+	})
+	t.Run("a huge world", func(t *testing.T) {
+		dir := mk(t, map[string][]byte{RankFile(0): good}, man(100_000_000))
+		if _, err := OpenRun(dir); !errors.Is(err, ErrNotTrace) || !strings.Contains(err.Error(), "world_size 100000000") {
+			t.Fatalf("%v", err)
+		}
+		dir = mk(t, map[string][]byte{RankFile(0): good}, man(MaxWorldSize))
+		rf, err := OpenRun(dir)
+		if err != nil || len(rf.Problems) != 1 || !strings.Contains(rf.Problems[0].Error(), "1048575 ranks (1-1048575) have no stream") {
+			t.Fatalf("%v %v", err, rf.Problems)
+		}
+	})
 }

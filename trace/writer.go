@@ -148,6 +148,16 @@ func (w *Writer) Write(evs []Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	for i := range evs {
+		// A reader refuses a stream whose rows name another rank, so the
+		// writer does too, before writing anything of the batch.
+		if int(evs[i].Rank) != w.info.Rank {
+			return fmt.Errorf("trace: event %d of the batch is rank %d's; this stream is rank %d's", i, evs[i].Rank, w.info.Rank)
+		}
+		if p := evs[i].Peer; p < -1 || int(p) >= w.info.WorldSize {
+			return fmt.Errorf("trace: event %d of the batch has peer %d; the world has %d ranks", i, p, w.info.WorldSize)
+		}
+	}
 	if err := w.write(evs); err != nil {
 		return fmt.Errorf("trace: writing rank %d's batch: %w", w.info.Rank, err)
 	}
