@@ -49,6 +49,9 @@ func Detect(head []byte) (format, why string) {
 		if horovodRE.Match(b) {
 			return Horovod, ""
 		}
+		if ncclLineRE.Match(b) { // NCCL_DEBUG_TIMESTAMP_FORMAT's "[time] host:pid:tid ..."
+			return NCCLLog, ""
+		}
 		return "", "a JSON array, but not a Horovod timeline (no NEGOTIATE_*, ALLREDUCE or start_time_since_epoch_in_micros events in its first 256 KB)"
 	case '{':
 		line := b

@@ -270,7 +270,7 @@ func (h *horovod) event(ev *chromeEvent) {
 	case "X":
 		h.breakRun()
 		rank, err := strconv.Atoi(ev.Name)
-		if err != nil || rank < 0 || rank > 1<<20 || !pidOK || !hasTs {
+		if err != nil || rank < 0 || rank >= maxRanks || !pidOK || !hasTs {
 			r.skip("complete (X) events that are not a rank's readiness tick", 1)
 			return
 		}

@@ -123,11 +123,10 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 						return notFormat(in.path, lineNo, 0, "not NCCL Inspector output: the first object has no coll_perf")
 					}
 					notColl++
-				case rec.Header.Rank == nil || rec.CollPerf.SN == nil || rec.Header.ID == "" || rec.CollPerf.ExecUs < 0 || rec.Header.NRanks <= 0 || *rec.Header.Rank < 0 || *rec.Header.Rank >= rec.Header.NRanks || rec.Header.NRanks > 1<<20:
+				case rec.Header.Rank == nil || rec.CollPerf.SN == nil || rec.Header.ID == "" || rec.CollPerf.ExecUs < 0 || rec.Header.NRanks <= 0 || *rec.Header.Rank < 0 || *rec.Header.Rank >= rec.Header.NRanks || rec.Header.NRanks > maxRanks:
 					damaged++
 				default:
 					good++
-					records++
 					key := rec.Metadata.Hostname + ":" + strconv.Itoa(rec.Metadata.PID)
 					p := procs[key]
 					if p == nil {
@@ -143,6 +142,7 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 						break
 					}
 					p.seen[k] = true
+					records++
 					p.comms[rec.Header.ID] = [2]int{*rec.Header.Rank, rec.Header.NRanks}
 					c := inspCall{op: opName(cp.Coll), sn: *cp.SN, bytes: cp.Bytes, dur: cp.ExecUs, source: cp.Source,
 						comm: rec.Header.ID, commRank: *rec.Header.Rank, nranks: rec.Header.NRanks}

@@ -140,7 +140,12 @@ type kinetoFile struct {
 	cpuSpool *spool
 }
 
-var ncclKernelRE = regexp.MustCompile(`^(?:void )?(?:nccl|msccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)(?:_([A-Z]+))?(?:_([A-Z0-9]+))?`)
+var ncclKernelRE = regexp.MustCompile(`^(?:void )?(?:nccl|msccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)((?:_[A-Za-z0-9]+)*)`)
+
+// ncclKernelAlgos are the algorithm names NCCL puts in its kernels' names
+// (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllReduce_Sum_f32_TREE_LL).
+var ncclKernelAlgos = map[string]string{"RING": "ring", "TREE": "tree", "COLLNET": "collnet", "COLLNETDIRECT": "collnet_direct",
+	"COLLNETCHAIN": "collnet_chain", "NVLS": "nvls", "NVLSTREE": "nvls_tree", "PAT": "pat"}
 
 func importKineto(ctx context.Context, ins []*input, s *sink, r *run, opt *Options) error {
 	var files []*kinetoFile
@@ -198,10 +203,10 @@ func (kf *kinetoFile) key(key string, dec *json.Decoder) error {
 			kf.r.skip("unreadable distributedInfo", 1)
 			return nil
 		}
-		if d.Rank != nil && *d.Rank >= 0 && *d.Rank < 1<<20 {
+		if d.Rank != nil && *d.Rank >= 0 && *d.Rank < maxRanks {
 			kf.rank, kf.hasDist = *d.Rank, true
 		}
-		if d.WorldSize > 0 && d.WorldSize < 1<<20 {
+		if d.WorldSize > 0 && d.WorldSize <= maxRanks {
 			kf.world = d.WorldSize
 		}
 		kf.backend, kf.nccl = d.Backend, d.NCCL
@@ -280,8 +285,10 @@ func (kf *kinetoFile) event(ev *chromeEvent) {
 			if k.op == "" {
 				k.op = opName(m[1])
 			}
-			if m[2] != "" && m[2] != "SIMPLE" && m[2] != "LL" && m[2] != "LL128" {
-				k.algo = strings.ToLower(m[2])
+			for _, part := range strings.Split(m[2], "_") {
+				if a, ok := ncclKernelAlgos[part]; ok {
+					k.algo = a
+				}
 			}
 		}
 		if k.op == "" {
@@ -498,10 +505,13 @@ func kinetoFinish(files []*kinetoFile, r *run) error {
 		}
 		slices.SortStableFunc(calls, func(a, b *kComm) int { return cmp.Compare(a.start, b.start) })
 		for _, c := range calls {
-			totalCalls++
-			if c.gpu {
+			switch {
+			case c.op == "wait":
+			case c.gpu:
+				totalCalls++
 				gpuCalls++
-			} else {
+			default:
+				totalCalls++
 				cpuCalls++
 			}
 			e := event(trace.KindCollective, 0, c.op)
@@ -703,12 +713,12 @@ func (kf *kinetoFile) calls(world int) (calls []*kComm, waits, lost int64) {
 }
 
 // commName names a call's communicator: world for the default process
-// group (or one spanning every rank), pg/<name> for the others.
+// group (PyTorch's group "0", "default_pg"), pg/<name> for the others,
+// even one spanning every rank: it is another communicator, numbering its
+// calls apart.
 func (kf *kinetoFile) commName(c *kComm, world int) {
 	switch {
-	case c.pgDesc == "default_pg", c.pg == "" && c.pgDesc == "":
-		c.pg = "world"
-	case c.pgSize > 0 && int(c.pgSize) == world && world > 0:
+	case c.pgDesc == "default_pg", c.pgDesc == "" && (c.pg == "" || c.pg == "0"):
 		c.pg = "world"
 	default:
 		name := c.pg

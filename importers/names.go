@@ -6,6 +6,10 @@ import (
 	"github.com/commprof/commprof/trace"
 )
 
+// maxRanks bounds the rank numbers and world sizes read from input: more
+// is damage, not a job (and would make every analysis allocate for it).
+const maxRanks = 1 << 16
+
 // event returns an event of kind on rank with every "none" field at its
 // none value.
 func event(kind trace.Kind, rank int, name string) trace.Event {

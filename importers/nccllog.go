@@ -40,8 +40,8 @@ import (
 
 var (
 	nlTimeRE  = regexp.MustCompile(`^\[([^\]]{6,40})\] `)
-	nlPrefix  = regexp.MustCompile(`^([^\s:]+):(\d+):(\d+) (?:\[(\d+)\] (?:([0-9]+\.[0-9]+) \S+:\d+ )?NCCL (INFO|WARN|TRACE|ABORT) |NCCL (CALL) )`)
-	nlInside  = regexp.MustCompile(`[^\s:\[\]]+:\d+:\d+ (?:\[\d+\] (?:[0-9]+\.[0-9]+ \S+:\d+ )?NCCL (?:INFO|WARN|TRACE|ABORT) |NCCL CALL )`)
+	nlPrefix  = regexp.MustCompile(`^([A-Za-z0-9._-]+):(\d+):(\d+) (?:\[(\d+)\] (?:([0-9]+\.[0-9]+) \S+:\d+ )?NCCL (INFO|WARN|TRACE|ABORT) |NCCL (CALL) )`)
+	nlInside  = regexp.MustCompile(`([A-Za-z0-9._-]+):\d+:\d+ (?:\[\d+\] (?:[0-9]+\.[0-9]+ \S+:\d+ )?NCCL (?:INFO|WARN|TRACE|ABORT) |NCCL CALL )`)
 	nlCallRE  = regexp.MustCompile(`^(\w+): opCount ([0-9a-f]+) sendbuff (0x[0-9a-f]+|\(nil\)) recvbuff (0x[0-9a-f]+|\(nil\)) count (\d+) datatype (\d+) op (\d+) root (-?\d+) comm (0x[0-9a-f]+) \[nranks=(\d+)\] stream (0x[0-9a-f]+|\(nil\))\s*$`)
 	nlAlgoRE  = regexp.MustCompile(`^(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)`)
 	nlInitRE  = regexp.MustCompile(`\bcomm (0x[0-9a-f]+) rank (\d+) nranks (\d+) (.*)- Init (?:START|COMPLETE)\s*$`)
@@ -103,6 +103,7 @@ type nlAPI struct {
 
 type ncclLog struct {
 	r       *run
+	hosts   map[string]bool // hosts of whole lines, to find a line glued to a cut one
 	procs   map[string]*nlProc
 	order   []*nlProc
 	version string
@@ -118,7 +119,7 @@ type ncclLog struct {
 }
 
 func importNCCLLog(ctx context.Context, ins []*input, s *sink, r *run, opt *Options) error {
-	l := &ncclLog{r: r, procs: map[string]*nlProc{}}
+	l := &ncclLog{r: r, procs: map[string]*nlProc{}, hosts: map[string]bool{}}
 	for _, in := range ins {
 		if err := l.read(in); err != nil {
 			return err
@@ -179,14 +180,40 @@ func (l *ncclLog) read(in *input) error {
 // the middle of it.
 func (l *ncclLog) line(text string, lineNo int64) {
 	l.lines++
+	// Another line begins after this one's own prefix: the two were
+	// written into each other.
+	from := 1
+	if m := nlTimeRE.FindStringIndex(text); m != nil {
+		from = m[1]
+	}
+	if m := nlPrefix.FindStringIndex(text[min(from, len(text)):]); m != nil {
+		from += m[1]
+	}
+	from = min(from, len(text))
 	for {
-		loc := nlInside.FindStringIndex(text[min(1, len(text)):])
+		loc := nlInside.FindStringSubmatchIndex(text[from:])
 		if loc == nil {
 			break
 		}
-		at := loc[0] + min(1, len(text))
+		at := loc[0] + from
 		if c := text[at-1]; c != ' ' && c != '\t' && c != ']' {
-			break // no boundary: the text is not a second line
+			// Glued to the first line's last characters: a second line
+			// only if its host is one the log already named.
+			host := text[loc[2]+from : loc[3]+from]
+			cut := -1
+			for h := range l.hosts {
+				if len(h) < len(host) && strings.HasSuffix(host, h) {
+					cut = len(host) - len(h)
+				}
+			}
+			if cut < 0 {
+				break
+			}
+			at += cut
+		}
+		// The second line's own "[time] " goes with it.
+		if i := strings.LastIndexByte(text[:at], '['); i >= from && nlTimeRE.MatchString(text[i:at]) && nlTimeRE.FindStringIndex(text[i:])[1] == at-i {
+			at = i
 		}
 		if nlPrefix.MatchString(text[:at]) || strings.Contains(text[:at], "opCount") || strings.Contains(text[:at], "NCCL") {
 			l.damaged++ // the first line was cut by the second
@@ -213,6 +240,7 @@ func (l *ncclLog) line(text string, lineNo int64) {
 		return
 	}
 	body := text[len(m[0]):]
+	l.hosts[m[1]] = true
 	pid, _ := strconv.Atoi(m[2])
 	tid, _ := strconv.ParseInt(m[3], 10, 64)
 	p := l.proc(m[1], pid)
@@ -236,9 +264,14 @@ func (l *ncclLog) line(text string, lineNo int64) {
 		}
 	case strings.Contains(body, "Init START") || strings.Contains(body, "Init COMPLETE"):
 		if i := nlInitRE.FindStringSubmatch(body); i != nil {
+			rank, err1 := strconv.Atoi(i[2])
+			nranks, err2 := strconv.Atoi(i[3])
+			if err1 != nil || err2 != nil || nranks <= 0 || nranks > maxRanks || rank >= nranks {
+				l.damaged++
+				return
+			}
 			cm := p.comm(i[1])
-			cm.rank, _ = strconv.Atoi(i[2])
-			cm.nranks, _ = strconv.Atoi(i[3])
+			cm.rank, cm.nranks = rank, nranks
 			if id := nlCommID.FindStringSubmatch(i[4]); id != nil {
 				cm.id = id[1]
 			}
@@ -301,7 +334,7 @@ func (l *ncclLog) call(p *nlProc, tid int64, m []string, ts int64) {
 	redop, _ := strconv.Atoi(m[7])
 	root, _ := strconv.Atoi(m[8])
 	nranks, _ := strconv.Atoi(m[10])
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || nranks <= 0 || nranks > maxRanks || root >= maxRanks {
 		l.damaged++
 		return
 	}
