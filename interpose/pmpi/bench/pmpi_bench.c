@@ -3,6 +3,7 @@
  *
  *   pmpi_bench percall [CALLS] [ROUNDS]   on 1 rank, under the library
  *   pmpi_bench allreduce [ITERS]          on 2 ranks, with or without it
+ *   pmpi_bench toggle [ITERS] [BLOCKS]    on 2 ranks, under the library
  *
  * percall times 8-byte MPI_Allreduce calls on a 1-rank MPI_COMM_WORLD
  * (the MPI library copies 8 bytes) in rounds that alternate between
@@ -15,7 +16,13 @@
  *
  * allreduce prints rank 0's 8-byte MPI_Allreduce latency in us: ITERS
  * calls after 1000 warm-up calls, in 20 blocks, the median of the blocks'
- * means (a machine shared with other work preempts some blocks). */
+ * means (a machine shared with other work preempts some blocks).
+ *
+ * toggle alternates blocks of ITERS 8-byte MPI_Allreduce calls recording
+ * and paused (MPI_Pcontrol, on every rank alike), BLOCKS of each, and
+ * prints rank 0's median latency of each and the median ratio of each
+ * recording block to the paused block before it: the two see the same
+ * machine, however busy it is. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +100,26 @@ int main(int argc, char **argv)
 		       "clock_gettime %.1f ns; recording costs %.1f ns (CPU %.1f), %.1f (CPU %.1f) beyond its two clock reads\n",
 		       rounds, n, mon, mcon, moff, mcoff, mck, mon - moff, mcon - mcoff, mon - moff - 2 * mck,
 		       mcon - mcoff - 2 * mck);
+	} else if (strcmp(mode, "toggle") == 0) {
+		int iters = argc > 2 ? atoi(argv[2]) : 10000, blocks = argc > 3 ? atoi(argv[3]) : 40;
+		double *v = calloc(3 * (size_t)blocks, sizeof *v), *on = v, *off = v + blocks, *ratio = v + 2 * blocks;
+		double a = 1, b;
+		for (int i = 0; i < 1000; i++)
+			MPI_Allreduce(&a, &b, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+		for (int k = 0; k < blocks; k++) {
+			for (int rec = 0; rec < 2; rec++) {
+				MPI_Pcontrol(rec);
+				MPI_Barrier(MPI_COMM_WORLD);
+				double t0 = now();
+				for (int i = 0; i < iters; i++)
+					MPI_Allreduce(&a, &b, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+				(rec ? on : off)[k] = (now() - t0) / iters / 1e3;
+			}
+			ratio[k] = on[k] / off[k];
+		}
+		if (rank == 0)
+			printf("toggle, %d blocks of %d calls each way: recording %.3f us, paused %.3f us, median ratio %.3f\n",
+			       blocks, iters, median(on, blocks), median(off, blocks), median(ratio, blocks));
 	} else {
 		int iters = argc > 2 ? atoi(argv[2]) : 20000;
 		double a = 1, b;

@@ -8,10 +8,13 @@
 #     rounds of 10,000 calls (which the library's buffers hold: the cost to
 #     the calling thread) and of 1,000,000 (which they do not: the calls
 #     then wait for the writer);
-#  2. 8-byte MPI_Allreduce latency on 2 ranks, without and with the library
-#     loaded (and recording), alternating PAIRS times in this one run; each
-#     pair's ratio, then their median: over shared memory (Open MPI's
-#     default here) and over TCP on loopback (as bench/mpi measures).
+#  2. 8-byte MPI_Allreduce latency on 2 ranks, over shared memory (Open
+#     MPI's default here) and over TCP on loopback (as bench/mpi measures):
+#     a. in one job under the library, blocks recording and blocks paused
+#        by MPI_Pcontrol(0), alternating: both see the same machine;
+#     b. whole runs without and with the library loaded (and recording),
+#        alternating PAIRS times in this one run; each pair's ratio, then
+#        their median.
 #
 # PAIRS (default 10), ITERS (allreduces per run over shared memory,
 # default 200000; a tenth of it over TCP).
@@ -33,6 +36,15 @@ done
 
 pairs=${PAIRS:-10}
 iters=${ITERS:-200000}
+for transport in shm tcp; do
+    opts="" n=10000
+    [ $transport = tcp ] && opts="--mca btl tcp,self --mca btl_tcp_if_include lo" n=500
+    echo "8-byte MPI_Allreduce on 2 ranks over $transport, recording and paused in one job:"
+    # shellcheck disable=SC2086
+    COMMPROF_TRACE_DIR=$tmp/toggle LD_PRELOAD=$lib $mpirun $opts -x LD_PRELOAD -x COMMPROF_TRACE_DIR \
+        -np 2 "$tmp/pmpi_bench" toggle "$n" 40
+    rm -rf "$tmp/toggle"
+done
 for transport in shm tcp; do
     opts="" n=$iters
     [ $transport = tcp ] && opts="--mca btl tcp,self --mca btl_tcp_if_include lo" n=$((iters / 10))
