@@ -1,6 +1,7 @@
 package pmpi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow/go/v15/arrow/memory"
 
 	"github.com/commprof/commprof/trace"
 )
@@ -234,8 +240,8 @@ func checkSpans(t *testing.T, run *trace.Run) {
 
 // TestMPI4PyCalls records a Python program whose every MPI call is known,
 // under Open MPI's mpirun through commprof record, and checks each rank's
-// events one by one, the manifest, and that Apache Arrow JS reads the
-// streams as the C library wrote them: flushed every 10 ms while the
+// events one by one, the manifest, and that Arrow Go's reader and Apache
+// Arrow JS read the streams as the C library wrote them: flushed every 10 ms while the
 // program pauses twice for 200 ms, in several batches, the later ones
 // carrying dictionary deltas (new datatypes, then communicators).
 func TestMPI4PyCalls(t *testing.T) {
@@ -283,7 +289,54 @@ func TestMPI4PyCalls(t *testing.T) {
 	if want := []string{"commprof", "record", "--", "mpirun"}; len(man.Command) < 4 || strings.Join(man.Command[:4], " ") != strings.Join(want, " ") {
 		t.Errorf("manifest command %q", man.Command)
 	}
+	checkArrowGo(t, run)
 	checkArrowJS(t, dir, run, 3)
+}
+
+// checkArrowGo reads each stream of the run with Arrow Go's own IPC
+// reader (commprof's decodes batches itself) and compares every row
+// with what commprof's reader read.
+func checkArrowGo(t *testing.T, run *trace.Run) {
+	t.Helper()
+	for _, rk := range run.Ranks {
+		data, err := os.ReadFile(filepath.Join(run.Dir, rk.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ipc.NewReader(bytes.NewReader(data), ipc.WithAllocator(memory.NewGoAllocator()))
+		if err != nil {
+			t.Fatalf("%s: %v", rk.File, err)
+		}
+		off := run.Manifest.Ranks[rk.Info.Rank].ClockOffsetNS
+		row := 0
+		for r.Next() {
+			rec := r.Record()
+			col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+			str := func(name string, i int) string {
+				d := col(name).(*array.Dictionary)
+				return d.Dictionary().(*array.String).Value(d.GetValueIndex(i))
+			}
+			for i := range int(rec.NumRows()) {
+				e := rk.Events[row]
+				got := trace.Event{Rank: col(trace.ColRank).(*array.Int32).Value(i), Name: str(trace.ColName, i),
+					Start: col(trace.ColStart).(*array.Int64).Value(i) + off, Dur: col(trace.ColDur).(*array.Int64).Value(i),
+					Bytes: col(trace.ColBytes).(*array.Int64).Value(i), Peer: col(trace.ColPeer).(*array.Int32).Value(i),
+					Seq: col(trace.ColSeq).(*array.Int64).Value(i), Step: col(trace.ColStep).(*array.Int32).Value(i),
+					Algo: str(trace.ColAlgo, i), DType: str(trace.ColDType, i), Root: col(trace.ColRoot).(*array.Int32).Value(i),
+					Chunk: col(trace.ColChunk).(*array.Int32).Value(i), Comm: str(trace.ColComm, i),
+					Wait: col(trace.ColWait).(*array.Int64).Value(i), Value: col(trace.ColValue).(*array.Float64).Value(i),
+					Label: str(trace.ColLabel, i), Kind: e.Kind}
+				if k := str(trace.ColKind, i); k != e.Kind.String() || got != e {
+					t.Fatalf("%s row %d: Arrow Go read %s %+v, commprof %+v", rk.File, row, k, got, e)
+				}
+				row++
+			}
+		}
+		if err := r.Err(); err != nil || row != len(rk.Events) {
+			t.Errorf("%s: Arrow Go read %d rows, commprof %d: %v", rk.File, row, len(rk.Events), err)
+		}
+		r.Release()
+	}
 }
 
 // checkArrowJS reads the run with Apache Arrow JS (web/tools/read-trace.mjs),
