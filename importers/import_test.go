@@ -329,6 +329,36 @@ func TestImportKineto(t *testing.T) {
 	}
 }
 
+// TestImportKinetoCut: a profiler trace cut inside its events imports
+// the events before the cut and says so.
+func TestImportKinetoCut(t *testing.T) {
+	whole, err := os.ReadFile("testdata/kineto_2ranks/rank0.pt.trace.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := bytes.Index(whole, []byte(`"name": "ncclDevKernel_AllGather`))
+	path := filepath.Join(t.TempDir(), "rank0.json")
+	if err := os.WriteFile(path, whole[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, run := importRun(t, Options{}, path)
+	m := res.Manifest
+	if m.Status != trace.StatusInterrupted || !strings.Contains(m.Error, "cut inside an event") || !hasMissing(m, "the rest of") {
+		t.Errorf("status %s error %q missing %q", m.Status, m.Error, m.Source.Missing)
+	}
+	// Before the cut: the allreduce, the copy and the kernel; the
+	// allgather's kernel is lost, and its CPU call stands alone.
+	if n := len(events(run, trace.KindCollective, "allreduce")); n != 1 {
+		t.Errorf("%d allreduce events", n)
+	}
+	if n := len(events(run, trace.KindCompute, "")); n != 2 {
+		t.Errorf("%d compute spans", n)
+	}
+	if !hasMissing(m, "the GPU kernels of 1 collectives") {
+		t.Errorf("missing %q", m.Source.Missing)
+	}
+}
+
 func TestImportKinetoOlder(t *testing.T) {
 	// No Collective name: the nccl:<op> annotation around the kernel's
 	// launch names it and gives its size; no distributedInfo.

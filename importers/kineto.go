@@ -534,8 +534,11 @@ func kinetoFinish(files []*kinetoFile, r *run) error {
 			return kf.err
 		}
 		if kf.gpuSpool == nil && kf.cpuSpool == nil {
-			// A file with no events to write still stands for its rank.
-			kf.emit(event(trace.KindMark, 0, "kineto/empty"), false)
+			// A file with no events to write still stands for its rank:
+			// its stream is empty.
+			if kf.gpuSpool, kf.err = kf.s.stream(2*kf.id, trace.RankInfo{Rank: 0}); kf.err != nil {
+				return kf.err
+			}
 		}
 		info := trace.RankInfo{Rank: kf.rank, WorldSize: world, PID: int(kf.pid)}
 		shift := kf.base - epoch

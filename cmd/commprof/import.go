@@ -90,7 +90,11 @@ func runImport(ctx context.Context, stdout, stderr io.Writer, o *importOptions, 
 		return err
 	}
 	m := res.Manifest
-	fmt.Fprintf(stdout, "imported %s (%s, %s) into %s: %d ranks, %d events, in %s\n", strings.Join(res.Files, ", "), res.Format,
+	files := strings.Join(res.Files, ", ")
+	if len(res.Files) > 3 {
+		files = fmt.Sprintf("%d files (%s, ...)", len(res.Files), strings.Join(res.Files[:2], ", "))
+	}
+	fmt.Fprintf(stdout, "imported %s (%s, %s) into %s: %d ranks, %d events, in %s\n", files, res.Format,
 		humanSize(res.InputBytes), res.Dir, res.Ranks, res.Events, time.Since(started).Round(time.Millisecond))
 	for _, s := range res.Summary {
 		fmt.Fprintf(stdout, "  %s\n", s)
