@@ -188,7 +188,7 @@ func Prepare(ctx context.Context, args []string, o PrepareOptions) (*Plan, error
 	p.Env = append(p.Env, "LD_PRELOAD="+preload)
 	if f == OpenMPI {
 		pass := append([]string{"LD_PRELOAD"}, o.Pass...)
-		for _, v := range []string{"COMMPROF_FLUSH", "COMMPROF_CLOCK"} {
+		for _, v := range []string{"COMMPROF_FLUSH", "COMMPROF_CLOCK", "COMMPROF_JOIN_TIMEOUT"} {
 			if o.Getenv(v) != "" {
 				pass = append(pass, v)
 			}
