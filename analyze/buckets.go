@@ -1,8 +1,9 @@
 package analyze
 
 import (
-	"fmt"
 	"math/bits"
+
+	"github.com/commprof/commprof/internal/units"
 )
 
 // SizeBucket returns the log2 size bucket of b bytes: 0 for 0 bytes, else
@@ -28,23 +29,5 @@ func BucketLabel(k int) string {
 		return "0B"
 	}
 	lo, hi := BucketRange(k)
-	return HumanBytes(lo) + "-" + HumanBytes(hi)
-}
-
-// HumanBytes prints a power-of-two friendly size: 512B, 64KiB, 1.5MiB.
-func HumanBytes(b int64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%dB", b)
-	}
-	v, i := float64(b), -1
-	for v >= unit && i < 5 {
-		v /= unit
-		i++
-	}
-	u := [...]string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}[i]
-	if v == float64(int64(v)) {
-		return fmt.Sprintf("%d%s", int64(v), u)
-	}
-	return fmt.Sprintf("%.1f%s", v, u)
+	return units.Bytes(lo) + "-" + units.Bytes(hi)
 }

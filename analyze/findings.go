@@ -2,22 +2,9 @@ package analyze
 
 import (
 	"fmt"
-	"math"
-)
 
-// HumanDuration prints ns with a readable unit: 850ns, 12.3µs, 4.56ms, 2.1s.
-func HumanDuration(ns float64) string {
-	a := math.Abs(ns)
-	switch {
-	case a < 1e3:
-		return fmt.Sprintf("%.0fns", ns)
-	case a < 1e6:
-		return fmt.Sprintf("%.3gµs", ns/1e3)
-	case a < 1e9:
-		return fmt.Sprintf("%.3gms", ns/1e6)
-	}
-	return fmt.Sprintf("%.3gs", ns/1e9)
-}
+	"github.com/commprof/commprof/internal/units"
+)
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
 
@@ -91,28 +78,28 @@ func findings(s *Summary) []string {
 	h := s.Headline
 	out := []string{}
 	if h.Steps > 0 {
-		f := fmt.Sprintf("a step takes %s (p95 %s)", HumanDuration(h.StepNS), HumanDuration(h.StepP95NS))
+		f := fmt.Sprintf("a step takes %s (p95 %s)", units.Duration(h.StepNS), units.Duration(h.StepP95NS))
 		if h.SamplesPerSec > 0 {
 			f += fmt.Sprintf(", %.0f samples/s over %d ranks", h.SamplesPerSec, s.Run.WorldSize)
 		}
 		out = append(out, f)
 		out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
-			pct(h.CommFraction), pct(h.ExposedFrac), HumanDuration(h.ExposedNS)))
+			pct(h.CommFraction), pct(h.ExposedFrac), units.Duration(h.ExposedNS)))
 	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 {
 		out = append(out, fmt.Sprintf("communication takes %s of the run's %s on an average rank, %s of it exposed",
-			pct(h.CommFraction), HumanDuration(float64(s.Run.SpanNS)), pct(h.ExposedFrac)))
+			pct(h.CommFraction), units.Duration(float64(s.Run.SpanNS)), pct(h.ExposedFrac)))
 	}
 	out = append(out, stragglerFinding(s)...)
 	if h.WaitFraction > 0 {
 		out = append(out, fmt.Sprintf("ranks spend %s of their communication time waiting for the last rank to arrive", pct(h.WaitFraction)))
 	}
 	if h.BusBWGBps > 0 {
-		f := fmt.Sprintf("%s reaches %.2f GB/s bus bandwidth from call to completion", h.BusBWOp, h.BusBWGBps)
+		f := fmt.Sprintf("%s reaches %s bus bandwidth from call to completion", h.BusBWOp, units.GBps(h.BusBWGBps))
 		if h.TransferBusBWGBps > 0 && h.TransferBusBWGBps > 1.05*h.BusBWGBps {
-			f += fmt.Sprintf(" (%.2f GB/s once the last rank had arrived)", h.TransferBusBWGBps)
+			f += fmt.Sprintf(" (%s once the last rank had arrived)", units.GBps(h.TransferBusBWGBps))
 		}
 		if h.LinkGBps > 0 {
-			f += fmt.Sprintf(", %s of the %.2f GB/s the messages' fit gives the link", pct(h.BusBWOfLink), h.LinkGBps)
+			f += fmt.Sprintf(", %s of the %s the messages' fit gives the link", pct(h.BusBWOfLink), units.GBps(h.LinkGBps))
 		}
 		out = append(out, f)
 	}
@@ -143,7 +130,7 @@ func findings(s *Summary) []string {
 			}
 		}
 		out = append(out, fmt.Sprintf("at %d ranks the model puts allreduce at %s per %s with %s, the fastest of %d algorithms",
-			p.Ranks[last], HumanDuration(p.TimeNS[best][last]), p.Basis, p.Algos[best], len(p.Algos)))
+			p.Ranks[last], units.Duration(p.TimeNS[best][last]), p.Basis, p.Algos[best], len(p.Algos)))
 	}
 	return out
 }
@@ -167,13 +154,13 @@ func stragglerFinding(s *Summary) []string {
 			}
 		}
 		f := fmt.Sprintf("rank %d is a straggler: its slowness cost the job %s (%s of the run, %s per %s, in %d of %d %ss)",
-			r, HumanDuration(float64(rc.CostNS)), pct(rc.Share), HumanDuration(rc.PerWindowNS), unit, rc.Windows, st.Windows, unit)
+			r, units.Duration(float64(rc.CostNS)), pct(rc.Share), units.Duration(rc.PerWindowNS), unit, rc.Windows, st.Windows, unit)
 		if k == len(st.Named)-1 && st.WindowNS > 0 {
 			who := fmt.Sprintf("rank %d's", r)
 			if len(st.Named) > 1 {
 				who = "these ranks'"
 			}
-			f += fmt.Sprintf("; without %s delays a %s would take %s instead of %s", who, unit, HumanDuration(st.WithoutNS), HumanDuration(st.WindowNS))
+			f += fmt.Sprintf("; without %s delays a %s would take %s instead of %s", who, unit, units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
 		}
 		out = append(out, f)
 	}
@@ -181,7 +168,7 @@ func stragglerFinding(s *Summary) []string {
 		f := "no rank stands out as a straggler"
 		if len(st.Ranks) > 0 {
 			rc := st.Ranks[0]
-			f += fmt.Sprintf(": the costliest, rank %d, cost %s of the run (%s per %s)", rc.Rank, pct(rc.Share), HumanDuration(rc.PerWindowNS), unit)
+			f += fmt.Sprintf(": the costliest, rank %d, cost %s of the run (%s per %s)", rc.Rank, pct(rc.Share), units.Duration(rc.PerWindowNS), unit)
 		}
 		out = append(out, f)
 	}
@@ -203,17 +190,17 @@ func p2pFindings(s *Summary) []string {
 		return nil
 	}
 	out := []string{fmt.Sprintf("point-to-point messages (Send and Recv, such as a parameter server's pushes and pulls) are %s of communication time: %d messages, %s",
-		pct(p.Share), p.Messages, HumanBytes(p.Bytes))}
+		pct(p.Share), p.Messages, units.Bytes(p.Bytes))}
 	for i, h := range p.Hubs {
 		if i == 2 {
 			break
 		}
-		f := fmt.Sprintf("rank %d receives from %d ranks: %s", h.Rank, h.Peers, HumanBytes(h.Bytes))
+		f := fmt.Sprintf("rank %d receives from %d ranks: %s", h.Rank, h.Peers, units.Bytes(h.Bytes))
 		if h.PerStepBytes > 0 {
-			f += fmt.Sprintf(" (%s per step)", HumanBytes(int64(h.PerStepBytes)))
+			f += fmt.Sprintf(" (%s per step)", units.Bytes(int64(h.PerStepBytes)))
 		}
 		if h.GBps > 0 {
-			f += fmt.Sprintf(" at %.2f GB/s while receiving", h.GBps)
+			f += fmt.Sprintf(" at %s while receiving", units.GBps(h.GBps))
 		}
 		if t := h.TransferNS + h.WaitNS; t > 0 {
 			f += fmt.Sprintf(", and its receives wait for their senders %s of the time", pct(float64(h.WaitNS)/float64(t)))

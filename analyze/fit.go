@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+
+	"github.com/commprof/commprof/internal/units"
 )
 
 // Fit is the alpha-beta-gamma (Hockney) model of the run's network and
@@ -234,7 +236,7 @@ func spanOf(sizes []int64) string {
 	if len(sizes) < 2 {
 		return ""
 	}
-	return fmt.Sprintf(" from %s to %s", HumanBytes(sizes[0]), HumanBytes(sizes[len(sizes)-1]))
+	return fmt.Sprintf(" from %s to %s", units.Bytes(sizes[0]), units.Bytes(sizes[len(sizes)-1]))
 }
 
 // fitGroups fits alpha and the two betas (and gamma unless fixed) to the

@@ -12,6 +12,7 @@ import (
 	"github.com/go-echarts/go-echarts/v2/opts"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 )
 
 // chartSpec is one chart of a page: go-echarts builds its options, the
@@ -426,7 +427,7 @@ func busbwChart(s *analyze.Summary) (chartSpec, bool) {
 		sc.Overlap(line)
 	}
 	return chartSpec{ID: "chart-busbw", Title: "Bus bandwidth against size", Height: 360,
-		Note:     fmt.Sprintf("measured busbw of each op, algorithm and size; dashed: the alpha-beta-gamma model for allreduce on %d ranks (link %.2f GB/s)", p, s.Fit.LinkGBps),
+		Note:     fmt.Sprintf("measured busbw of each op, algorithm and size; dashed: the alpha-beta-gamma model for allreduce on %d ranks (link %s)", p, units.GBps(s.Fit.LinkGBps)),
 		Variants: []chartVariant{variant("busbw", "gbps", "busbw", sc)}}, true
 }
 
@@ -454,7 +455,7 @@ func projectionChart(s *analyze.Summary) (chartSpec, bool) {
 	}
 	return chartSpec{ID: "chart-projection", Title: "Allreduce time at more ranks (model)", Height: 320,
 		Note: fmt.Sprintf("this run's allreduces per %s, projected with the fitted model; at its own %d ranks the model gives %s against %s measured",
-			pr.Basis, pr.Current, analyze.HumanDuration(pr.Modeled), analyze.HumanDuration(pr.Measured)),
+			pr.Basis, pr.Current, units.Duration(pr.Modeled), units.Duration(pr.Measured)),
 		Variants: []chartVariant{variant("time", "ns", "", l)}}, true
 }
 

@@ -5,20 +5,18 @@ import (
 	"io"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 )
 
 // FormatValue prints a figure in its unit for people.
 func FormatValue(v float64, unit string) string {
 	switch unit {
 	case "ns":
-		return analyze.HumanDuration(v)
+		return units.Duration(v)
 	case "bytes":
-		if v < 0 {
-			return "-" + analyze.HumanBytes(int64(-v))
-		}
-		return analyze.HumanBytes(int64(v))
+		return units.Bytes(int64(v))
 	case "GB/s":
-		return fmt.Sprintf("%.3f GB/s", v)
+		return units.GBps(v)
 	case "fraction":
 		return fmt.Sprintf("%.1f%%", 100*v)
 	case "samples/s":

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/web"
 )
 
@@ -22,8 +23,8 @@ var reportJS string
 var pageHTML string
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"dur":   func(ns float64) string { return analyze.HumanDuration(ns) },
-	"bytes": func(b int64) string { return analyze.HumanBytes(b) },
+	"dur":   units.Duration,
+	"bytes": units.Bytes,
 	"pct":   func(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) },
 	"value": FormatValue,
 	"rel":   FormatRel,
@@ -163,7 +164,7 @@ func runTitle(r analyze.RunInfo) string {
 
 func runSubtitle(r analyze.RunInfo) string {
 	parts := []string{fmt.Sprintf("%d ranks on %d host(s)", r.WorldSize, max(len(r.Hosts), 1)),
-		fmt.Sprintf("%d events", r.Events), analyze.HumanDuration(float64(r.SpanNS)) + " recorded"}
+		fmt.Sprintf("%d events", r.Events), units.Duration(float64(r.SpanNS)) + " recorded"}
 	if r.Start != "" {
 		parts = append(parts, "started "+r.Start)
 	}
@@ -187,7 +188,7 @@ func clockNote(r analyze.RunInfo) string {
 	case "same-host":
 		return "one clock for every rank"
 	}
-	return fmt.Sprintf("clocks aligned by %s to ±%s", r.ClockMethod, analyze.HumanDuration(float64(r.ClockUncertNS)))
+	return fmt.Sprintf("clocks aligned by %s to ±%s", r.ClockMethod, units.Duration(float64(r.ClockUncertNS)))
 }
 
 func sortedKV(m map[string]string) [][2]string {
@@ -203,13 +204,13 @@ func runCards(s *analyze.Summary) []card {
 	h := s.Headline
 	var cs []card
 	if h.Steps > 0 {
-		d := fmt.Sprintf("p95 %s over %d steps", analyze.HumanDuration(h.StepP95NS), h.Steps)
+		d := fmt.Sprintf("p95 %s over %d steps", units.Duration(h.StepP95NS), h.Steps)
 		if h.SamplesPerSec > 0 {
 			d += fmt.Sprintf(" · %.0f samples/s", h.SamplesPerSec)
 		}
-		cs = append(cs, card{Label: "step time", Value: analyze.HumanDuration(h.StepNS), Detail: d})
+		cs = append(cs, card{Label: "step time", Value: units.Duration(h.StepNS), Detail: d})
 	} else {
-		cs = append(cs, card{Label: "run span", Value: analyze.HumanDuration(float64(s.Run.SpanNS)), Detail: "no training steps recorded"})
+		cs = append(cs, card{Label: "run span", Value: units.Duration(float64(s.Run.SpanNS)), Detail: "no training steps recorded"})
 	}
 	cls := ""
 	if h.CommFraction > 0.3 {
@@ -222,16 +223,16 @@ func runCards(s *analyze.Summary) []card {
 		cls = "bad"
 	}
 	cs = append(cs, card{Label: "exposed communication", Value: fmt.Sprintf("%.0f%%", 100*h.ExposedFrac), Class: cls,
-		Detail: analyze.HumanDuration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
+		Detail: units.Duration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
 	if h.BusBWGBps > 0 {
 		d := h.BusBWOp
 		if h.TransferBusBWGBps > 1.05*h.BusBWGBps {
-			d += fmt.Sprintf(" · %.2f GB/s after the last arrival", h.TransferBusBWGBps)
+			d += " · " + units.GBps(h.TransferBusBWGBps) + " after the last arrival"
 		}
 		if h.LinkGBps > 0 {
-			d += fmt.Sprintf(" · %.0f%% of the modelled link (%.2f GB/s)", 100*h.BusBWOfLink, h.LinkGBps)
+			d += fmt.Sprintf(" · %.0f%% of the modelled link (%s)", 100*h.BusBWOfLink, units.GBps(h.LinkGBps))
 		}
-		cs = append(cs, card{Label: "bus bandwidth", Value: fmt.Sprintf("%.2f GB/s", h.BusBWGBps), Detail: d})
+		cs = append(cs, card{Label: "bus bandwidth", Value: units.GBps(h.BusBWGBps), Detail: d})
 	}
 	if st := s.Stragglers; st.Replayed {
 		// The analyzer's verdict (analyze/whatif.go), not a re-derivation.
@@ -244,8 +245,8 @@ func runCards(s *analyze.Summary) []card {
 		if h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
 			c.Detail = fmt.Sprintf("costs %s per %s (%.0f%% of the run); without it a %s takes %s, not %s",
-				analyze.HumanDuration(h.StragglerCostNS), unit, 100*h.StragglerShare, unit,
-				analyze.HumanDuration(st.WithoutNS), analyze.HumanDuration(st.WindowNS))
+				units.Duration(h.StragglerCostNS), unit, 100*h.StragglerShare, unit,
+				units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
 		}
 		cs = append(cs, c)
 	}
@@ -279,7 +280,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 		intro := fmt.Sprintf("Ranks by how often they arrived last, most often first: %s. Who cost time is in the straggler card and the critical path below.", joinInts(s.Skew.Ranking, 8))
 		if s.Run.ClockMethod != "" && s.Run.ClockMethod != "same-host" {
 			intro += fmt.Sprintf(" The ranks ran on %d hosts whose clocks were aligned by %s exchanges: any arrival difference below ±%s may be the clocks'.",
-				len(s.Run.Hosts), s.Run.ClockMethod, analyze.HumanDuration(float64(s.Run.ClockUncertNS)))
+				len(s.Run.Hosts), s.Run.ClockMethod, units.Duration(float64(s.Run.ClockUncertNS)))
 		}
 		secs = append(secs, section{ID: "skew", Title: "Arrival skew", Charts: skew, Intro: intro})
 	}
@@ -462,8 +463,8 @@ func modelIntro(f analyze.Fit) string {
 	default:
 		from = "the calibration " + f.Source
 	}
-	return fmt.Sprintf("Model from %s (%d calls of %d sizes on %v ranks): α %s per step, β %.4g ns/byte (%.2f GB/s; by message size where calibrated), γ %.4g ns/byte from %s; R² %.2f, median error %.0f%%. docs/metrics.md gives the formulas and what the model leaves out.",
-		from, f.Calls, f.Sizes, f.RankCounts, analyze.HumanDuration(f.AlphaNS), f.BetaNSPerB, f.LinkGBps, f.GammaNSPerB, f.GammaFrom, f.CallR2, 100*f.MedianError)
+	return fmt.Sprintf("Model from %s (%d calls of %d sizes on %v ranks): α %s per step, β %.4g ns/byte (%s; by message size where calibrated), γ %.4g ns/byte from %s; R² %.2f, median error %.0f%%. docs/metrics.md gives the formulas and what the model leaves out.",
+		from, f.Calls, f.Sizes, f.RankCounts, units.Duration(f.AlphaNS), f.BetaNSPerB, units.GBps(f.LinkGBps), f.GammaNSPerB, f.GammaFrom, f.CallR2, 100*f.MedianError)
 }
 
 // criticalPathTable lists the slowest window's critical path.
@@ -485,8 +486,8 @@ func criticalPathTable(s *analyze.Summary) *Table {
 		if sg.Kind == "work" {
 			what = "own work " + what
 		}
-		t.Rows = append(t.Rows, []string{analyze.HumanDuration(float64(sg.StartNS - cp.StartNS)), analyze.HumanDuration(float64(sg.EndNS - cp.StartNS)),
-			fmt.Sprint(sg.Rank), what, analyze.HumanDuration(float64(sg.EndNS - sg.StartNS))})
+		t.Rows = append(t.Rows, []string{units.Duration(float64(sg.StartNS - cp.StartNS)), units.Duration(float64(sg.EndNS - cp.StartNS)),
+			fmt.Sprint(sg.Rank), what, units.Duration(float64(sg.EndNS - sg.StartNS))})
 	}
 	return t
 }
@@ -496,7 +497,7 @@ func criticalPathIntro(s *analyze.Summary) string {
 	total := float64(cp.EndNS - cp.StartNS)
 	var parts []string
 	for r, ns := range cp.ByRank {
-		parts = append(parts, fmt.Sprintf("rank %d's own work %s", r, analyze.HumanDuration(float64(ns))))
+		parts = append(parts, fmt.Sprintf("rank %d's own work %s", r, units.Duration(float64(ns))))
 	}
 	sort.Strings(parts)
 	what := "collective"
@@ -504,5 +505,5 @@ func criticalPathIntro(s *analyze.Summary) string {
 		what = fmt.Sprintf("step %d", cp.Window)
 	}
 	return fmt.Sprintf("What set the length of %s (%s): the chain of work and waits from its start to its end across ranks, as the replay of the run found it. On it: %s, and %s moving data.",
-		what, analyze.HumanDuration(total), strings.Join(parts, ", "), analyze.HumanDuration(float64(cp.CommNS)))
+		what, units.Duration(total), strings.Join(parts, ", "), units.Duration(float64(cp.CommNS)))
 }

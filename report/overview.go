@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 )
 
 // WriteOverview prints a run's identity, headline numbers and findings.
@@ -17,7 +18,7 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 		name = r.Dir
 	}
 	fmt.Fprintf(w, "run %s: %d ranks on %d host(s), %d events, %s recorded, %s on disk",
-		name, r.WorldSize, max(len(r.Hosts), 1), r.Events, analyze.HumanDuration(float64(r.SpanNS)), analyze.HumanBytes(r.DiskBytes))
+		name, r.WorldSize, max(len(r.Hosts), 1), r.Events, units.Duration(float64(r.SpanNS)), units.Bytes(r.DiskBytes))
 	if r.Status != "" {
 		fmt.Fprintf(w, ", %s", r.Status)
 	}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 )
 
 // Table is one of the stats views as rows of cells: what `stats` prints
@@ -53,14 +54,14 @@ func (f formatter) dur(ns float64) string {
 	if f.raw {
 		return fmt.Sprintf("%.0f", ns)
 	}
-	return analyze.HumanDuration(ns)
+	return units.Duration(ns)
 }
 
 func (f formatter) bytes(b float64) string {
 	if f.raw {
 		return fmt.Sprintf("%.0f", b)
 	}
-	return analyze.HumanBytes(int64(b))
+	return units.Bytes(int64(b))
 }
 
 func (f formatter) gbps(x float64) string { return fmt.Sprintf("%.3f", x) }

@@ -17,6 +17,7 @@ import (
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/analyze/load"
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/units"
 )
 
 type calibrateOptions struct {
@@ -140,8 +141,8 @@ func runCalibrate(ctx context.Context, stdout, stderr io.Writer, o *calibrateOpt
 	if _, err := writeFileAtomic(ctx, o.out, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
 		return fmt.Errorf("calibrate: writing %s: %w", o.out, err)
 	}
-	fmt.Fprintf(stdout, "wrote %s in %s: alpha %s, beta %.4g ns/byte (%.2f GB/s), gamma %.4g ns/byte, over %d calls of %d sizes on %v ranks; R² %.3f, median error %.0f%%\n",
-		o.out, time.Since(start).Round(time.Second), analyze.HumanDuration(fit.AlphaNS), fit.BetaNSPerB, fit.LinkGBps, fit.GammaNSPerB,
+	fmt.Fprintf(stdout, "wrote %s in %s: alpha %s, beta %.4g ns/byte (%s), gamma %.4g ns/byte, over %d calls of %d sizes on %v ranks; R² %.3f, median error %.0f%%\n",
+		o.out, time.Since(start).Round(time.Second), units.Duration(fit.AlphaNS), fit.BetaNSPerB, units.GBps(fit.LinkGBps), fit.GammaNSPerB,
 		fit.Calls, fit.Sizes, fit.RankCounts, fit.CallR2, 100*fit.MedianError)
 	fmt.Fprintf(stdout, "use it: commprof predict RUN --model %s, commprof report RUN --model %s\n", o.out, o.out)
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/report"
 )
 
@@ -70,7 +71,7 @@ func runDiff(ctx context.Context, stdout, stderr io.Writer, o *diffOptions, dirA
 		if err != nil {
 			return fmt.Errorf("writing the diff report %s: %w", o.html, err)
 		}
-		fmt.Fprintf(stderr, "wrote %s (%s)\n", o.html, analyze.HumanBytes(n))
+		fmt.Fprintf(stderr, "wrote %s (%s)\n", o.html, units.Bytes(n))
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/export"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -112,7 +113,7 @@ func runExport(ctx context.Context, stdout, stderr io.Writer, o *exportOptions, 
 	}
 
 	fmt.Fprintf(stdout, "exported %s: %d events of %d ranks as %s, %s to %s\n",
-		dir, run.NumEvents(), len(run.Ranks), format.name, humanBytes(n), displayPath(out))
+		dir, run.NumEvents(), len(run.Ranks), format.name, units.Bytes(n), displayPath(out))
 	if out != "-" {
 		fmt.Fprintf(stdout, "next: %s\n", format.next(out))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/report"
 )
 
@@ -154,11 +155,11 @@ func writePredict(w io.Writer, dirs []string, res predictResult) {
 		from = f.Source
 	}
 	fmt.Fprintf(w, "model from %s: %d collective calls of %d sizes on %v ranks\n", from, f.Calls, f.Sizes, f.RankCounts)
-	fmt.Fprintf(w, "  alpha %s per step, beta %.4g ns/byte (%.3f GB/s; by message size where calibrated), gamma %.4g ns/byte (from %s)\n",
-		analyze.HumanDuration(f.AlphaNS), f.BetaNSPerB, f.LinkGBps, f.GammaNSPerB, f.GammaFrom)
+	fmt.Fprintf(w, "  alpha %s per step, beta %.4g ns/byte (%s; by message size where calibrated), gamma %.4g ns/byte (from %s)\n",
+		units.Duration(f.AlphaNS), f.BetaNSPerB, units.GBps(f.LinkGBps), f.GammaNSPerB, f.GammaFrom)
 	fmt.Fprintf(w, "  R² %.3f, median error %.0f%% over the calls it was fitted to\n", f.CallR2, 100*f.MedianError)
 	fmt.Fprintf(w, "\n%s's allreduces at its %d ranks: measured %s per %s, model %s (%s)\n", dirs[0], p.Current,
-		analyze.HumanDuration(p.Measured), p.Basis, analyze.HumanDuration(p.Modeled), relErr(p.Modeled, p.Measured))
+		units.Duration(p.Measured), p.Basis, units.Duration(p.Modeled), relErr(p.Modeled, p.Measured))
 	t := &report.Table{Title: "Projected allreduce time per " + p.Basis, Columns: []report.Column{{Name: "algorithm"}}}
 	for _, r := range p.Ranks {
 		t.Columns = append(t.Columns, report.Column{Name: fmt.Sprintf("%d ranks", r), Numeric: true})
@@ -166,7 +167,7 @@ func writePredict(w io.Writer, dirs []string, res predictResult) {
 	for i, a := range p.Algos {
 		row := []string{a}
 		for j := range p.Ranks {
-			row = append(row, analyze.HumanDuration(p.TimeNS[i][j]))
+			row = append(row, units.Duration(p.TimeNS[i][j]))
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -174,12 +175,12 @@ func writePredict(w io.Writer, dirs []string, res predictResult) {
 	t.WriteText(w)
 	if c := res.Check; c != nil {
 		fmt.Fprintf(w, "\ncheck against %s (%d ranks): measured %s, predicted %s (%s)\n", c.Run, c.Ranks,
-			analyze.HumanDuration(c.MeasuredNS), analyze.HumanDuration(c.PredictedNS), relErr(c.PredictedNS, c.MeasuredNS))
+			units.Duration(c.MeasuredNS), units.Duration(c.PredictedNS), relErr(c.PredictedNS, c.MeasuredNS))
 		ct := &report.Table{Columns: []report.Column{{Name: "size", Numeric: true}, {Name: "algorithm"}, {Name: "calls", Numeric: true},
 			{Name: "measured", Numeric: true}, {Name: "predicted", Numeric: true}, {Name: "error", Numeric: true}}}
 		for _, cs := range c.Calls {
-			ct.Rows = append(ct.Rows, []string{analyze.HumanBytes(cs.Bytes), cs.Algo, fmt.Sprintf("%.4g", cs.PerStep),
-				analyze.HumanDuration(cs.MeasuredNS), analyze.HumanDuration(cs.ModeledNS), relErr(cs.ModeledNS, cs.MeasuredNS)})
+			ct.Rows = append(ct.Rows, []string{units.Bytes(cs.Bytes), cs.Algo, fmt.Sprintf("%.4g", cs.PerStep),
+				units.Duration(cs.MeasuredNS), units.Duration(cs.ModeledNS), relErr(cs.ModeledNS, cs.MeasuredNS)})
 		}
 		ct.WriteText(w)
 	}

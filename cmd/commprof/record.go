@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
 )
@@ -270,21 +271,9 @@ func summarize(stdout, stderr io.Writer, dir string, started time.Time) {
 		perEvent = float64(bytes) / float64(n)
 	}
 	fmt.Fprintf(stdout, "\nrecorded %s: %d ranks, %d events, %s on disk (%.1f B/event), %s, %s\n",
-		dir, len(rf.Streams), n, humanBytes(bytes), perEvent, time.Since(started).Round(time.Millisecond), status)
+		dir, len(rf.Streams), n, units.Bytes(bytes), perEvent, time.Since(started).Round(time.Millisecond), status)
 	for _, p := range append(rf.Problems, problems...) {
 		fmt.Fprintf(stderr, "commprof: warning: %v\n", p)
 	}
 	fmt.Fprintf(stdout, "next: commprof report %s\n", dir)
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/report"
 )
 
@@ -92,7 +93,7 @@ func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, 
 	if err != nil {
 		return fmt.Errorf("writing the report %s: %w", out, err)
 	}
-	fmt.Fprintf(stdout, "wrote %s: %s, %d events (%d in the timeline's detail), in %s\n", out, analyze.HumanBytes(n), s.Run.Events,
+	fmt.Fprintf(stdout, "wrote %s: %s, %d events (%d in the timeline's detail), in %s\n", out, units.Bytes(n), s.Run.Events,
 		len(tl.Events.Rank), time.Since(start).Round(time.Millisecond))
 	if o.open {
 		return openBrowser(stderr, out)

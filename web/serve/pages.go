@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/web"
 )
 
@@ -55,18 +55,18 @@ func (s *server) indexPage(runs []RunInfo) indexPage {
 	p := indexPage{pageBase: s.base(), Dir: s.cfg.RunsDir}
 	for _, ri := range runs {
 		row := runRow{RunInfo: ri, Started: dash, StepText: dash, CommText: dash, BusBWText: dash, AccText: dash,
-			EventsText: fmt.Sprint(ri.Events), DiskText: analyze.HumanBytes(ri.DiskBytes)}
+			EventsText: fmt.Sprint(ri.Events), DiskText: units.Bytes(ri.DiskBytes)}
 		if t, err := time.Parse(time.RFC3339, ri.Start); err == nil {
 			row.Started = t.Local().Format("2006-01-02 15:04")
 		}
 		if ri.Steps > 0 {
-			row.StepText = analyze.HumanDuration(ri.StepNS)
+			row.StepText = units.Duration(ri.StepNS)
 		}
 		if ri.Events > 0 {
 			row.CommText = fmt.Sprintf("%.0f%%", 100*ri.CommFraction)
 		}
 		if ri.BusBWGBps > 0 {
-			row.BusBWText = fmt.Sprintf("%.2f GB/s", ri.BusBWGBps)
+			row.BusBWText = units.GBps(ri.BusBWGBps)
 		}
 		if ri.Accuracy != nil {
 			row.AccText = fmt.Sprintf("%.2f%%", 100**ri.Accuracy)
@@ -130,7 +130,7 @@ func (s *server) livePage(l *Live) (*livePage, error) {
 	p := &livePage{pageBase: s.base(), Live: l, Data: template.JS(b), Script: template.JS(liveJS), Home: "../../",
 		IntervalMS: s.cfg.LiveInterval.Milliseconds(), IntervalText: s.cfg.LiveInterval.String(),
 		Elapsed: time.Duration(l.ElapsedNS).Round(time.Second).String(), Started: "start unknown",
-		Events: fmt.Sprint(l.Events), Disk: analyze.HumanBytes(l.DiskBytes), Updated: l.Updated}
+		Events: fmt.Sprint(l.Events), Disk: units.Bytes(l.DiskBytes), Updated: l.Updated}
 	var sub []string
 	if l.Title != l.Name {
 		sub = append(sub, l.Title)
@@ -148,7 +148,7 @@ func (s *server) livePage(l *Live) (*livePage, error) {
 		}
 	}
 	for _, r := range l.Ranks {
-		p.Ranks = append(p.Ranks, liveRank{Rank: r.Rank, Host: r.Host, Events: fmt.Sprint(r.Events), Bytes: analyze.HumanBytes(r.Bytes),
+		p.Ranks = append(p.Ranks, liveRank{Rank: r.Rank, Host: r.Host, Events: fmt.Sprint(r.Events), Bytes: units.Bytes(r.Bytes),
 			Pct: int(100 * r.Events / most)})
 	}
 	return p, nil

@@ -30,6 +30,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
@@ -351,7 +352,7 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		if err := report.WriteHTML(&buf, sum, tl, report.Options{DetailURL: "timeline.json"}); err != nil {
 			return nil, err
 		}
-		s.logf("report of %s: %s in %s", run.name, analyze.HumanBytes(int64(buf.Len())), time.Since(start).Round(time.Millisecond))
+		s.logf("report of %s: %s in %s", run.name, units.Bytes(int64(buf.Len())), time.Since(start).Round(time.Millisecond))
 		return buf.Bytes(), nil
 	})
 	if err != nil {
