@@ -76,6 +76,8 @@ func jsonJS(v any) (template.JS, error) {
 	return template.JS(b), nil
 }
 
+func reportCSS() []byte { return web.ReportCSS() }
+
 func assets(p *page) error {
 	ec, err := web.ECharts()
 	if err != nil {

@@ -9,44 +9,15 @@ import (
 	"sort"
 	"time"
 
+	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
 
-// Live is the progress of a run, as /runs/NAME/live.json serves it and the
-// live page shows it. Times are in ns, sizes in bytes.
-type Live struct {
-	Name      string `json:"name"`  // the directory's name
-	Title     string `json:"title"` // the manifest's name
-	Status    string `json:"status"`
-	Running   bool   `json:"running"`
-	Start     string `json:"start,omitempty"` // RFC 3339
-	ElapsedNS int64  `json:"elapsed_ns"`      // since the start: until now while running, else until the end
-	SpanNS    int64  `json:"span_ns"`         // from the first recorded event to the last
-	WorldSize int    `json:"world_size"`
-	Events    int64  `json:"events"`
-	DiskBytes int64  `json:"disk_bytes"`
-	// Ranks are the ranks with a stream (or in the manifest), by rank.
-	Ranks    []LiveRank `json:"ranks"`
-	Findings []string   `json:"findings"`
-	Error    string     `json:"error,omitempty"`   // the manifest's error, once the run failed
-	Problem  string     `json:"problem,omitempty"` // why the events could not be read
-	Report   string     `json:"report"`            // URL of the report, relative to the live page
-	Updated  string     `json:"updated"`           // the server's time of this reading, RFC 3339
-}
-
-// LiveRank is one rank's progress.
-type LiveRank struct {
-	Rank   int    `json:"rank"`
-	Host   string `json:"host"`
-	Events int64  `json:"events"`
-	Bytes  int64  `json:"bytes"` // its stream's size on disk
-}
-
 // live reads a run's progress: its manifest, its streams' sizes and the
 // summary of every batch written so far.
-func (s *server) live(ctx context.Context, r *run) (*Live, error) {
+func (s *server) live(ctx context.Context, r *run) (*report.Live, error) {
 	now := s.now()
-	l := &Live{Name: r.name, Title: r.name, Report: "./", Updated: now.UTC().Format(time.RFC3339), Ranks: []LiveRank{}, Findings: []string{}}
+	l := &report.Live{Name: r.name, Title: r.name, Report: "./", Updated: now.UTC().Format(time.RFC3339), Ranks: []report.LiveRank{}, Findings: []string{}}
 	m, err := trace.ReadManifest(r.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		l.Problem = err.Error()
@@ -66,11 +37,11 @@ func (s *server) live(ctx context.Context, r *run) (*Live, error) {
 		}
 	}
 	l.Running = l.Status == trace.StatusRunning
-	byRank := map[int]*LiveRank{}
-	rank := func(n int) *LiveRank {
+	byRank := map[int]*report.LiveRank{}
+	rank := func(n int) *report.LiveRank {
 		lr, ok := byRank[n]
 		if !ok {
-			lr = &LiveRank{Rank: n}
+			lr = &report.LiveRank{Rank: n}
 			byRank[n] = lr
 		}
 		return lr
@@ -141,13 +112,8 @@ func (s *server) serveLivePage(w http.ResponseWriter, r *http.Request, run *run)
 		s.failErr(w, r, "reading the progress of "+run.name, err)
 		return
 	}
-	p, err := s.livePage(l)
-	if err != nil {
-		s.failErr(w, r, "drawing the live page of "+run.name, err)
-		return
-	}
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, "live.html", p); err != nil {
+	if err := report.WriteLive(&buf, l, s.cfg.LiveInterval); err != nil {
 		s.failErr(w, r, "drawing the live page of "+run.name, err)
 		return
 	}

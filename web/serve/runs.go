@@ -18,6 +18,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -151,56 +152,36 @@ func (s *server) summary(ctx context.Context, r *run) (*analyze.Summary, error) 
 	})
 }
 
-// RunInfo is one run in the index and in /api/runs: its key numbers.
-// Times are in ns, sizes in bytes, bandwidths in GB/s.
-type RunInfo struct {
-	Name         string   `json:"name"`  // the directory's name, as in the run's URLs
-	Title        string   `json:"title"` // the manifest's name of the run
-	Status       string   `json:"status"`
-	WorldSize    int      `json:"world_size"`
-	Events       int64    `json:"events"`
-	Start        string   `json:"start,omitempty"` // RFC 3339
-	Steps        int      `json:"steps"`
-	StepNS       float64  `json:"step_ns"`
-	CommFraction float64  `json:"comm_fraction"`
-	BusBWGBps    float64  `json:"busbw_gbps"`
-	BusBWOp      string   `json:"busbw_op,omitempty"`
-	Accuracy     *float64 `json:"accuracy,omitempty"` // final test accuracy, 0 to 1
-	DiskBytes    int64    `json:"disk_bytes"`
-	Problems     int      `json:"problems"`
-	Error        string   `json:"error,omitempty"` // why the run could not be summarized
-	Report       string   `json:"report"`          // URL of its report (or live page), relative to the server's root
-	Stats        string   `json:"stats"`           // URL of its summary JSON
-
+// listed is a run as the index lists it, with the time it is sorted by.
+type listed struct {
+	info     report.RunInfo
 	sortTime time.Time
 }
-
-// Running reports whether the run is still being recorded.
-func (ri RunInfo) Running() bool { return ri.Status == trace.StatusRunning }
 
 func runURL(name string) string { return "runs/" + url.PathEscape(name) + "/" }
 
 // info returns a run's key numbers, from the cache when its files have
 // not changed. A run that cannot be summarized is listed with the error.
-func (s *server) info(ctx context.Context, r *run) (RunInfo, error) {
-	return s.infos.get(ctx, r.name+"\x00"+r.fp.key, func(ctx context.Context) (RunInfo, error) {
-		ri := RunInfo{Name: r.name, Title: r.name, Report: runURL(r.name), Stats: runURL(r.name) + "stats.json", sortTime: r.fp.modTime}
+func (s *server) info(ctx context.Context, r *run) (listed, error) {
+	return s.infos.get(ctx, r.name+"\x00"+r.fp.key, func(ctx context.Context) (listed, error) {
+		l := listed{info: report.RunInfo{Name: r.name, Title: r.name, Report: runURL(r.name), Stats: runURL(r.name) + "stats.json"}, sortTime: r.fp.modTime}
+		ri := &l.info
 		if m, err := trace.ReadManifest(r.dir); err == nil {
 			ri.Title, ri.Status, ri.WorldSize = m.Name, m.Status, m.WorldSize
 			if !m.Start.IsZero() {
-				ri.Start, ri.sortTime = m.Start.Format(time.RFC3339), m.Start
+				ri.Start, l.sortTime = m.Start.Format(time.RFC3339), m.Start
 			}
 		}
 		sum, err := s.summary(ctx, r)
 		if isContextErr(err) {
-			return ri, err
+			return l, err
 		}
 		if err != nil {
 			if ri.Running() && errors.Is(err, trace.ErrNotTrace) {
-				return ri, nil // started, no events yet
+				return l, nil // started, no events yet
 			}
 			ri.Error = err.Error()
-			return ri, nil
+			return l, nil
 		}
 		ri.Title = sum.Run.Name
 		if ri.Title == "" {
@@ -216,12 +197,12 @@ func (s *server) info(ctx context.Context, r *run) (RunInfo, error) {
 		if ri.Running() {
 			ri.Problems = 0 // a run being written has cut streams by nature
 		}
-		return ri, nil
+		return l, nil
 	})
 }
 
 // runs lists the runs directly under the runs directory, newest first.
-func (s *server) runs(ctx context.Context) ([]RunInfo, error) {
+func (s *server) runs(ctx context.Context) ([]report.RunInfo, error) {
 	ents, err := os.ReadDir(s.root)
 	if err != nil {
 		return nil, fmt.Errorf("listing the runs in %s: %w", s.cfg.RunsDir, err)
@@ -235,7 +216,7 @@ func (s *server) runs(ctx context.Context) ([]RunInfo, error) {
 			found = append(found, r)
 		}
 	}
-	out := make([]RunInfo, len(found))
+	out := make([]listed, len(found))
 	errs := make([]error, len(found))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -259,7 +240,11 @@ func (s *server) runs(ctx context.Context) ([]RunInfo, error) {
 		if !out[i].sortTime.Equal(out[j].sortTime) {
 			return out[i].sortTime.After(out[j].sortTime)
 		}
-		return out[i].Name < out[j].Name
+		return out[i].info.Name < out[j].info.Name
 	})
-	return out, nil
+	infos := make([]report.RunInfo, len(out))
+	for i, l := range out {
+		infos[i] = l.info
+	}
+	return infos, nil
 }

@@ -78,7 +78,7 @@ type server struct {
 	root  string // RunsDir, absolute, symlinks resolved
 	pages *cache[[]byte]
 	sums  *cache[*analyze.Summary]
-	infos *cache[RunInfo]
+	infos *cache[listed]
 	mux   *http.ServeMux
 	now   func() time.Time
 	boot  string // when the server started, in the entity tags
@@ -120,7 +120,7 @@ func newServer(cfg Config) (*server, error) {
 	s := &server{cfg: cfg, root: root, now: time.Now, boot: strconv.FormatInt(time.Now().UnixNano(), 36),
 		pages: newCache[[]byte](cfg.CacheSize),
 		sums:  newCache[*analyze.Summary](2 * cfg.CacheSize),
-		infos: newCache[RunInfo](4096),
+		infos: newCache[listed](4096),
 		mux:   http.NewServeMux(),
 	}
 	s.mux.HandleFunc("GET /{$}", s.handleIndex)
@@ -218,7 +218,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg stri
 		return
 	}
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, "error.html", errorPage{pageBase: s.base(), Code: code, Status: http.StatusText(code), Message: msg, Home: s.home(r)}); err != nil {
+	if err := report.WriteError(&buf, code, msg, s.home(r)); err != nil {
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(code)
 		fmt.Fprintln(w, msg)
@@ -292,7 +292,7 @@ func (s *server) handleIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, "index.html", s.indexPage(runs)); err != nil {
+	if err := report.WriteIndex(&buf, s.cfg.RunsDir, runs); err != nil {
 		s.failErr(w, r, "drawing the list of runs", err)
 		return
 	}
@@ -307,11 +307,11 @@ func (s *server) handleAPIRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if runs == nil {
-		runs = []RunInfo{}
+		runs = []report.RunInfo{}
 	}
 	writeJSON(w, struct {
-		RunsDir string    `json:"runs_dir"`
-		Runs    []RunInfo `json:"runs"`
+		RunsDir string           `json:"runs_dir"`
+		Runs    []report.RunInfo `json:"runs"`
 	}{s.cfg.RunsDir, runs})
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -141,7 +142,7 @@ func TestServeIndexListsAndEscapes(t *testing.T) {
 
 	res = get(t, s, "/api/runs")
 	var list struct {
-		Runs []RunInfo `json:"runs"`
+		Runs []report.RunInfo `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(body(t, res)), &list); err != nil || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/api/runs: %v (%s)", err, res.Header.Get("Content-Type"))
@@ -477,10 +478,10 @@ func TestServeLive(t *testing.T) {
 	if strings.Contains(page, "innerHTML") {
 		t.Error("the live page's script uses innerHTML")
 	}
-	live := func() Live {
+	live := func() report.Live {
 		t.Helper()
 		res := get(t, s, "/runs/live/live.json")
-		var l Live
+		var l report.Live
 		if err := json.Unmarshal([]byte(body(t, res)), &l); err != nil || res.StatusCode != 200 {
 			t.Fatalf("live.json: %d %v", res.StatusCode, err)
 		}
@@ -527,7 +528,7 @@ func TestServeLiveBeforeFirstEvents(t *testing.T) {
 	must(t, trace.WriteManifest(dir, &trace.Manifest{FormatVersion: trace.FormatVersion, Name: "starting", WorldSize: 2, Status: trace.StatusRunning, Start: time.Now()}))
 	s := newTestServer(t, Config{RunsDir: runs})
 	res := get(t, s, "/runs/starting/live.json")
-	var l Live
+	var l report.Live
 	must(t, json.Unmarshal([]byte(body(t, res)), &l))
 	if !l.Running || l.Events != 0 || l.Problem != "" {
 		t.Fatalf("live: %+v", l)
