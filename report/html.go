@@ -2,7 +2,6 @@ package report
 
 import (
 	"bufio"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -13,14 +12,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
-	"github.com/commprof/commprof/web"
 )
-
-//go:embed assets/report.js
-var reportJS string
-
-//go:embed assets/page.html
-var pageHTML string
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"dur":   units.Duration,
@@ -76,18 +68,11 @@ func jsonJS(v any) (template.JS, error) {
 	return template.JS(b), nil
 }
 
-func reportCSS() []byte { return web.ReportCSS() }
-
-func assets(p *page) error {
-	ec, err := web.ECharts()
-	if err != nil {
-		return err
-	}
-	p.ECharts = template.JS(ec)
+func assets(p *page) {
+	p.ECharts = template.JS(echartsJS)
 	p.Script = template.JS(reportJS)
-	p.Timeln = template.JS(web.TimelineJS())
-	p.CSS = template.CSS(web.ReportCSS())
-	return nil
+	p.Timeln = template.JS(timelineJS)
+	p.CSS = template.CSS(reportCSSText)
 }
 
 // Options tune the run report.
@@ -119,9 +104,7 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *analyze.TimelineData, o Opti
 			p.Notes = append(p.Notes, "Not in the source: "+m+".")
 		}
 	}
-	if err := assets(p); err != nil {
-		return err
-	}
+	assets(p)
 	p.Cards = runCards(s)
 	p.Config = sortedKV(s.Run.Config)
 	if tl != nil {
@@ -339,9 +322,7 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 	if d.PerSample {
 		p.Subtitle += " and per sample"
 	}
-	if err := assets(p); err != nil {
-		return err
-	}
+	assets(p)
 	unset := func(v string) string {
 		if v == "" {
 			return "(unset)"

@@ -3,14 +3,12 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/trace"
-	"github.com/commprof/commprof/web"
 )
 
 const evil = `</script><script>alert(1)</script>`
@@ -60,9 +58,6 @@ func TestViewsAndCSV(t *testing.T) {
 }
 
 func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
-	if _, err := web.ECharts(); errors.Is(err, web.ErrNotBuilt) {
-		t.Skip("web assets not built (make web)")
-	}
 	r := run()
 	s := analyze.Summarize(r)
 	tl := analyze.TimelineOf(s, r, analyze.TimelineOptions{})

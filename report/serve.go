@@ -86,7 +86,7 @@ type pageBase struct {
 	CSS template.CSS
 }
 
-func base() pageBase { return pageBase{CSS: template.CSS(reportCSS())} }
+func base() pageBase { return pageBase{CSS: template.CSS(reportCSSText)} }
 
 type errorPage struct {
 	pageBase

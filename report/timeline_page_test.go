@@ -1,4 +1,4 @@
-package web_test
+package report
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/web"
 	"github.com/commprof/commprof/web/webtest"
 )
 
@@ -330,7 +329,7 @@ func writePage(t testing.TB, dir, name string, data analyze.TimelineData, option
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
 <title>commprof timeline</title>
 <style>`)
-	b.Write(web.ReportCSS())
+	b.WriteString(reportCSSText)
 	b.WriteString(`</style>
 </head>
 <body>
@@ -356,7 +355,7 @@ func writePage(t testing.TB, dir, name string, data analyze.TimelineData, option
 <script type="application/json" id="timeline-data">`)
 	b.Write(js)
 	b.WriteString("</script>\n<script>")
-	b.Write(web.TimelineJS())
+	b.WriteString(timelineJS)
 	b.WriteString(`</script>
 <script>
 CommprofTimeline.mount(document.getElementById('timeline'), JSON.parse(document.getElementById('timeline-data').textContent), ` + options + `);
@@ -388,27 +387,16 @@ func checkScreenshot(t *testing.T, path string) {
 }
 
 func TestAssetsInline(t *testing.T) {
-	if bytes.Contains(bytes.ToLower(web.TimelineJS()), []byte("</script")) {
-		t.Error("timeline.js contains </script and cannot be inlined")
+	for name, js := range map[string]string{"echarts.min.js": echartsJS, "timeline.js": timelineJS, "report.js": reportJS, "live.js": liveJS} {
+		if strings.Contains(strings.ToLower(js), "</script") {
+			t.Errorf("%s contains </script and cannot be inlined", name)
+		}
 	}
-	if bytes.Contains(bytes.ToLower(web.ReportCSS()), []byte("</style")) {
+	if strings.Contains(strings.ToLower(reportCSSText), "</style") {
 		t.Error("report.css contains </style and cannot be inlined")
 	}
-	js, err := web.ECharts()
-	if err != nil {
-		if !strings.Contains(err.Error(), "make web") {
-			t.Errorf("ECharts error does not say what to do: %v", err)
-		}
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	if len(js) < 100_000 || !bytes.Contains(js, []byte("echarts")) {
-		t.Errorf("echarts.min.js: %d bytes", len(js))
-	}
-	if bytes.Contains(bytes.ToLower(js), []byte("</script")) {
-		t.Error("echarts.min.js contains </script and cannot be inlined as is")
+	if len(echartsJS) < 100_000 || !strings.Contains(echartsJS, "echarts") {
+		t.Errorf("echarts.min.js: %d bytes", len(echartsJS))
 	}
 }
 
