@@ -114,7 +114,7 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 // recorded.
 func (r *mpiRecording) finish(dir, name, runID string, args []string, o *recordOptions, codec trace.Codec, runErr error, interrupted bool, started time.Time) error {
 	warn := func(err error) { fmt.Fprintf(o.stderr, "commprof: warning: %v\n", err) }
-	_, err := pmpi.Finish(dir, pmpi.FinishOptions{Name: name, RunID: runID,
+	m, err := pmpi.Finish(dir, pmpi.FinishOptions{Name: name, RunID: runID,
 		Command: append([]string{"commprof", "record", "--"}, args...), Flavor: r.plan.Flavor,
 		CommprofVersion: versionString(), Start: started, LauncherErr: runErr, Interrupted: interrupted,
 		Compact: os.Getenv(envCompact) != "off", Codec: codec, Warn: warn})
@@ -137,14 +137,11 @@ func (r *mpiRecording) finish(dir, name, runID string, args []string, o *recordO
 		return fmt.Errorf("completing the run manifest in %s: %w", dir, err)
 	}
 	summarize(o.stdout, o.stderr, dir, started)
-	m, merr := trace.ReadManifest(dir)
 	switch {
 	case interrupted:
 		return fmt.Errorf("recording interrupted; what was recorded is in %s: %w", dir, context.Canceled)
 	case runErr != nil:
 		return runErr
-	case merr != nil:
-		return merr
 	case m.Status != trace.StatusComplete:
 		return fmt.Errorf("the run in %s did not end well: %s", dir, m.Error)
 	}
