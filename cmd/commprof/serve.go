@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commprof/commprof/web/serve"
+	"github.com/commprof/commprof/web"
 )
 
 type serveOptions struct {
@@ -87,7 +87,7 @@ func runServe(ctx context.Context, stdout, stderr io.Writer, o *serveOptions, di
 			fmt.Fprintf(stderr, "commprof: warning: no --token given, so every request must carry this generated one: %s\n", token)
 		}
 	}
-	h, err := serve.New(serve.Config{RunsDir: dir, Token: token, Logf: func(format string, args ...any) {
+	h, err := web.New(web.Config{RunsDir: dir, Token: token, Logf: func(format string, args ...any) {
 		fmt.Fprintf(stderr, "commprof serve: "+format+"\n", args...)
 	}})
 	if err != nil {

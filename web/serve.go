@@ -1,4 +1,4 @@
-// Package serve is the web server of `commprof serve`: http.Handlers over a
+// Package web is the web server of `commprof serve`: http.Handlers over a
 // directory of recorded runs. It lists the runs with their key numbers,
 // serves each run's HTML report (generated on demand and kept in a bounded
 // cache), its summary JSON and a diff of any two runs, and follows a run
@@ -9,7 +9,7 @@
 // symlinks the directory holds. Pages allow only their own inline scripts
 // and styles and same-origin fetches (Content-Security-Policy), and every
 // string that comes from a trace is escaped.
-package serve
+package web
 
 import (
 	"bytes"
