@@ -9,11 +9,11 @@ LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium mpich libmpich-dev python3-mpi4py python3-numpy hpcc
 
-.PHONY: all build demo test deps go-deps system-deps web-deps web pmpi pmpi-libs bench bench-go bench-mpi bench-pmpi vet fmt clean
+.PHONY: all build demo test deps go-deps system-deps web-deps echarts pmpi pmpi-libs bench bench-go bench-mpi bench-pmpi vet fmt clean
 
 all: build
 
-build: go-deps web pmpi
+build: go-deps pmpi
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/commprof
 
 # The PMPI library that records unmodified MPI programs (interpose/pmpi/c),
@@ -52,18 +52,22 @@ deps: go-deps system-deps web-deps
 go-deps:
 	$(GO) mod download
 
-# npm packages pinned by web/package-lock.json: Arrow JS and its codecs (the
-# tests read traces with them as an independent Arrow implementation),
-# ECharts (embedded in reports) and playwright-core (drives Chromium in the
-# page tests, web/tools/check-page.mjs).
+# npm packages pinned by package-lock.json, into node_modules/: Arrow JS and
+# its codecs (the tests read traces with them as an independent Arrow
+# implementation, tools/read-trace.mjs), ECharts and playwright-core (drives
+# Chromium in the page tests, tools/check-page.mjs).
 web-deps: system-deps
-	npm ci --prefix web --no-audit --no-fund --loglevel=error
+	npm ci --no-audit --no-fund --loglevel=error
 
-# The report's JavaScript libraries, copied from web/node_modules into
-# web/dist/ where go:embed finds them (web/assets.go); build depends on it.
-web: web-deps
-	mkdir -p web/dist
-	cp web/node_modules/echarts/dist/echarts.min.js web/dist/echarts.min.js
+# ECharts as reports embed it: the pinned npm package's bundle and licenses,
+# committed in report/assets/echarts so that `go install` needs no npm. Run
+# it after changing ECharts' version in package.json, and commit the result;
+# `go test ./report` fails while the committed copy differs from
+# node_modules'.
+ECHARTS := node_modules/echarts
+echarts: web-deps
+	cp $(ECHARTS)/dist/echarts.min.js $(ECHARTS)/LICENSE $(ECHARTS)/NOTICE $(ECHARTS)/licenses/LICENSE-d3 report/assets/echarts/
+	cp node_modules/zrender/LICENSE report/assets/echarts/LICENSE-zrender
 
 # Debian packages the tests use; installed only when missing.
 system-deps:
@@ -107,4 +111,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin bench/mpi/mpi_allreduce web/node_modules
+	rm -rf bin bench/mpi/mpi_allreduce node_modules

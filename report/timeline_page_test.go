@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/web/webtest"
+	"github.com/commprof/commprof/internal/webtest"
 )
 
 const (

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commprof/commprof/internal/webtest"
 	"github.com/commprof/commprof/trace"
-	"github.com/commprof/commprof/web/webtest"
 )
 
 // reportDrawn is true once a report page has drawn every chart.

@@ -135,12 +135,12 @@ func TestRecordBench(t *testing.T) {
 // them) and as compacted at the end (one batch).
 func TestRecordArrowJS(t *testing.T) {
 	node, err := exec.LookPath("node")
-	tool, _ := filepath.Abs("../../web/tools/read-trace.mjs")
-	if _, serr := os.Stat("../../web/node_modules/apache-arrow"); err != nil || serr != nil {
+	tool, _ := filepath.Abs("../../tools/read-trace.mjs")
+	if _, serr := os.Stat("../../node_modules/apache-arrow"); err != nil || serr != nil {
 		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
-			t.Fatal("node or web/node_modules missing; `make test` installs them")
+			t.Fatal("node or node_modules missing; `make test` installs them")
 		}
-		t.Skip("node or web/node_modules missing (make web-deps)")
+		t.Skip("node or node_modules missing (make web-deps)")
 	}
 	for _, tc := range []struct{ codec, compact string }{{"zstd", "off"}, {"lz4", "off"}, {"none", "off"}, {"zstd", "on"}, {"lz4", "on"}} {
 		codec := tc.codec

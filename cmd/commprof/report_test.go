@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/webtest"
 	"github.com/commprof/commprof/trace"
-	"github.com/commprof/commprof/web/webtest"
 )
 
 // drawn is true once report.js has drawn every chart.

@@ -339,15 +339,15 @@ func checkArrowGo(t *testing.T, run *trace.Run) {
 	}
 }
 
-// checkArrowJS reads the run with Apache Arrow JS (web/tools/read-trace.mjs),
+// checkArrowJS reads the run with Apache Arrow JS (tools/read-trace.mjs),
 // an implementation independent of commprof's, and compares what it
 // reads with the Go reader.
 func checkArrowJS(t *testing.T, dir string, run *trace.Run, minBatches int) {
 	t.Helper()
 	node, err := exec.LookPath("node")
-	tool, _ := filepath.Abs("../../web/tools/read-trace.mjs")
-	if _, serr := os.Stat("../../web/node_modules/apache-arrow"); err != nil || serr != nil {
-		need(t, "node or web/node_modules is missing (make web-deps)")
+	tool, _ := filepath.Abs("../../tools/read-trace.mjs")
+	if _, serr := os.Stat("../../node_modules/apache-arrow"); err != nil || serr != nil {
+		need(t, "node or node_modules is missing (make web-deps)")
 	}
 	out, err := exec.Command(node, tool, dir).Output()
 	if err != nil {

@@ -1,5 +1,5 @@
 // Package webtest opens pages in headless Chromium for tests: it runs
-// web/tools/check-page.mjs (node and playwright-core) and returns what the
+// tools/check-page.mjs (node and playwright-core) and returns what the
 // page did — console and page errors, dialogs, external and failed
 // requests, undrawn charts, a timeline tooltip, timings — for the test to
 // judge. docs/web.md describes the harness.
@@ -116,13 +116,13 @@ func findDeps() (deps, error) {
 	if d.node, err = exec.LookPath("node"); err != nil {
 		return d, fmt.Errorf("node not found (make system-deps installs it)")
 	}
-	web, err := webDir()
+	root, err := repoRoot()
 	if err != nil {
 		return d, err
 	}
-	d.harness = filepath.Join(web, "tools", "check-page.mjs")
-	if _, err := os.Stat(filepath.Join(web, "node_modules", "playwright-core", "package.json")); err != nil {
-		return d, fmt.Errorf("playwright-core is not installed in %s (make web-deps)", filepath.Join(web, "node_modules"))
+	d.harness = filepath.Join(root, "tools", "check-page.mjs")
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "playwright-core", "package.json")); err != nil {
+		return d, fmt.Errorf("playwright-core is not installed in %s (make web-deps)", filepath.Join(root, "node_modules"))
 	}
 	d.chromium = os.Getenv("CHROMIUM")
 	if d.chromium == "" {
@@ -142,12 +142,14 @@ func findDeps() (deps, error) {
 	return d, nil
 }
 
-// webDir is the repository's web/ directory: this source file's parent,
-// or found upwards from the working directory.
-func webDir() (string, error) {
+// repoRoot is the repository's root, which holds tools/check-page.mjs
+// and node_modules: two levels above this source file, or found upwards
+// from the working directory.
+func repoRoot() (string, error) {
+	harness := filepath.Join("tools", "check-page.mjs")
 	if _, file, _, ok := runtime.Caller(0); ok {
-		dir := filepath.Dir(filepath.Dir(file))
-		if _, err := os.Stat(filepath.Join(dir, "tools", "check-page.mjs")); err == nil {
+		dir := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+		if _, err := os.Stat(filepath.Join(dir, harness)); err == nil {
 			return dir, nil
 		}
 	}
@@ -156,11 +158,11 @@ func webDir() (string, error) {
 		return "", err
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "web", "tools", "check-page.mjs")); err == nil {
-			return filepath.Join(dir, "web"), nil
+		if _, err := os.Stat(filepath.Join(dir, harness)); err == nil {
+			return dir, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("web/tools/check-page.mjs not found above %s", wd)
+			return "", fmt.Errorf("%s not found above %s", harness, wd)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commprof/commprof/web/webtest"
+	"github.com/commprof/commprof/internal/webtest"
 )
 
 func writeFile(t *testing.T, name, text string) string {
