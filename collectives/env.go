@@ -1,7 +1,11 @@
 package collectives
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -43,6 +47,9 @@ type Job struct {
 	Launcher string // commprof, openmpi, pmi, slurm or torchrun
 	// LocalSize is the number of ranks on this host, if the launcher says.
 	LocalSize int
+	// SecretFrom says where the job's secret came from: COMMPROF_SECRET,
+	// the user's secret file (its path), or "" when there is none.
+	SecretFrom string
 	JoinConfig
 }
 
@@ -65,6 +72,11 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 			return job, true, fmt.Errorf("%s launched this process with %s=%q and %s=%q: not a rank of a world", l.name, l.rank, rs, l.size, ss)
 		}
 		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(EnvSecret), Advertise: getenv(EnvAdvertise)}}
+		if job.Secret != "" {
+			job.SecretFrom = EnvSecret
+		} else if job.Secret, job.SecretFrom, err = UserSecret(); err != nil {
+			return job, true, err
+		}
 		if l.localSize != "" {
 			job.LocalSize, _ = strconv.Atoi(getenv(l.localSize))
 		}
@@ -174,4 +186,67 @@ func rawIO(v string, localSize, cores int) (RawIO, error) {
 		}
 	}
 	return RawOff, fmt.Errorf("%s=%q: want on, large, off, or unset to decide by ranks per core", EnvRawIO, v)
+}
+
+// UserSecret returns the user's own job secret: a random key in a file
+// only the user can read ($XDG_CONFIG_HOME/commprof/secret, or
+// ~/.config/commprof/secret), created on first use. Every rank of a job the
+// user starts reads the same one through a shared home directory, and no
+// other user can learn it. Without a home directory it returns "" and no
+// error: the job then has no secret (docs/launching.md).
+func UserSecret() (secret, path string, err error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", "", nil
+	}
+	dir = filepath.Join(dir, "commprof")
+	path = filepath.Join(dir, "secret")
+	if s, err := readSecretFile(path); err == nil {
+		return s, path, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", nil // a read-only home: no secret, as before
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", "", fmt.Errorf("making a job secret: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, "secret-*")
+	if err != nil {
+		return "", "", nil
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(hex.EncodeToString(key) + "\n")
+	if err := errors.Join(werr, tmp.Chmod(0o600), tmp.Close()); err != nil {
+		return "", "", fmt.Errorf("writing the job secret %s: %w", path, err)
+	}
+	// Link, not rename: when ranks on one host create it at once, the
+	// first one's stays and everyone reads that.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", "", fmt.Errorf("writing the job secret %s: %w", path, err)
+	}
+	s, err := readSecretFile(path)
+	return s, path, err
+}
+
+// readSecretFile reads a secret file, refusing one others could read.
+func readSecretFile(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("the job secret %s can be read by others (mode %v): chmod 600 it, or set %s", path, st.Mode(), EnvSecret)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the job secret: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) < 32 {
+		return "", fmt.Errorf("the job secret %s is too short (%d characters): remove it to have a new one made, or set %s", path, len(s), EnvSecret)
+	}
+	return s, nil
 }

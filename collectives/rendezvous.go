@@ -1,18 +1,20 @@
 package collectives
 
 import (
-	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -56,13 +58,42 @@ type Peer struct {
 }
 
 type hello struct {
-	Rank   int    `json:"rank"`
-	Size   int    `json:"size"`
-	Addr   string `json:"addr"`
-	Host   string `json:"host"`
-	PID    int    `json:"pid"`
-	CPUs   int    `json:"cpus,omitempty"`
-	Secret string `json:"secret"` // hex sha256
+	Rank int    `json:"rank"`
+	Size int    `json:"size"`
+	Addr string `json:"addr"`
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+	CPUs int    `json:"cpus,omitempty"`
+	// MAC proves the rank knows the job's secret: hex HMAC-SHA256 of the
+	// coordinator's nonce, the rank and the size, keyed by the secret.
+	MAC string `json:"mac"`
+}
+
+// Handshake limits: a connection has this long to prove it belongs to the
+// job, and its hello this many bytes. Connections are handled side by
+// side, so one that never speaks delays no one.
+const (
+	handshakeTimeout = 5 * time.Second
+	maxHello         = 64 << 10
+	nonceLen         = 16
+)
+
+// mac is the proof that the sender of (rank, size) knows the secret,
+// bound to the receiver's nonce so that it cannot be replayed.
+func mac(key [32]byte, nonce []byte, rank, size int) []byte {
+	h := hmac.New(sha256.New, key[:])
+	h.Write(nonce)
+	var b [8]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(rank))
+	binary.LittleEndian.PutUint32(b[4:], uint32(size))
+	h.Write(b[:])
+	return h.Sum(nil)
+}
+
+func newNonce() ([]byte, error) {
+	n := make([]byte, nonceLen)
+	_, err := rand.Read(n)
+	return n, err
 }
 
 type roster struct {
@@ -84,14 +115,13 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	secret := sha256.Sum256([]byte(cfg.Secret))
-	secretHex := fmt.Sprintf("%x", secret)
 
 	// The congestion control is chosen before the connections are made,
 	// so that none of their packets goes out under another (NewTCP sets
 	// it again, for connections made elsewhere).
 	control := congestionControl(cfg.TCP.Congestion)
 	lc := net.ListenConfig{Control: control}
-	ln, err := lc.Listen(ctx, "tcp", ":0")
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(meshHost(cfg), "0"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("rank %d: listening for peers: %w", cfg.Rank, err)
 	}
@@ -105,18 +135,21 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 		if cln == nil {
 			addr := ":0"
 			if cfg.Coord != "" {
-				_, port, err := net.SplitHostPort(cfg.Coord)
+				host, port, err := net.SplitHostPort(cfg.Coord)
 				if err != nil {
 					return nil, nil, fmt.Errorf("coordinator address %q: %w", cfg.Coord, err)
 				}
-				addr = ":" + port
+				addr = net.JoinHostPort(localBind(host), port)
 			}
 			if cln, err = net.Listen("tcp", addr); err != nil {
 				return nil, nil, fmt.Errorf("rank 0: serving the coordinator on %s: %w", addr, err)
 			}
 		}
-		_, port, _ := net.SplitHostPort(cln.Addr().String())
-		dial = net.JoinHostPort("127.0.0.1", port) // rank 0 reaches its own coordinator on loopback
+		bound, port, _ := net.SplitHostPort(cln.Addr().String())
+		if ip := net.ParseIP(bound); ip == nil || ip.IsUnspecified() {
+			bound = "127.0.0.1"
+		}
+		dial = net.JoinHostPort(bound, port) // rank 0 reaches its own coordinator where it listens
 		if cfg.Coord == "" {
 			host := cfg.Advertise
 			if host == "" {
@@ -137,7 +170,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 		coordWG.Add(1)
 		go func() {
 			defer coordWG.Done()
-			coordErr = coordinate(ctx, cln, cfg.Size, secretHex)
+			coordErr = coordinate(ctx, cln, cfg.Size, secret)
 		}()
 	} else if cfg.Coord == "" {
 		if cfg.RendezvousDir == "" {
@@ -149,7 +182,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 		dial = cfg.Coord
 	}
 
-	peers, err := register(ctx, cfg, dial, ln, secretHex)
+	peers, err := register(ctx, cfg, dial, ln, secret)
 	coordWG.Wait()
 	if coordErr != nil && err == nil {
 		err = coordErr
@@ -223,8 +256,11 @@ func lookup(ctx context.Context, dir, job string) (string, error) {
 }
 
 // coordinate collects a hello from every rank and answers each with the
-// roster of all of them.
-func coordinate(ctx context.Context, ln net.Listener, size int, secret string) error {
+// roster of all of them. Each connection is handled on its own: it gets a
+// nonce and has handshakeTimeout to answer with a hello of at most
+// maxHello bytes that proves it knows the secret, so strangers that
+// connect and say nothing, or send megabytes, delay and cost no one.
+func coordinate(ctx context.Context, ln net.Listener, size int, secret [32]byte) error {
 	defer ln.Close()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
@@ -234,7 +270,20 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret string) e
 	}
 	members := make([]*member, size)
 	have := 0
+	arrived := make(chan *member)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	pending := map[net.Conn]bool{} // connections still in their handshake
+	done := make(chan struct{})
 	defer func() {
+		close(done)
+		ln.Close()
+		mu.Lock()
+		for c := range pending {
+			c.Close() // strangers still saying nothing: cut them off
+		}
+		mu.Unlock()
+		wg.Wait()
 		for _, m := range members {
 			if m != nil {
 				m.conn.Close()
@@ -245,27 +294,60 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret string) e
 		_ = json.NewEncoder(c).Encode(roster{Error: msg})
 		c.Close()
 	}
+	accepted := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
+			mu.Lock()
+			pending[c] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h, err := readHello(c, secret, size)
+				mu.Lock()
+				delete(pending, c)
+				mu.Unlock()
+				if err != nil {
+					if errors.Is(err, errWrongSecret) {
+						reject(c, "wrong job secret (is COMMPROF_SECRET the same on every rank?)")
+					} else {
+						c.Close() // not one of ours
+					}
+					return
+				}
+				select {
+				case arrived <- &member{h, c}:
+				case <-done:
+					c.Close()
+				}
+			}()
+		}
+	}()
 	for have < size {
-		c, err := ln.Accept()
-		if err != nil {
+		var m *member
+		select {
+		case m = <-arrived:
+		case err := <-accepted:
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
 			var missing []int
 			for r, m := range members {
 				if m == nil {
 					missing = append(missing, r)
 				}
 			}
-			return fmt.Errorf("coordinator: %d of %d ranks joined, missing ranks %v: %w", have, size, missing, ctx.Err())
+			return fmt.Errorf("coordinator: %d of %d ranks joined, missing ranks %v: %w", have, size, missing, err)
 		}
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		var h hello
-		if err := json.NewDecoder(bufio.NewReader(c)).Decode(&h); err != nil {
-			c.Close() // not one of ours
-			continue
-		}
+		h, c := m.h, m.conn
 		switch {
-		case h.Secret != secret:
-			reject(c, "wrong job secret (is COMMPROF_SECRET the same on every rank?)")
-			continue
 		case h.Size != size:
 			reject(c, fmt.Sprintf("rank %d believes the world has %d ranks, rank 0 believes %d", h.Rank, h.Size, size))
 			continue
@@ -276,7 +358,7 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret string) e
 			reject(c, fmt.Sprintf("two processes claim rank %d (pids %d and %d)", h.Rank, members[h.Rank].h.PID, h.PID))
 			continue
 		}
-		members[h.Rank] = &member{h, c}
+		members[h.Rank] = m
 		have++
 	}
 	var r roster
@@ -292,9 +374,34 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret string) e
 	return nil
 }
 
+var errWrongSecret = errors.New("wrong secret")
+
+// readHello sends a connection the coordinator's nonce and reads its
+// hello, which must prove the secret.
+func readHello(c net.Conn, secret [32]byte, size int) (hello, error) {
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	nonce, err := newNonce()
+	if err != nil {
+		return hello{}, err
+	}
+	if _, err := c.Write(nonce); err != nil {
+		return hello{}, err
+	}
+	var h hello
+	if err := json.NewDecoder(io.LimitReader(c, maxHello)).Decode(&h); err != nil {
+		return hello{}, err
+	}
+	got, err := hex.DecodeString(h.MAC)
+	if err != nil || !hmac.Equal(got, mac(secret, nonce, h.Rank, h.Size)) {
+		return h, errWrongSecret
+	}
+	_ = c.SetDeadline(time.Time{})
+	return h, nil
+}
+
 // register dials the coordinator (retrying while it is not up yet), says
 // hello and waits for the roster.
-func register(ctx context.Context, cfg JoinConfig, coord string, ln net.Listener, secret string) ([]Peer, error) {
+func register(ctx context.Context, cfg JoinConfig, coord string, ln net.Listener, secret [32]byte) ([]Peer, error) {
 	var c net.Conn
 	var d net.Dialer
 	for {
@@ -323,7 +430,15 @@ func register(ctx context.Context, cfg JoinConfig, coord string, ln net.Listener
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	hn, _ := os.Hostname()
-	h := hello{Rank: cfg.Rank, Size: cfg.Size, Addr: net.JoinHostPort(host, port), Host: hn, PID: os.Getpid(), CPUs: runtime.NumCPU(), Secret: secret}
+	nonce := make([]byte, nonceLen)
+	if _, err := io.ReadFull(c, nonce); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("rank %d: waiting for the coordinator at %s: %w", cfg.Rank, cfg.Coord, ctx.Err())
+		}
+		return nil, fmt.Errorf("rank %d: the coordinator at %s did not answer (is it a commprof coordinator?): %w", cfg.Rank, cfg.Coord, err)
+	}
+	h := hello{Rank: cfg.Rank, Size: cfg.Size, Addr: net.JoinHostPort(host, port), Host: hn, PID: os.Getpid(), CPUs: runtime.NumCPU(),
+		MAC: hex.EncodeToString(mac(secret, nonce, cfg.Rank, cfg.Size))}
 	if err := json.NewEncoder(c).Encode(h); err != nil {
 		return nil, fmt.Errorf("rank %d: registering with the coordinator at %s: %w", cfg.Rank, cfg.Coord, err)
 	}
@@ -371,23 +486,7 @@ func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for got := 0; got < want; {
-				c, err := ln.Accept()
-				if err != nil {
-					acceptErr = fmt.Errorf("rank %d: waiting for %d higher ranks to connect: %w", rank, want-got, err)
-					return
-				}
-				r, err := readGreeting(c, secret, size)
-				mu.Lock()
-				if err != nil || r <= rank || conns[r] != nil {
-					mu.Unlock()
-					c.Close()
-					continue
-				}
-				conns[r] = c.(*net.TCPConn)
-				mu.Unlock()
-				got++
-			}
+			acceptErr = acceptPeers(ln, rank, size, want, secret, &mu, conns)
 		}()
 	}
 	var dialErr error
@@ -398,15 +497,18 @@ func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, s
 			dialErr = fmt.Errorf("rank %d: connecting to rank %d at %s (host %s): %w", rank, r, peers[r].Addr, peers[r].Host, err)
 			break
 		}
-		var g [len(meshMagic) + 8 + 32]byte
-		copy(g[:], meshMagic)
-		binary.LittleEndian.PutUint32(g[8:], uint32(rank))
-		binary.LittleEndian.PutUint32(g[12:], uint32(size))
-		copy(g[16:], secret[:])
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		nonce := make([]byte, nonceLen)
 		var ack [1]byte
-		if _, err = c.Write(g[:]); err == nil {
-			_, err = io.ReadFull(c, ack[:])
+		if _, err = io.ReadFull(c, nonce); err == nil {
+			var g [greetingLen]byte
+			copy(g[:], meshMagic)
+			binary.LittleEndian.PutUint32(g[8:], uint32(rank))
+			binary.LittleEndian.PutUint32(g[12:], uint32(size))
+			copy(g[16:], mac(secret, nonce, rank, size))
+			if _, err = c.Write(g[:]); err == nil {
+				_, err = io.ReadFull(c, ack[:])
+			}
 		}
 		if err != nil || ack[0] != 1 {
 			c.Close()
@@ -436,19 +538,156 @@ func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, s
 	return conns, nil
 }
 
+// acceptPeers accepts the want ranks above this one. Each connection is
+// greeted on its own, so one that never speaks delays none of the others;
+// once every rank is in, greetings still pending (strangers) are cut off.
+func acceptPeers(ln net.Listener, rank, size, want int, secret [32]byte, mu *sync.Mutex, conns []*net.TCPConn) error {
+	got := make(chan struct{}, want)
+	acceptDone := make(chan error, 1)
+	pending := map[net.Conn]bool{}
+	var hw sync.WaitGroup
+	defer func() {
+		ln.Close()
+		mu.Lock()
+		for c := range pending {
+			c.Close()
+		}
+		mu.Unlock()
+		hw.Wait()
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				acceptDone <- err
+				return
+			}
+			mu.Lock()
+			pending[c] = true
+			mu.Unlock()
+			hw.Add(1)
+			go func() {
+				defer hw.Done()
+				r, err := readGreeting(c, secret, size)
+				mu.Lock()
+				defer mu.Unlock()
+				delete(pending, c)
+				if err != nil || r <= rank || conns[r] != nil {
+					c.Close()
+					return
+				}
+				conns[r] = c.(*net.TCPConn)
+				got <- struct{}{}
+			}()
+		}
+	}()
+	for n := 0; n < want; {
+		select {
+		case <-got:
+			n++
+		case err := <-acceptDone:
+			// The listener closed (the job failed or was cancelled): count
+			// the greetings that made it, and say how many are missing.
+			mu.Lock()
+			for c := range pending {
+				c.Close()
+			}
+			mu.Unlock()
+			hw.Wait()
+			n += len(got)
+			if n >= want {
+				return nil
+			}
+			return fmt.Errorf("rank %d: waiting for %d higher ranks to connect: %w", rank, want-n, err)
+		}
+	}
+	return nil
+}
+
+// readGreeting sends a connecting rank a nonce and checks its greeting:
+// the magic, its rank and the job's size, and the MAC of them over the
+// nonce, keyed by the job's secret.
 func readGreeting(c net.Conn, secret [32]byte, size int) (int, error) {
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer c.SetDeadline(time.Time{})
-	var g [len(meshMagic) + 8 + 32]byte
+	nonce, err := newNonce()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.Write(nonce); err != nil {
+		return 0, err
+	}
+	var g [greetingLen]byte
 	if _, err := io.ReadFull(c, g[:]); err != nil {
 		return 0, err
 	}
 	r := int(binary.LittleEndian.Uint32(g[8:]))
-	if string(g[:8]) != meshMagic || [32]byte(g[16:]) != secret ||
-		int(binary.LittleEndian.Uint32(g[12:])) != size || r <= 0 || r >= size {
+	n := int(binary.LittleEndian.Uint32(g[12:]))
+	if string(g[:8]) != meshMagic || n != size || r <= 0 || r >= size || !hmac.Equal(g[16:], mac(secret, nonce, r, n)) {
 		_, _ = c.Write([]byte{0})
 		return 0, errors.New("bad greeting")
 	}
-	_, err := c.Write([]byte{1})
+	_, err = c.Write([]byte{1})
 	return r, err
+}
+
+// greetingLen is a mesh greeting: the magic, rank and size (4 bytes
+// each) and the MAC.
+const greetingLen = len(meshMagic) + 8 + sha256.Size
+
+// meshHost is the address a rank's mesh listener binds: loopback for a
+// job whose coordinator is on loopback (every rank on this host), else
+// the address of the interface that reaches the coordinator, else every
+// interface.
+func meshHost(cfg JoinConfig) string {
+	host, port, err := net.SplitHostPort(cfg.Coord)
+	if err != nil || host == "" {
+		if cfg.CoordListener != nil {
+			if a, ok := cfg.CoordListener.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+				return "127.0.0.1"
+			}
+		}
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return "127.0.0.1"
+	}
+	// Which local address would packets to the coordinator leave from?
+	// Connecting a UDP socket picks the route without sending anything.
+	c, err := net.Dial("udp", net.JoinHostPort(host, port))
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsUnspecified() {
+		return a.IP.String()
+	}
+	return ""
+}
+
+// localBind is the address rank 0's coordinator listens on for a
+// coordinator host: loopback for loopback, the address itself when it is
+// one of this host's, else every interface (a name that resolves
+// elsewhere, a NAT).
+func localBind(host string) string {
+	ip := net.ParseIP(host)
+	if ip == nil {
+		if ips, err := net.LookupIP(host); err == nil && len(ips) > 0 {
+			ip = ips[0]
+		}
+	}
+	switch {
+	case ip == nil:
+		return ""
+	case ip.IsLoopback():
+		return "127.0.0.1"
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				return ip.String()
+			}
+		}
+	}
+	return ""
 }
