@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )

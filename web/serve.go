@@ -29,8 +29,8 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/analyze/load"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/load"
 )
 
 type benchReadOptions struct {

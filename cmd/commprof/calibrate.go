@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/analyze/load"
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/load"
 )
 
 type calibrateOptions struct {

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/analyze/load"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 )
 

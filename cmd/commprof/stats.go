@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/analyze/load"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 )
 
