@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
@@ -69,7 +70,7 @@ func headline(s *Summary) Headline {
 			}
 		}
 	}
-	h.Accuracy = s.Run.Metrics["test_accuracy"]
+	h.Accuracy = trace.Number(s.Run.Metrics["test_accuracy"])
 	return h
 }
 

@@ -269,7 +269,7 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		case trace.KindReduce:
 			rs.reduce.add(float64(b.Bytes[i]), float64(dur))
 		case trace.KindMark:
-			rs.marks = append(rs.marks, Mark{Rank: rs.rank, Name: b.Names[b.Name[i]], AtNS: start, Step: int(b.Step[i]), Value: b.Value[i]})
+			rs.marks = append(rs.marks, Mark{Rank: rs.rank, Name: b.Names[b.Name[i]], AtNS: start, Step: int(b.Step[i]), Value: trace.Number(b.Value[i])})
 		}
 	}
 }

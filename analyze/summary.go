@@ -37,18 +37,18 @@ type Summary struct {
 
 // RunInfo describes the run the summary is of.
 type RunInfo struct {
-	Dir       string             `json:"dir"`
-	Name      string             `json:"name"`
-	ID        string             `json:"id"`
-	Status    string             `json:"status"`
-	Error     string             `json:"error,omitempty"` // why a failed or interrupted run ended
-	WorldSize int                `json:"world_size"`
-	Ranks     int                `json:"ranks_with_events"`
-	Hosts     []string           `json:"hosts"`
-	Command   []string           `json:"command"`
-	Config    map[string]string  `json:"config"`
-	Metrics   map[string]float64 `json:"metrics"`
-	Start     string             `json:"start,omitempty"` // RFC 3339 wall time
+	Dir       string            `json:"dir"`
+	Name      string            `json:"name"`
+	ID        string            `json:"id"`
+	Status    string            `json:"status"`
+	Error     string            `json:"error,omitempty"` // why a failed or interrupted run ended
+	WorldSize int               `json:"world_size"`
+	Ranks     int               `json:"ranks_with_events"`
+	Hosts     []string          `json:"hosts"`
+	Command   []string          `json:"command"`
+	Config    map[string]string `json:"config"`
+	Metrics   trace.Metrics     `json:"metrics"`         // NaN and infinities are null in JSON
+	Start     string            `json:"start,omitempty"` // RFC 3339 wall time
 	// SpanNS is the time from the first event's start to the last event's end.
 	SpanNS int64 `json:"span_ns"`
 	// FirstNS is the first event's start on the aligned clock.
@@ -89,12 +89,12 @@ type Headline struct {
 	BusBWOfLink       float64 `json:"busbw_of_link"` // BusBWGBps / LinkGBps
 	// Straggler is the costliest rank the what-if replay names
 	// (Stragglers.Named), -1 exactly when it names none.
-	Straggler       int     `json:"straggler"`
-	StragglerCostNS float64 `json:"straggler_cost_ns"`  // what it cost per window (step), ns
-	StragglerShare  float64 `json:"straggler_share"`    // what it cost, as a share of the run
-	StragglerFrac   float64 `json:"straggler_fraction"` // share of multi-rank collectives it arrived last in
-	StragglerLateNS float64 `json:"straggler_late_ns"`  // its mean lateness behind the others' mean arrival
-	Accuracy        float64 `json:"accuracy"`           // final test accuracy from the manifest, 0 if none
+	Straggler       int          `json:"straggler"`
+	StragglerCostNS float64      `json:"straggler_cost_ns"`  // what it cost per window (step), ns
+	StragglerShare  float64      `json:"straggler_share"`    // what it cost, as a share of the run
+	StragglerFrac   float64      `json:"straggler_fraction"` // share of multi-rank collectives it arrived last in
+	StragglerLateNS float64      `json:"straggler_late_ns"`  // its mean lateness behind the others' mean arrival
+	Accuracy        trace.Number `json:"accuracy"`           // final test accuracy from the manifest, 0 if none
 }
 
 // Dist is a distribution of durations in ns.
@@ -265,9 +265,9 @@ type Pattern struct {
 
 // Mark is an instant the program recorded, such as an epoch's accuracy.
 type Mark struct {
-	Rank  int     `json:"rank"`
-	Name  string  `json:"name"`
-	AtNS  int64   `json:"at_ns"`
-	Step  int     `json:"step"`
-	Value float64 `json:"value"`
+	Rank  int          `json:"rank"`
+	Name  string       `json:"name"`
+	AtNS  int64        `json:"at_ns"`
+	Step  int          `json:"step"`
+	Value trace.Number `json:"value"` // NaN and infinities are null in JSON
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,7 +29,80 @@ const (
 	StatusComplete    = "complete"
 	StatusFailed      = "failed"
 	StatusInterrupted = "interrupted"
+	// StatusAbandoned is never written: readers show it for a run whose
+	// run.json says running when no process records it any more (its
+	// recorder was killed).
+	StatusAbandoned = "abandoned"
 )
+
+// Metrics are a run's final figures. A figure that is not a number (a loss
+// that went NaN, an infinite one) is kept: JSON has no NaN, so it is
+// written as null and read back as NaN.
+type Metrics map[string]float64
+
+// MarshalJSON implements json.Marshaler.
+func (m Metrics) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
+	out := make(map[string]*float64, len(m))
+	for k, v := range m {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			out[k] = nil
+			continue
+		}
+		out[k] = &v
+	}
+	return json.Marshal(out)
+}
+
+// Number is a float64 that JSON carries even when it is not a number:
+// NaN and infinities are written as null, and null reads as NaN.
+type Number float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Number) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (n *Number) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = Number(math.NaN())
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*n = Number(f)
+	return nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *Metrics) UnmarshalJSON(b []byte) error {
+	var in map[string]*float64
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	if in == nil {
+		*m = nil
+		return nil
+	}
+	*m = make(Metrics, len(in))
+	for k, v := range in {
+		if v == nil {
+			(*m)[k] = math.NaN()
+		} else {
+			(*m)[k] = *v
+		}
+	}
+	return nil
+}
 
 // Manifest describes a run; it is run.json beside the rank streams.
 type Manifest struct {
@@ -40,7 +114,7 @@ type Manifest struct {
 	Launcher        string             `json:"launcher"`
 	Command         []string           `json:"command"`
 	Config          map[string]string  `json:"config,omitempty"`
-	Metrics         map[string]float64 `json:"metrics,omitempty"`
+	Metrics         Metrics            `json:"metrics,omitempty"`
 	Codec           Codec              `json:"codec"`
 	Start           time.Time          `json:"start"`
 	End             time.Time          `json:"end,omitzero"`
@@ -119,6 +193,7 @@ func WriteManifest(dir string, m *Manifest) error {
 	}
 	tmp := filepath.Join(dir, ManifestFile+".tmp"+strconv.Itoa(os.Getpid()))
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		os.Remove(tmp) // a full disk leaves it half written
 		return fmt.Errorf("writing the run manifest: %w", err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {

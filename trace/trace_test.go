@@ -833,3 +833,28 @@ func TestOpenRunDamage(t *testing.T) {
 		}
 	})
 }
+
+// TestNaNMetrics: a loss that went NaN and an infinite figure are kept
+// through run.json (as null, read back as NaN), never fatal.
+func TestNaNMetrics(t *testing.T) {
+	dir := t.TempDir()
+	m := &Manifest{FormatVersion: FormatVersion, WorldSize: 1, Metrics: Metrics{"loss": math.NaN(), "ratio": math.Inf(1), "acc": 0.5}}
+	if err := WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if !strings.Contains(string(b), `"loss": null`) {
+		t.Errorf("run.json: %s", b)
+	}
+	got, err := ReadManifest(dir)
+	if err != nil || !math.IsNaN(got.Metrics["loss"]) || !math.IsNaN(got.Metrics["ratio"]) || got.Metrics["acc"] != 0.5 {
+		t.Fatalf("%v %v", err, got.Metrics)
+	}
+	for _, n := range []Number{Number(math.NaN()), Number(math.Inf(-1)), 2.5} {
+		b, err := json.Marshal(n)
+		var back Number
+		if err != nil || json.Unmarshal(b, &back) != nil || (float64(n) == 2.5) != (back == 2.5) {
+			t.Errorf("%v: %s %v -> %v", n, b, err, back)
+		}
+	}
+}
