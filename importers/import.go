@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -33,8 +34,10 @@ var Formats = []string{Horovod, Kineto, NCCLInspector, NCCLTests, NCCLLog}
 type Options struct {
 	// Format is one of Formats, or "" / Auto to detect it from the content.
 	Format string
-	// Out is the run directory to write; it must not exist or be empty.
-	Out string
+	// Out is the run directory to write; it must not exist, be empty, or
+	// (with Force) hold a run to replace.
+	Out   string
+	Force bool
 	// Name names the run (default: from the first input's file name).
 	Name string
 	// Command is recorded in the manifest (the command line that imported).
@@ -179,16 +182,15 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 			}
 		}
 	}
-	if ents, err := os.ReadDir(opt.Out); err == nil && len(ents) > 0 {
-		return nil, fmt.Errorf("run directory %s is not empty; choose another --out", opt.Out)
-	}
 	created := false
 	if _, err := os.Stat(opt.Out); errors.Is(err, os.ErrNotExist) {
 		created = true
 	}
-	if err := os.MkdirAll(opt.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the run directory: %w", err)
+	rd, err := rundir.Take(opt.Out, opt.Force)
+	if err != nil {
+		return nil, err
 	}
+	defer rd.Release()
 	name := opt.Name
 	if name == "" {
 		name = DefaultName(files[0])
@@ -207,7 +209,7 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 	for _, f := range files {
 		in, err := openInput(ctx, f, opt.Progress)
 		if err != nil {
-			cleanup(opt.Out, created)
+			cleanup(rd, created)
 			return nil, err
 		}
 		ins = append(ins, in)
@@ -217,17 +219,17 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 	r := newRun(format)
 	if err := importersByFormat[format](ctx, ins, s, r, &opt); err != nil {
 		s.discard()
-		cleanup(opt.Out, created)
+		cleanup(rd, created)
 		return nil, err
 	}
 	if len(s.streams) == 0 {
 		s.discard()
-		cleanup(opt.Out, created)
+		cleanup(rd, created)
 		return nil, fmt.Errorf("%s: no events to import", strings.Join(files, ", "))
 	}
 	entries, err := s.finish(r.ranks, r.shift)
 	if err != nil {
-		cleanup(opt.Out, created)
+		cleanup(rd, created)
 		return nil, err
 	}
 	m := &trace.Manifest{
@@ -257,7 +259,7 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 		m.Status = trace.StatusInterrupted
 		m.Error = "the import was interrupted; the run holds the events read before"
 	}
-	if err := trace.WriteManifest(opt.Out, m); err != nil {
+	if err := rundir.Update(opt.Out, func(*trace.Manifest) (*trace.Manifest, error) { return m, nil }); err != nil {
 		return nil, err
 	}
 	res := &Result{Format: format, Dir: opt.Out, Files: files, Manifest: m, Ranks: len(entries), Events: s.events,
@@ -269,10 +271,10 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 }
 
 // cleanup removes what a failed import created.
-func cleanup(dir string, created bool) {
-	os.Remove(filepath.Join(dir, trace.ManifestFile))
+func cleanup(rd *rundir.Dir, created bool) {
+	os.Remove(filepath.Join(rd.Path, trace.ManifestFile))
 	if created {
-		os.Remove(dir)
+		rd.Discard()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -57,6 +58,7 @@ type Session struct {
 	clocks  []clockSample
 	mu      sync.Mutex
 	metrics map[string]float64
+	claim   *rundir.Dir // rank 0's hold on a run directory no recorder took
 }
 
 // SetMetric records a final figure of the run (an accuracy, a loss) for
@@ -115,9 +117,17 @@ func Start(ctx context.Context, raw collectives.Transport, cfg SessionConfig) (*
 	}
 	s.wt = WrapTransport(inner, s.rec)
 	if rank == 0 {
-		if err := trace.WriteManifest(cfg.Dir, s.manifest(trace.StatusRunning, nil, nil)); err != nil {
+		// Without a recorder (ranks a launcher started by hand), rank 0
+		// holds the directory, so readers see the run alive.
+		s.claim = rundir.Claim(cfg.Dir)
+		if err := rundir.Update(cfg.Dir, func(*trace.Manifest) (*trace.Manifest, error) {
+			return s.manifest(trace.StatusRunning, nil, nil), nil
+		}); err != nil {
 			s.rec.Close()
 			f.Close()
+			if s.claim != nil {
+				s.claim.Release()
+			}
 			return nil, fmt.Errorf("recording: %w", err)
 		}
 	}
@@ -283,8 +293,17 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 		case runErr != nil:
 			status = trace.StatusFailed
 		}
-		if merr := trace.WriteManifest(s.cfg.Dir, s.manifest(status, end, runErr)); merr != nil && err == nil {
+		if err != nil && runErr == nil {
+			// The stream could not be written (a full disk): say so.
+			runErr, status = err, trace.StatusFailed
+		}
+		if merr := rundir.Update(s.cfg.Dir, func(*trace.Manifest) (*trace.Manifest, error) {
+			return s.manifest(status, end, runErr), nil
+		}); merr != nil && err == nil {
 			err = fmt.Errorf("recording: %w", merr)
+		}
+		if s.claim != nil {
+			s.claim.Release()
 		}
 	}
 	return err

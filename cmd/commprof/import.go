@@ -21,6 +21,7 @@ type importOptions struct {
 	name   string
 	codec  string
 	op     string
+	force  bool
 }
 
 func newImportCmd() *cobra.Command {
@@ -53,6 +54,7 @@ the input records that were damaged. docs/import.md describes each format.`,
 	f := cmd.Flags()
 	f.StringVar(&o.format, "format", "auto", "auto, "+strings.Join(importers.Formats, ", "))
 	f.StringVarP(&o.out, "out", "o", "", "run directory to write; must not exist or be empty (default runs/NAME-YYYYMMDD-HHMMSS)")
+	f.BoolVar(&o.force, "force", false, "replace the run already in --out")
 	f.StringVar(&o.name, "name", "", "run name (default from the first file's name)")
 	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
 	f.StringVar(&o.op, "op", "", "nccl-tests only: the collective, when the output does not name it")
@@ -82,7 +84,7 @@ func runImport(ctx context.Context, stdout, stderr io.Writer, o *importOptions, 
 	}
 	prog := &importProgress{w: stderr, start: started, done: map[string]int64{}, total: map[string]int64{}}
 	res, err := importers.Import(ctx, args, importers.Options{
-		Format: format, Out: out, Name: name, Codec: codec, Op: o.op, CommprofVersion: versionString(),
+		Format: format, Out: out, Force: o.force, Name: name, Codec: codec, Op: o.op, CommprofVersion: versionString(),
 		Command: append([]string{"commprof", "import"}, args...), Progress: prog.update,
 	})
 	prog.finish()

@@ -153,7 +153,7 @@ func TestImportErrors(t *testing.T) {
 		{[]string{"import", "--format", "perfetto", "--out", filepath.Join(dir, "b"), timeline}, 2, "unknown format"},
 		{[]string{"import", "--out", filepath.Join(dir, "c"), notTrace}, 1, notTrace + ":1: not a trace commprof imports"},
 		{[]string{"import", "--format", "kineto", "--out", filepath.Join(dir, "d"), timeline}, 1, "not a PyTorch profiler trace"},
-		{[]string{"import", "--out", full, timeline}, 1, "not empty"},
+		{[]string{"import", "--out", full, timeline}, 1, "choose another --out"},
 		{[]string{"import", "--out", filepath.Join(dir, "e"), filepath.Join(dir, "missing.json")}, 1, "no such file"},
 	} {
 		r := commprof(t, nil, tc.args...)

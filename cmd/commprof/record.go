@@ -17,7 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
@@ -29,6 +31,7 @@ type recordOptions struct {
 	out    string
 	name   string
 	codec  string
+	force  bool
 	inject []string
 	mpi    string
 	stdout io.Writer
@@ -73,6 +76,7 @@ records each MPI call (docs/mpi.md).`,
 	f.StringVarP(&o.out, "out", "o", "", "run directory (default runs/NAME-YYYYMMDD-HHMMSS)")
 	f.StringVar(&o.name, "name", "", "run name (default from the command, e.g. bench-allreduce)")
 	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
+	f.BoolVar(&o.force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded)")
 	f.StringVar(&o.mpi, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
 	injectFlag(cmd, &o.inject)
 	return cmd
@@ -120,12 +124,11 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	if dir == "" {
 		dir = filepath.Join("runs", fmt.Sprintf("%s-%s", name, started.Format("20060102-150405")))
 	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("run directory %s is not empty; choose another --out", dir)
+	rd, err := rundir.Take(dir, o.force)
+	if err != nil {
+		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating the run directory: %w", err)
-	}
+	defer rd.Release()
 	absDir, _ := filepath.Abs(dir)
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
@@ -133,6 +136,13 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
 	env := []string{envTraceDir + "=" + absDir, envRunID + "=" + runID, envRunName + "=" + name,
 		envCodec + "=" + string(codec), envCommand + "=" + string(cmdline)}
+	if os.Getenv(collectives.EnvSecret) == "" {
+		// The ranks a launcher starts on this host get a secret of this
+		// job's own (docs/launching.md).
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		env = append(env, collectives.EnvSecret+"="+hex.EncodeToString(key))
+	}
 	if len(faults) > 0 {
 		env = append(env, inject.Env+"="+strings.Join(faultStrings(faults), ";"))
 	}
@@ -148,7 +158,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	} else {
 		argv, envMPI := args, []string(nil)
 		if mpi, err = prepareMPI(ctx, o, args); err != nil {
-			os.Remove(dir) // made for this run, and empty
+			rd.Discard() // made for this run, and empty
 			return err
 		} else if mpi != nil {
 			argv, envMPI = mpi.plan.Args, mpi.plan.Env
@@ -178,7 +188,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	}
 	interrupted := ctx.Err() != nil
 	if mpi != nil {
-		return mpi.finish(dir, name, runID, args, o, codec, runErr, interrupted, started)
+		return mpi.finish(rd, name, runID, args, o, codec, runErr, interrupted, started)
 	}
 	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started, faultStrings(faults)); merr != nil {
 		fmt.Fprintf(o.stderr, "commprof: %v\n", merr)
@@ -194,11 +204,14 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 // exit status and whether the run was interrupted. If rank 0 never wrote a
 // manifest (it died first), it writes one from what it knows.
 func finishManifest(dir, name, runID string, args []string, o *recordOptions, local bool, runErr error, interrupted bool, started time.Time, injected []string) error {
-	m, err := trace.ReadManifest(dir)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
+	return rundir.Update(dir, func(m *trace.Manifest) (*trace.Manifest, error) {
+		return finishedManifest(m, name, runID, args, o, local, runErr, interrupted, started, injected), nil
+	})
+}
+
+// finishedManifest completes m (nil if rank 0 never wrote one).
+func finishedManifest(m *trace.Manifest, name, runID string, args []string, o *recordOptions, local bool, runErr error, interrupted bool, started time.Time, injected []string) *trace.Manifest {
+	if m == nil {
 		m = &trace.Manifest{FormatVersion: trace.FormatVersion, CommprofVersion: versionString(), RunID: runID, Name: name,
 			Command: append([]string{"commprof", "record", "--"}, args...), Start: started, Status: trace.StatusFailed, Injected: injected}
 		if local {
@@ -238,7 +251,7 @@ func finishManifest(dir, name, runID string, args []string, o *recordOptions, lo
 		m.Status = trace.StatusFailed
 		m.Error = "rank 0 did not finish the manifest"
 	}
-	return trace.WriteManifest(dir, m)
+	return m
 }
 
 // summarize prints what was recorded, reading the run back batch by batch

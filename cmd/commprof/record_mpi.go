@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/trace"
 )
@@ -112,14 +113,15 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 // finish completes the run once the launcher has exited: the manifest,
 // the streams compacted, the summary; and it says why when nothing was
 // recorded.
-func (r *mpiRecording) finish(dir, name, runID string, args []string, o *recordOptions, codec trace.Codec, runErr error, interrupted bool, started time.Time) error {
+func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string, o *recordOptions, codec trace.Codec, runErr error, interrupted bool, started time.Time) error {
+	dir := rd.Path
 	warn := func(err error) { fmt.Fprintf(o.stderr, "commprof: warning: %v\n", err) }
 	m, err := pmpi.Finish(dir, pmpi.FinishOptions{Name: name, RunID: runID,
 		Command: append([]string{"commprof", "record", "--"}, args...), Flavor: r.plan.Flavor,
 		CommprofVersion: versionString(), Start: started, LauncherErr: runErr, Interrupted: interrupted,
 		Compact: os.Getenv(envCompact) != "off", Codec: codec, Warn: warn})
 	if errors.Is(err, pmpi.ErrNotRecorded) {
-		os.Remove(dir) // only if empty: it was made for this run
+		rd.Discard() // only if empty: it was made for this run
 		msg := fmt.Sprintf("%s ran, but no rank of it was recorded: no rank called MPI_Init with %s loaded, so %s holds no rank-NNNNN.arrows streams.\n"+
 			"Check that the program is an MPI program that calls MPI_Init, built against %s (ldd PROGRAM | grep -i mpi; for Python, mpi4py built against it), "+
 			"and dynamically linked (LD_PRELOAD does not reach a static binary); --mpi openmpi|mpich if it uses the other MPI; "+

@@ -120,8 +120,13 @@ func TestRecordBench(t *testing.T) {
 	if d := commprof(t, nil, "dump", t.TempDir()); d.code != exitError || !strings.Contains(d.stderr, "holds no rank-NNNNN.arrows") {
 		t.Errorf("dump of an empty directory: %d %q", d.code, d.stderr)
 	}
-	if r := commprof(t, nil, "record", "--out", dir, "--", "bench", "allreduce"); r.code != exitError || !strings.Contains(r.stderr, "is not empty") {
+	if r := commprof(t, nil, "record", "--out", dir, "--", "bench", "allreduce"); r.code != exitError || !strings.Contains(r.stderr, "already holds a run; choose another --out, or --force") {
 		t.Errorf("record into a used directory: %d %q", r.code, r.stderr)
+	}
+	if r := commprof(t, nil, "record", "--force", "--ranks", "2", "--out", dir, "--", "bench", "allreduce", "--max", "8"); r.code != 0 {
+		t.Errorf("record --force into a used directory: %d %q", r.code, r.stderr)
+	} else if run, err := trace.ReadRun(dir); err != nil || run.Manifest.WorldSize != 2 || len(run.Ranks) != 2 {
+		t.Errorf("the replaced run: %v %+v", err, run)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	if r := commprof(t, []string{"COMMPROF_COMPACT=maybe"}, "record", "--ranks", "2", "--out", bad, "--", "bench", "allreduce", "--max", "8"); r.code == 0 || !strings.Contains(r.stderr, `COMMPROF_COMPACT="maybe": want on or off`) {

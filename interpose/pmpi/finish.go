@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -221,7 +222,7 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 			m.Codec = o.Codec
 		}
 	}
-	if err := trace.WriteManifest(dir, m); err != nil {
+	if err := rundir.Update(dir, func(*trace.Manifest) (*trace.Manifest, error) { return m, nil }); err != nil {
 		return nil, err
 	}
 	return m, nil
