@@ -1,7 +1,8 @@
 // Package load reads run directories for the analyzer: it streams each
-// rank's batches through an analyze.Summarizer (or a timeline builder),
-// ranks in parallel, so that a run larger than memory is summarized in
-// bounded memory (what analyze keeps per collective call aside).
+// rank's batches through an analyze.Summarizer (or, for a page built after
+// the summary, to the page's own accumulators), ranks in parallel, so
+// that a run larger than memory is summarized in bounded memory (what
+// analyze keeps per collective call aside).
 package load
 
 import (
@@ -56,23 +57,25 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 	return s, nil
 }
 
-// Timeline reads the run in dir again to build its report timeline; s is
-// the run's summary.
-func Timeline(ctx context.Context, dir string, s *analyze.Summary, opt analyze.TimelineOptions) (*analyze.TimelineData, error) {
+// Events reads every stream of the run in dir, decoding the columns cols
+// names (nil for all), and feeds its batches to the function that
+// sink(stream index, rank) returned for that stream. sink is called once
+// per stream, one stream after the other, before any batch is fed; the
+// functions it returns are called from several goroutines at once, one
+// per stream, with each stream's batches in order. A batch is valid only
+// during the call. A cut stream is not an error here (Summary lists it
+// among the run's problems): its complete batches are fed.
+func Events(ctx context.Context, dir string, cols []string, sink func(stream, rank int) func(*trace.Batch)) error {
 	rf, err := trace.OpenRun(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	tb := analyze.NewTimeline(s, opt)
-	trs := make([]*analyze.TimelineRank, len(rf.Streams))
+	fns := make([]func(*trace.Batch), len(rf.Streams))
 	for i, st := range rf.Streams {
-		trs[i] = tb.Rank(st.Rank)
+		fns[i] = sink(i, st.Rank)
 	}
-	// A cut stream is already among the summary's problems.
-	if _, err := scan(ctx, rf, nil, func(i int, _ trace.RankInfo, b *trace.Batch) { trs[i].AddBatch(b) }); err != nil {
-		return nil, err
-	}
-	return tb.Finalize(), nil
+	_, err = scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { fns[i](b) })
+	return err
 }
 
 // scan feeds every stream's batches, decoded to the columns cols names

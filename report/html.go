@@ -86,7 +86,7 @@ type Options struct {
 
 // WriteHTML writes the self-contained HTML report of one run: tl is its
 // timeline (nil for none).
-func WriteHTML(w io.Writer, s *analyze.Summary, tl *analyze.TimelineData, o Options) error {
+func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	if o.TableRows <= 0 {
 		o.TableRows = 500
 	}
@@ -371,7 +371,7 @@ func diffCards(a, b *analyze.Summary, d *analyze.Diff) []card {
 		{"exposed communication", ha.ExposedNS, hb.ExposedNS, "ns", -1, "exposed communication per step"},
 		{"bus bandwidth", ha.BusBWGBps, hb.BusBWGBps, "GB/s", 1, ""},
 		{"arrival wait", ha.WaitFraction, hb.WaitFraction, "fraction", -1, "arrival wait fraction of communication"},
-		{"test accuracy", ha.Accuracy, hb.Accuracy, "fraction", 1, "test_accuracy"},
+		{"test accuracy", float64(ha.Accuracy), float64(hb.Accuracy), "fraction", 1, "test_accuracy"},
 	}
 	verdicts := map[string]string{}
 	for _, c := range d.Changes {

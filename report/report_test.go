@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/analyzetest"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -31,7 +32,7 @@ func run() *trace.Run {
 }
 
 func TestViewsAndCSV(t *testing.T) {
-	s := analyze.Summarize(run())
+	s := analyzetest.Summarize(run())
 	for _, by := range Views {
 		tb, err := View(s, by, true)
 		if err != nil {
@@ -59,8 +60,8 @@ func TestViewsAndCSV(t *testing.T) {
 
 func TestHTMLIsSelfContainedAndEscaped(t *testing.T) {
 	r := run()
-	s := analyze.Summarize(r)
-	tl := analyze.TimelineOf(s, r, analyze.TimelineOptions{})
+	s := analyzetest.Summarize(r)
+	tl := timelineOf(s, r, TimelineOptions{})
 	if len(tl.Events.Rank) != 10 || len(tl.Links) != 2 {
 		t.Fatalf("timeline: %d events, %d links", len(tl.Events.Rank), len(tl.Links))
 	}

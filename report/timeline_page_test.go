@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/webtest"
 )
 
@@ -59,7 +58,7 @@ type synthEvent struct {
 // with a broadcast from rank 0. Events are kept only inside the given
 // steps (all when nil).
 type synthetic struct {
-	data   analyze.TimelineData
+	data   Timeline
 	raw    []synthEvent
 	hover  int // index into data.events of a send of the evil-named allreduce
 	window [2]int64
@@ -180,7 +179,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 	}
 	t1 := t
 
-	var d analyze.TimelineData
+	var d Timeline
 	d.T1 = t1
 	for r := range ranks {
 		d.Ranks = append(d.Ranks, r)
@@ -263,7 +262,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 
 	// Bins over every event, kept or not: per (rank, lane) the share of
 	// each bin that was busy, and the name busy longest in it.
-	d.Bins = analyze.TimelineBins{N: bins, Width: (t1 + int64(bins) - 1) / int64(bins)}
+	d.Bins = TimelineBins{N: bins, Width: (t1 + int64(bins) - 1) / int64(bins)}
 	byRow := make([][]synthEvent, ranks*nLanes)
 	for _, e := range raw {
 		byRow[e.rank*nLanes+e.lane] = append(byRow[e.rank*nLanes+e.lane], e)
@@ -285,7 +284,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 				perName[e.name][b] += o
 			}
 		}
-		br := analyze.TimelineRow{Rank: row / nLanes, Lane: row % nLanes, Busy: make([]int32, bins), Name: make([]int32, bins)}
+		br := TimelineRow{Rank: row / nLanes, Lane: row % nLanes, Busy: make([]int32, bins), Name: make([]int32, bins)}
 		for b := range bins {
 			br.Busy[b] = int32(min(1000, busy[b]*1000/w))
 			br.Name[b] = -1
@@ -312,7 +311,7 @@ func synthesize(ranks, steps, buckets, bins int, keepSteps []int) synthetic {
 // JSON.parse: json.Marshal writes "<", ">" and "&" as \u003c, \u003e and
 // \u0026, so no string from a trace can close the element (an encoder with
 // SetEscapeHTML(false) would not be safe here).
-func writePage(t testing.TB, dir, name string, data analyze.TimelineData, options string) string {
+func writePage(t testing.TB, dir, name string, data Timeline, options string) string {
 	t.Helper()
 	js, err := json.Marshal(data)
 	if err != nil {
@@ -656,7 +655,7 @@ const interactions = `(async () => {
 })()`
 
 // eventStart undoes the per-row delta encoding for event i.
-func eventStart(d analyze.TimelineData, i int) int64 {
+func eventStart(d Timeline, i int) int64 {
 	var t int64
 	for j := i; j >= 0; j-- {
 		if d.Events.Rank[j] != d.Events.Rank[i] || d.Events.Lane[j] != d.Events.Lane[i] {

@@ -30,7 +30,6 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
-	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
@@ -344,7 +343,7 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		tl, err := load.Timeline(ctx, run.dir, sum, analyze.TimelineOptions{Detail: s.cfg.ReportDetail})
+		tl, err := report.ReadTimeline(ctx, run.dir, sum, report.TimelineOptions{Detail: s.cfg.ReportDetail})
 		if err != nil {
 			return nil, err
 		}
@@ -385,7 +384,7 @@ func (s *server) handleTimeline(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, "summarizing "+run.name, err)
 		return
 	}
-	tl, err := load.Timeline(r.Context(), run.dir, sum, analyze.TimelineOptions{Detail: detailEvents, Window: [2]int64{from, to}})
+	tl, err := report.ReadTimeline(r.Context(), run.dir, sum, report.TimelineOptions{Detail: detailEvents, Window: [2]int64{from, to}})
 	if err != nil {
 		s.failErr(w, r, "reading the timeline of "+run.name, err)
 		return

@@ -569,7 +569,7 @@ func TestServeTimelineDetail(t *testing.T) {
 		}
 	}
 	res := get(t, s, fmt.Sprintf("/runs/beta/timeline.json?from=%d&to=%d", from, to))
-	var td analyze.TimelineData
+	var td report.Timeline
 	if res.StatusCode != 200 {
 		t.Fatalf("timeline.json: %d %s", res.StatusCode, body(t, res))
 	}

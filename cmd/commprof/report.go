@@ -81,7 +81,7 @@ func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, 
 	for _, p := range s.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
 	}
-	tl, err := load.Timeline(ctx, dir, s, analyze.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins})
+	tl, err := report.ReadTimeline(ctx, dir, s, report.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins})
 	if err != nil {
 		return err
 	}

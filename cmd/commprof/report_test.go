@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/webtest"
+	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -18,7 +18,7 @@ import (
 const drawn = `window.commprofReport && window.commprofReport.ready && document.querySelectorAll('[data-drawn]').length === window.commprofReport.charts`
 
 // timelineOf reads the timeline data a report page carries.
-func timelineOf(t *testing.T, page string) *analyze.TimelineData {
+func timelineOf(t *testing.T, page string) *report.Timeline {
 	t.Helper()
 	b, err := os.ReadFile(page)
 	if err != nil {
@@ -28,7 +28,7 @@ func timelineOf(t *testing.T, page string) *analyze.TimelineData {
 	if m == nil {
 		t.Fatalf("%s has no timeline data", page)
 	}
-	var td analyze.TimelineData
+	var td report.Timeline
 	if err := json.Unmarshal(m[1], &td); err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,18 @@
-package analyze
+package report
 
 import (
+	"context"
 	"slices"
 	"sort"
 
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )
 
-// Timeline lanes, in the order the report draws them under each rank.
-var TimelineLanes = []string{"step", "compute", "collective", "send", "recv"}
+// timelineLanes are the lanes of a timeline, in the order the report
+// draws them under each rank.
+var timelineLanes = [...]string{"step", "compute", "collective", "send", "recv"}
 
 func laneOf(k trace.Kind) int {
 	switch k {
@@ -26,11 +30,11 @@ func laneOf(k trace.Kind) int {
 	return -1
 }
 
-// TimelineData is what the report's timeline draws (docs/web.md): the
-// whole run as occupancy bins per rank and lane, plus every event inside
-// a few windows of detail, chosen so that the page stays small whatever
-// the run's length.
-type TimelineData struct {
+// Timeline is the page model of a report's timeline, what timeline.js
+// draws (docs/web.md): the whole run as occupancy bins per rank and lane,
+// plus every event inside a few windows of detail, chosen so that the page
+// stays small whatever the run's length.
+type Timeline struct {
 	T0        int64          `json:"t0"` // always 0: times are ns since the run's first event
 	T1        int64          `json:"t1"`
 	Ranks     []int          `json:"ranks"`
@@ -89,21 +93,21 @@ type TimelineOptions struct {
 	Window [2]int64
 }
 
-// TimelineBuilder accumulates a run's events into TimelineData. It needs
+// timelineBuilder accumulates a run's events into a Timeline. It needs
 // the run's summary first, to know the run's span and where the detail
 // windows go; feed it every rank's batches (ranks may be fed in parallel
-// through their own TimelineRank) and call Finalize.
-type TimelineBuilder struct {
-	sum     *Summary
+// through their own timelineRank) and call finalize.
+type timelineBuilder struct {
+	sum     *analyze.Summary
 	opt     TimelineOptions
 	t0, w   int64
 	windows [][2]int64 // candidates, twice the budget wide
-	ranks   map[int]*TimelineRank
+	ranks   map[int]*timelineRank
 	rankIDs []int
 }
 
-// NewTimeline starts a timeline of the run s summarizes.
-func NewTimeline(s *Summary, opt TimelineOptions) *TimelineBuilder {
+// newTimeline starts a timeline of the run s summarizes.
+func newTimeline(s *analyze.Summary, opt TimelineOptions) *timelineBuilder {
 	if opt.Bins <= 0 {
 		// About 300,000 cells in all, so that the occupancy of a run of
 		// many ranks stays a few MB of page: 1500 bins up to 40 ranks,
@@ -113,7 +117,7 @@ func NewTimeline(s *Summary, opt TimelineOptions) *TimelineBuilder {
 	if opt.Detail <= 0 {
 		opt.Detail = 100_000
 	}
-	b := &TimelineBuilder{sum: s, opt: opt, t0: s.Run.FirstNS, ranks: map[int]*TimelineRank{}}
+	b := &timelineBuilder{sum: s, opt: opt, t0: s.Run.FirstNS, ranks: map[int]*timelineRank{}}
 	b.w = max(1, (s.Run.SpanNS+int64(opt.Bins)-1)/int64(opt.Bins))
 	b.windows = detailWindows(s, 2*opt.Detail)
 	if w := opt.Window; w[1] > w[0] {
@@ -126,7 +130,7 @@ func NewTimeline(s *Summary, opt TimelineOptions) *TimelineBuilder {
 // events together: the whole run if it is small; else, around the
 // slowest step, the median step and the second step (the first is
 // usually warm-up), or evenly spaced spans for runs without steps.
-func detailWindows(s *Summary, budget int) [][2]int64 {
+func detailWindows(s *analyze.Summary, budget int) [][2]int64 {
 	span, n := s.Run.SpanNS, s.Run.Events
 	first := s.Run.FirstNS
 	if n <= int64(budget) || span <= 0 {
@@ -144,7 +148,7 @@ func detailWindows(s *Summary, budget int) [][2]int64 {
 		sort.Slice(st, func(i, j int) bool { return st[i].TimeNS < st[j].TimeNS })
 		med := st[len(st)/2]
 		sec := s.Steps[1]
-		for _, x := range []StepStats{sec, med, slow} {
+		for _, x := range []analyze.StepStats{sec, med, slow} {
 			c := x.StartNS + int64(x.TimeNS/2)
 			if !slices.Contains(centers, c) {
 				centers = append(centers, c)
@@ -174,9 +178,9 @@ func mergeWindows(w [][2]int64) [][2]int64 {
 	return out
 }
 
-// TimelineRank accumulates one rank's events.
-type TimelineRank struct {
-	b    *TimelineBuilder
+// timelineRank accumulates one rank's events.
+type timelineRank struct {
+	b    *timelineBuilder
 	rank int
 	rows [5]*binRow
 	dict []string      // the stream's name dictionary, which only grows
@@ -194,21 +198,27 @@ type nameTime struct {
 	t    int64
 }
 
-// Rank returns rank r's accumulator. Rank itself is not safe for
+// rank returns rank r's accumulator. rank itself is not safe for
 // concurrent use: create every rank's accumulator first, then feed each
 // from its own goroutine.
-func (b *TimelineBuilder) Rank(r int) *TimelineRank {
+func (b *timelineBuilder) rank(r int) *timelineRank {
 	if tr, ok := b.ranks[r]; ok {
 		return tr
 	}
-	tr := &TimelineRank{b: b, rank: r}
+	tr := &timelineRank{b: b, rank: r}
 	b.ranks[r] = tr
 	b.rankIDs = append(b.rankIDs, r)
 	return tr
 }
 
-// AddBatch adds one batch of the rank's events.
-func (tr *TimelineRank) AddBatch(bt *trace.Batch) {
+// timelineColumns are the trace columns a timeline reads (the rank is its
+// stream's).
+var timelineColumns = []string{trace.ColKind, trace.ColName, trace.ColStart, trace.ColDur, trace.ColBytes, trace.ColPeer,
+	trace.ColSeq, trace.ColStep, trace.ColAlgo, trace.ColWait, trace.ColComm, trace.ColChunk}
+
+// addBatch adds one batch of the rank's events, decoded to at least
+// timelineColumns.
+func (tr *timelineRank) addBatch(bt *trace.Batch) {
 	b := tr.b
 	if len(bt.Names) < len(tr.dict) || (len(tr.dict) > 0 && bt.Names[len(tr.dict)-1] != tr.dict[len(tr.dict)-1]) {
 		tr.dict = tr.dict[:0] // not a continuation of the same stream's dictionary
@@ -239,7 +249,9 @@ func (tr *TimelineRank) AddBatch(bt *trace.Batch) {
 		}
 		for _, w := range b.windows {
 			if start < w[1] && start+dur >= w[0] {
-				tr.evs = append(tr.evs, bt.Event(i))
+				tr.evs = append(tr.evs, trace.Event{Rank: int32(tr.rank), Kind: bt.Kind[i], Name: bt.Names[name], Start: start, Dur: dur,
+					Bytes: bt.Bytes[i], Peer: bt.Peer[i], Seq: bt.Seq[i], Step: bt.Step[i], Algo: bt.Algos[bt.Algo[i]],
+					Chunk: bt.Chunk[i], Comm: bt.Comms[bt.Comm[i]], Wait: bt.Wait[i]})
 				break
 			}
 		}
@@ -267,10 +279,10 @@ func (r *binRow) note(k int, name int32, t int64) {
 	}
 }
 
-// Finalize builds the timeline.
-func (b *TimelineBuilder) Finalize() *TimelineData {
+// finalize builds the timeline.
+func (b *timelineBuilder) finalize() *Timeline {
 	s := b.sum
-	td := &TimelineData{T1: s.Run.SpanNS, Lanes: TimelineLanes, Names: []string{}, Algos: []string{}, Comms: []string{},
+	td := &Timeline{T1: s.Run.SpanNS, Lanes: timelineLanes[:], Names: []string{}, Algos: []string{}, Comms: []string{},
 		Ranks: []int{}, Hosts: []string{}, Links: [][2]int{}, Windows: [][2]int64{}}
 	td.Bins = TimelineBins{N: b.opt.Bins, Width: b.w, Rows: []TimelineRow{}}
 	ids := map[string]int32{}
@@ -412,25 +424,19 @@ func (b *TimelineBuilder) Finalize() *TimelineData {
 		}
 		ranks[r] = kept[i:j]
 	}
-	for _, l := range MatchMessages(ranks) {
+	for _, l := range analyze.MatchMessages(ranks) {
 		td.Links = append(td.Links, [2]int{base[l.Send.Rank] + l.Send.Index, base[l.Recv.Rank] + l.Recv.Index})
 	}
 	return td
 }
 
-// TimelineOf builds the timeline of a run held in memory; s is its
-// summary.
-func TimelineOf(s *Summary, run *trace.Run, opt TimelineOptions) *TimelineData {
-	tb := NewTimeline(s, opt)
-	for _, rk := range run.Ranks {
-		tr := tb.Rank(rk.Info.Rank)
-		var b trace.Batch
-		for evs := rk.Events; len(evs) > 0; {
-			n := min(8192, len(evs))
-			toBatch(evs[:n], &b)
-			tr.AddBatch(&b)
-			evs = evs[n:]
-		}
+// ReadTimeline reads the run in dir for its timeline; s is the run's
+// summary. It decodes only the columns the timeline needs.
+func ReadTimeline(ctx context.Context, dir string, s *analyze.Summary, opt TimelineOptions) (*Timeline, error) {
+	tb := newTimeline(s, opt)
+	err := load.Events(ctx, dir, timelineColumns, func(_, rank int) func(*trace.Batch) { return tb.rank(rank).addBatch })
+	if err != nil {
+		return nil, err
 	}
-	return tb.Finalize()
+	return tb.finalize(), nil
 }
