@@ -310,3 +310,46 @@ func TestRecordUnderMpirun(t *testing.T) {
 	}
 	checkMessages(t, run)
 }
+
+// TestRecordOnAFullDisk records onto a 3 MiB tmpfs (1 MiB of it the run directory's reserve) until it fills: the run
+// ends failed with the cause in run.json, no temporary file is left, and
+// the streams read back as cut, every complete batch kept.
+func TestRecordOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", mnt).Run()
+	dir := filepath.Join(mnt, "run")
+	r := commprof(t, nil, "record", "--ranks", "4", "--out", dir, "--", "bench", "allreduce", "--min", "8", "--max", "8", "--iters", "60000")
+	if r.code == 0 {
+		t.Fatalf("recording onto a full disk succeeded:\n%s", r.stdout)
+	}
+	m, err := trace.ReadManifest(dir)
+	if err != nil || m.Status != trace.StatusFailed || !strings.Contains(m.Error, "no space left on device") {
+		t.Fatalf("run.json: %v %+v", err, m)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("left %s", e.Name())
+		}
+	}
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, rk := range run.Ranks {
+		kept += len(rk.Events)
+		if rk.Truncated != nil && !strings.Contains(rk.Truncated.Error(), "was cut") {
+			t.Errorf("rank %d: %v", rk.Info.Rank, rk.Truncated)
+		}
+	}
+	if kept == 0 {
+		t.Error("no batch written before the disk filled was kept")
+	}
+}
