@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/export"
+	"github.com/commprof/commprof/internal/atomicfile"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
@@ -102,11 +102,11 @@ func runExport(ctx context.Context, stdout, stderr io.Writer, o *exportOptions, 
 
 	var n int64
 	if out == "-" {
-		cw := &countingWriter{w: stdout, ctx: ctx}
+		cw := atomicfile.NewCounter(ctx, stdout)
 		if err := format.write(cw, run); err != nil {
 			return fmt.Errorf("exporting %s as %s: %w", dir, format.name, err)
 		}
-		n = cw.n
+		n = cw.N
 		stdout = stderr // the summary must not mix with the data
 	} else if n, err = writeFileAtomic(ctx, out, func(w io.Writer) error { return format.write(w, run) }); err != nil {
 		return fmt.Errorf("exporting %s as %s: %w", dir, format.name, err)
@@ -127,43 +127,7 @@ func displayPath(p string) string {
 	return p
 }
 
-// writeFileAtomic writes path through write into path.tmp and renames it
-// into place, so that a failure (or Ctrl-C) leaves no partial file. It
-// returns the number of bytes written.
+// writeFileAtomic writes path whole or not at all (internal/atomicfile).
 func writeFileAtomic(ctx context.Context, path string, write func(io.Writer) error) (int64, error) {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return 0, err
-	}
-	cw := &countingWriter{w: f, ctx: ctx}
-	err = write(cw)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return 0, err
-	}
-	return cw.n, nil
-}
-
-// countingWriter counts the bytes written through it and stops the
-// writing once ctx is done.
-type countingWriter struct {
-	w   io.Writer
-	ctx context.Context
-	n   int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return atomicfile.Write(ctx, path, write)
 }
