@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,9 +65,9 @@ token: --token, or one generated and printed with the URL to open.`,
 }
 
 func runServe(ctx context.Context, stdout, stderr io.Writer, o *serveOptions, dir string) error {
-	host, _, err := net.SplitHostPort(o.addr)
-	if err != nil {
-		return usagef("--addr %q: want host:port, such as 127.0.0.1:7070", o.addr)
+	host, port, err := net.SplitHostPort(o.addr)
+	if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || (port != "0" && n == 0) {
+		return usagef("--addr %q: want host:port with a port from 0 to 65535, such as 127.0.0.1:7070", o.addr)
 	}
 	if fi, err := os.Stat(dir); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
