@@ -20,6 +20,8 @@ import (
 const (
 	EnvRank          = "COMMPROF_RANK"
 	EnvSize          = "COMMPROF_SIZE"
+	EnvLocalRank     = "COMMPROF_LOCAL_RANK"
+	EnvLocalSize     = "COMMPROF_LOCAL_SIZE"
 	EnvCoord         = "COMMPROF_COORD"
 	EnvCoordFD       = "COMMPROF_COORD_FD"
 	EnvRendezvousDir = "COMMPROF_RENDEZVOUS_DIR"
@@ -35,7 +37,7 @@ const (
 // launchers lists the rank and size variables of the launchers commprof
 // recognises, in the order they are tried.
 var launchers = []struct{ name, rank, size, localSize string }{
-	{"commprof", EnvRank, EnvSize, "COMMPROF_LOCAL_SIZE"},
+	{"commprof", EnvRank, EnvSize, EnvLocalSize},
 	{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
 	{"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
 	{"slurm", "SLURM_PROCID", "SLURM_NTASKS", ""},

@@ -15,7 +15,7 @@ import (
 // named as in the trace format.
 var CSVColumns = []string{trace.ColRank, trace.ColKind, trace.ColName, trace.ColStart, trace.ColDur, trace.ColBytes,
 	trace.ColPeer, trace.ColSeq, trace.ColStep, trace.ColAlgo, trace.ColDType, trace.ColRoot, trace.ColChunk,
-	trace.ColComm, trace.ColWait, trace.ColValue}
+	trace.ColComm, trace.ColWait, trace.ColValue, trace.ColLabel}
 
 // CSV writes every event of run as CSV (RFC 4180): a header row of
 // CSVColumns and one row per event, every rank merged in order of start
@@ -80,7 +80,7 @@ func (c *csvWriter) write(e *trace.Event) {
 	r[0], r[1], r[2], r[3], r[4], r[5] = i(int64(e.Rank)), e.Kind.String(), e.Name, i(e.Start), i(e.Dur), i(e.Bytes)
 	r[6], r[7], r[8], r[9], r[10] = i(int64(e.Peer)), i(e.Seq), i(int64(e.Step)), e.Algo, e.DType
 	r[11], r[12], r[13], r[14] = i(int64(e.Root)), i(int64(e.Chunk)), e.Comm, i(e.Wait)
-	r[15] = strconv.FormatFloat(e.Value, 'g', -1, 64)
+	r[15], r[16] = strconv.FormatFloat(e.Value, 'g', -1, 64), e.Label
 	c.err = c.w.Write(r)
 }
 

@@ -31,7 +31,7 @@ func parseRow(t *testing.T, row []string) trace.Event {
 	}
 	return trace.Event{Rank: int32(i(row[0])), Kind: k, Name: row[2], Start: i(row[3]), Dur: i(row[4]), Bytes: i(row[5]),
 		Peer: int32(i(row[6])), Seq: i(row[7]), Step: int32(i(row[8])), Algo: row[9], DType: row[10], Root: int32(i(row[11])),
-		Chunk: int32(i(row[12])), Comm: row[13], Wait: i(row[14]), Value: v}
+		Chunk: int32(i(row[12])), Comm: row[13], Wait: i(row[14]), Value: v, Label: row[16]}
 }
 
 func TestExportCSV(t *testing.T) {
@@ -44,7 +44,7 @@ func TestExportCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rows[0], CSVColumns) || len(CSVColumns) != 16 || CSVColumns[3] != "start_ns" {
+	if !slices.Equal(rows[0], CSVColumns) || len(CSVColumns) != 17 || CSVColumns[3] != "start_ns" {
 		t.Fatalf("header %q", rows[0])
 	}
 	var got, want []trace.Event

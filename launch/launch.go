@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/commprof/commprof/collectives"
 )
 
 // Spec describes a job to start.
@@ -106,17 +108,17 @@ func Run(ctx context.Context, s Spec) error {
 		cmd := exec.Command(s.Path, s.Args...)
 		cmd.Env = append(os.Environ(), s.Env...)
 		cmd.Env = append(cmd.Env,
-			"COMMPROF_RANK="+strconv.Itoa(i),
-			"COMMPROF_SIZE="+strconv.Itoa(s.Ranks),
-			"COMMPROF_LOCAL_RANK="+strconv.Itoa(i),
-			"COMMPROF_LOCAL_SIZE="+strconv.Itoa(s.Ranks),
-			"COMMPROF_COORD="+lnAddr(lf),
-			"COMMPROF_SECRET="+hex.EncodeToString(secret),
-			"COMMPROF_JOB_ID="+jobID,
+			collectives.EnvRank+"="+strconv.Itoa(i),
+			collectives.EnvSize+"="+strconv.Itoa(s.Ranks),
+			collectives.EnvLocalRank+"="+strconv.Itoa(i),
+			collectives.EnvLocalSize+"="+strconv.Itoa(s.Ranks),
+			collectives.EnvCoord+"="+lnAddr(lf),
+			collectives.EnvSecret+"="+hex.EncodeToString(secret),
+			collectives.EnvJobID+"="+jobID,
 		)
 		if i == 0 {
 			cmd.ExtraFiles = []*os.File{lf}
-			cmd.Env = append(cmd.Env, "COMMPROF_COORD_FD=3")
+			cmd.Env = append(cmd.Env, collectives.EnvCoordFD+"=3")
 		}
 		// Ranks get their own process group: a Ctrl-C in the terminal
 		// reaches this process, which then stops the ranks in order.

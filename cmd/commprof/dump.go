@@ -106,34 +106,57 @@ func runDump(stdout, stderr io.Writer, o *dumpOptions, dir string, rankSet bool)
 	return writeTable(w, evs)
 }
 
-// eventJSON is an event with the trace's column names.
-type eventJSON struct {
-	Rank  int32   `json:"rank"`
-	Kind  string  `json:"kind"`
-	Name  string  `json:"name"`
-	Start int64   `json:"start_ns"`
-	Dur   int64   `json:"dur_ns"`
-	Bytes int64   `json:"bytes"`
-	Peer  int32   `json:"peer"`
-	Seq   int64   `json:"seq"`
-	Step  int32   `json:"step"`
-	Algo  string  `json:"algo"`
-	DType string  `json:"dtype"`
-	Root  int32   `json:"root"`
-	Chunk int32   `json:"chunk"`
-	Comm  string  `json:"comm"`
-	Wait  int64   `json:"wait_ns"`
-	Value float64 `json:"value"`
+// column is one of the trace's columns as dump prints it.
+type column struct {
+	name  string // the trace's column name (trace.Col*)
+	value func(e *trace.Event) any
 }
 
+// columns are every column of the trace format, in its order.
+var columns = []column{
+	{trace.ColRank, func(e *trace.Event) any { return e.Rank }},
+	{trace.ColKind, func(e *trace.Event) any { return e.Kind.String() }},
+	{trace.ColName, func(e *trace.Event) any { return e.Name }},
+	{trace.ColStart, func(e *trace.Event) any { return e.Start }},
+	{trace.ColDur, func(e *trace.Event) any { return e.Dur }},
+	{trace.ColBytes, func(e *trace.Event) any { return e.Bytes }},
+	{trace.ColPeer, func(e *trace.Event) any { return e.Peer }},
+	{trace.ColSeq, func(e *trace.Event) any { return e.Seq }},
+	{trace.ColStep, func(e *trace.Event) any { return e.Step }},
+	{trace.ColAlgo, func(e *trace.Event) any { return e.Algo }},
+	{trace.ColDType, func(e *trace.Event) any { return e.DType }},
+	{trace.ColRoot, func(e *trace.Event) any { return e.Root }},
+	{trace.ColChunk, func(e *trace.Event) any { return e.Chunk }},
+	{trace.ColComm, func(e *trace.Event) any { return e.Comm }},
+	{trace.ColWait, func(e *trace.Event) any { return e.Wait }},
+	{trace.ColValue, func(e *trace.Event) any { return trace.Number(e.Value) }},
+	{trace.ColLabel, func(e *trace.Event) any { return e.Label }},
+}
+
+// writeJSON writes the events as a JSON array of objects keyed by the
+// trace's column names, in the format's order.
 func writeJSON(w io.Writer, evs []trace.Event) error {
-	out := make([]eventJSON, len(evs))
-	for i, e := range evs {
-		out[i] = eventJSON{e.Rank, e.Kind.String(), e.Name, e.Start, e.Dur, e.Bytes, e.Peer, e.Seq, e.Step, e.Algo, e.DType, e.Root, e.Chunk, e.Comm, e.Wait, e.Value}
+	bw := bufio.NewWriter(w)
+	bw.WriteString("[")
+	for i := range evs {
+		if i > 0 {
+			bw.WriteString(",")
+		}
+		bw.WriteString("\n {")
+		for j, c := range columns {
+			v, err := json.Marshal(c.value(&evs[i]))
+			if err != nil {
+				return err
+			}
+			if j > 0 {
+				bw.WriteString(", ")
+			}
+			fmt.Fprintf(bw, "%q: %s", c.name, v)
+		}
+		bw.WriteString("}")
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", " ")
-	return enc.Encode(out)
+	bw.WriteString("\n]\n")
+	return bw.Flush()
 }
 
 // printable quotes a string from a trace if it holds anything a terminal
@@ -148,15 +171,35 @@ func printable(s string) string {
 	return s
 }
 
+// tableFormat is each column's width and verb in the table, in the
+// order of columns.
+var tableFormat = []string{"%4v", "%-10v", "%-14v", "%14v", "%11v", "%11v", "%4v", "%6v", "%5v", "%-18v", "%-7v", "%4v", "%5v", "%-8v", "%10v", "%v", "%v"}
+
 func writeTable(w io.Writer, evs []trace.Event) error {
-	fmt.Fprintf(w, "%4s %-10s %-14s %14s %11s %11s %4s %6s %5s %-18s %-7s %4s %5s %-8s %10s %s\n",
-		"rank", "kind", "name", "start_ns", "dur_ns", "bytes", "peer", "seq", "step", "algo", "dtype", "root", "chunk", "comm", "wait_ns", "value")
-	for _, e := range evs {
-		if _, err := fmt.Fprintf(w, "%4d %-10s %-14s %14d %11d %11d %4d %6d %5d %-18s %-7s %4d %5d %-8s %10d %g\n",
-			e.Rank, e.Kind, printable(e.Name), e.Start, e.Dur, e.Bytes, e.Peer, e.Seq, e.Step, printable(e.Algo),
-			printable(e.DType), e.Root, e.Chunk, printable(e.Comm), e.Wait, e.Value); err != nil {
+	bw := bufio.NewWriter(w)
+	for j, c := range columns {
+		if j > 0 {
+			bw.WriteString(" ")
+		}
+		fmt.Fprintf(bw, tableFormat[j], c.name)
+	}
+	bw.WriteString("\n")
+	for i := range evs {
+		for j, c := range columns {
+			if j > 0 {
+				bw.WriteString(" ")
+			}
+			v := c.value(&evs[i])
+			if s, ok := v.(string); ok {
+				v = printable(s)
+			} else if n, ok := v.(trace.Number); ok {
+				v = float64(n)
+			}
+			fmt.Fprintf(bw, tableFormat[j], v)
+		}
+		if _, err := bw.WriteString("\n"); err != nil {
 			return err
 		}
 	}
-	return nil
+	return bw.Flush()
 }

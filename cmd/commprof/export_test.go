@@ -215,7 +215,7 @@ func TestExportLeavesNoPartialFile(t *testing.T) {
 	if err := runExport(t.Context(), &stdout, &stderr, &exportOptions{format: "csv", out: target + ".csv"}, dir); err != nil {
 		t.Fatal(err)
 	}
-	if b := mustRead(t, target+".csv"); !strings.HasSuffix(string(b), "\n0,compute,forward,0,10,0,-1,-1,-1,,,-1,-1,,0,0\n") {
+	if b := mustRead(t, target+".csv"); !strings.HasSuffix(string(b), "\n0,compute,forward,0,10,0,-1,-1,-1,,,-1,-1,,0,0,\n") {
 		t.Errorf("csv:\n%s", b)
 	}
 	if !strings.Contains(stdout.String(), "1 events of 1 ranks as csv") {
