@@ -590,7 +590,9 @@ func arrivalWaits(calls []callRec, inst [][2]int, world int) []int64 {
 	return w
 }
 
-// busFactor is the nccl-tests factor from algbw to busbw on n ranks.
+// busFactor is the nccl-tests factor from algbw to busbw on n ranks,
+// extended to the MPI collectives a PMPI recording names: the vector and
+// rooted forms move (n-1)/n of their buffer as their regular forms do.
 func busFactor(op string, n int) float64 {
 	if n < 1 {
 		return 1
@@ -598,10 +600,28 @@ func busFactor(op string, n int) float64 {
 	switch op {
 	case "allreduce":
 		return 2 * float64(n-1) / float64(n)
-	case "allgather", "reducescatter", "alltoall":
+	case "allgather", "allgatherv", "reducescatter", "reducescatterv", "alltoall", "alltoallv", "alltoallw",
+		"gather", "gatherv", "scatter", "scatterv":
 		return float64(n-1) / float64(n)
 	}
 	return 1
+}
+
+// commSizes returns each communicator's size as far as the calls show it:
+// the most ranks any of its calls had, and for the world at least the
+// run's world size. A call recorded by fewer ranks than its communicator
+// has (an imported timeline written by rank 0 only, one rank's profiler
+// file) still moved the communicator's bytes.
+func commSizes(calls []callRec, inst [][2]int, worldID int32, hasWorld bool, world int) map[int32]int {
+	out := map[int32]int{}
+	for _, in := range inst {
+		c := calls[in[0]].comm
+		out[c] = max(out[c], in[1]-in[0])
+	}
+	if hasWorld {
+		out[worldID] = max(out[worldID], world)
+	}
+	return out
 }
 
 type collKey struct {
@@ -681,7 +701,10 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 		durs     []int64
 		transfer float64
 		ranksN   map[int]int
+		commN    int // the largest communicator the group's calls ran on
 	}
+	worldID, hasWorld := s.strIdx["world"]
+	sizes := commSizes(calls, inst, worldID, hasWorld, s.meta.WorldSize)
 	bench := benchTimes(ranks, calls)
 	groups := map[collKey]*acc{}
 	for _, in := range inst {
@@ -698,6 +721,7 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 		a.st.Calls++
 		a.st.Bytes += c0.bytes
 		a.ranksN[in[1]-in[0]]++
+		a.commN = max(a.commN, sizes[c0.comm])
 		last := calls[in[0]].start
 		for _, c := range calls[in[0]:in[1]] {
 			last = max(last, c.start)
@@ -721,7 +745,7 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 				best = n
 			}
 		}
-		st.Ranks = best
+		st.Ranks = max(best, a.commN)
 		st.Time = dist(a.durs)
 		if st.Time.Mean > 0 && st.Calls > 0 {
 			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / st.Time.Mean

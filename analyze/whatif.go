@@ -193,8 +193,11 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 	}
 	actual, ok := rp.replay(-1, false, nil)
 	if !ok {
-		out.Reason = "the recorded calls do not match up across ranks (a rank's stream was cut or is missing), so the run cannot be replayed"
-		return out
+		// The calls cannot be ordered into one program per rank: a rank's
+		// stream was cut, or (an imported timeline) the ranks joined
+		// calls in different orders because nothing blocked on them.
+		// Each call is then judged on its own.
+		return perCall(calls, inst)
 	}
 	out.Replayed = true
 	out.Basis = "step"
@@ -966,3 +969,78 @@ func (rp *replayer) describe(o rop) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// perCall finds stragglers call by call, for runs whose calls do not
+// depend on each other through a program the replay can follow: a rank's
+// cost is how much later the calls it came last to completed than they
+// would have had it arrived with the next latest rank.
+func perCall(calls []callRec, inst [][2]int) Stragglers {
+	out := Stragglers{Replayed: true, Basis: "call", Ranks: []RankCost{}, Named: []int{},
+		Reason: "the ranks' calls do not form one program that can be replayed, so each call is judged on its own"}
+	cost := map[int]int64{}
+	windows := map[int]int{}
+	ranks := map[int]bool{}
+	var spans []int64
+	for _, in := range inst {
+		if in[1]-in[0] < 2 {
+			continue
+		}
+		first, end := calls[in[0]].start, calls[in[0]].start
+		last, next, who := int64(-1<<62), int64(-1<<62), -1
+		for _, c := range calls[in[0]:in[1]] {
+			ranks[int(c.rank)] = true
+			first, end = min(first, c.start), max(end, c.start+c.dur)
+			switch {
+			case c.start > last:
+				next, last, who = last, c.start, int(c.rank)
+			case c.start > next:
+				next = c.start
+			}
+		}
+		spans = append(spans, end-first)
+		out.TotalNS += end - first
+		if d := last - next; d > 0 && who >= 0 {
+			cost[who] += d
+			if 100*d > end-first {
+				windows[who]++
+			}
+		}
+	}
+	out.Windows = len(spans)
+	if out.Windows == 0 {
+		out.Replayed = false
+		out.Reason = "the run has no call that several ranks recorded"
+		return out
+	}
+	out.WindowNS = float64(out.TotalNS) / float64(out.Windows)
+	var rs []int
+	for r := range ranks {
+		rs = append(rs, r)
+	}
+	slices.Sort(rs)
+	for _, r := range rs {
+		rc := RankCost{Rank: r, CostNS: cost[r], ExcessNS: cost[r], Windows: windows[r], PerWindowNS: float64(cost[r]) / float64(out.Windows)}
+		if out.TotalNS > 0 {
+			rc.Share = float64(rc.CostNS) / float64(out.TotalNS)
+		}
+		out.Ranks = append(out.Ranks, rc)
+	}
+	slices.SortStableFunc(out.Ranks, func(a, b RankCost) int { return cmp.Compare(b.CostNS, a.CostNS) })
+	var others []int64
+	for _, rc := range out.Ranks[1:] {
+		others = append(others, rc.CostNS)
+	}
+	var floor int64
+	if len(others) > 0 {
+		slices.Sort(others)
+		floor = others[(len(others)-1)/2]
+	}
+	top := out.Ranks[0]
+	if float64(top.CostNS) >= nameShare*float64(out.TotalNS) && float64(top.CostNS) >= nameRatio*float64(floor) && top.Windows >= nameWindows {
+		out.Named = []int{top.Rank}
+		out.WithoutNS = out.WindowNS - top.PerWindowNS
+	} else {
+		out.WithoutNS = out.WindowNS
+	}
+	return out
+}
