@@ -105,6 +105,15 @@ func findings(s *Summary) []string {
 		out = append(out, f)
 	}
 	out = append(out, p2pFindings(s)...)
+	if bl := s.Skew.ByLabel; len(bl) > 0 && bl[0].WaitNS > 0 {
+		l := bl[0]
+		f := fmt.Sprintf("the %s whose calls kept ranks waiting longest is %q: %s of waiting over %d calls",
+			l.Op, l.Label, units.Duration(float64(l.WaitNS)), l.Calls)
+		if len(l.Last) > 0 && l.Last[0].LateNS > 0 {
+			f += fmt.Sprintf("; rank %d came last %d times, %s after the next latest in all", l.Last[0].Rank, l.Last[0].Calls, units.Duration(float64(l.Last[0].LateNS)))
+		}
+		out = append(out, f)
+	}
 	steady := steadyCalls(s)
 	var top *CollStats
 	var total int64

@@ -85,7 +85,7 @@ type RankSummarizer struct {
 	host        string
 	truncated   bool
 
-	dicts [3]dictMap // names, algos, comms of the current stream
+	dicts [4]dictMap // names, algos, comms, labels of the current stream
 
 	events                   int64
 	calls                    []callRec
@@ -122,6 +122,7 @@ type RankSummarizer struct {
 // callRec is one rank's event of one collective call.
 type callRec struct {
 	comm, name, algo int32
+	label            int32 // the user-level name (a tensor), 0 for none
 	rank, root       int32
 	step             int32
 	seq              int64
@@ -199,7 +200,7 @@ func (rs *RankSummarizer) AddEvents(evs []trace.Event) {
 // not decode the others.
 func SummaryColumns() []string {
 	return []string{trace.ColKind, trace.ColName, trace.ColStart, trace.ColDur, trace.ColBytes, trace.ColPeer,
-		trace.ColSeq, trace.ColStep, trace.ColAlgo, trace.ColRoot, trace.ColComm, trace.ColWait, trace.ColValue}
+		trace.ColSeq, trace.ColStep, trace.ColAlgo, trace.ColRoot, trace.ColComm, trace.ColWait, trace.ColValue, trace.ColLabel}
 }
 
 // AddBatch adds one batch of this rank's events; b may be reused after.
@@ -207,7 +208,8 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 	rs.dicts[0].update(rs.s, b.Names)
 	rs.dicts[1].update(rs.s, b.Algos)
 	rs.dicts[2].update(rs.s, b.Comms)
-	names, algos, comms := rs.dicts[0].ids, rs.dicts[1].ids, rs.dicts[2].ids
+	rs.dicts[3].update(rs.s, b.Labels)
+	names, algos, comms, labels := rs.dicts[0].ids, rs.dicts[1].ids, rs.dicts[2].ids, rs.dicts[3].ids
 	if rs.events == 0 && b.Len > 0 {
 		rs.first, rs.last = b.Start[0], b.Start[0]
 	}
@@ -218,7 +220,11 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		rs.last = max(rs.last, start+dur)
 		switch b.Kind[i] {
 		case trace.KindCollective:
-			rs.calls = append(rs.calls, callRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], algo: algos[b.Algo[i]],
+			var label int32
+			if b.Label != nil {
+				label = labels[b.Label[i]]
+			}
+			rs.calls = append(rs.calls, callRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], algo: algos[b.Algo[i]], label: label,
 				rank: int32(rs.rank), root: b.Root[i], step: b.Step[i], seq: b.Seq[i], start: start, dur: dur, bytes: b.Bytes[i], region: -1})
 		case trace.KindSend:
 			if names[b.Name[i]] == rs.s.p2p {
@@ -1099,6 +1105,7 @@ func (s *Summarizer) skew(calls []callRec, inst [][2]int, world int) Skew {
 	}
 	sk.Calls = int64(len(all))
 	sk.Dist = dist(all)
+	sk.ByLabel, sk.LabelSeries = s.labelSkew(calls, inst)
 	for name, d := range byOp {
 		sk.ByOp = append(sk.ByOp, OpSkew{Op: s.str(name), Dist: dist(d)})
 	}
@@ -1264,3 +1271,84 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 }
 
 type stepWait struct{ at, wait, bytes int64 }
+
+// labelSkew is arrival skew per label (tensor), and every labelled call
+// over time.
+func (s *Summarizer) labelSkew(calls []callRec, inst [][2]int) ([]LabelSkew, LabelSeries) {
+	type acc struct {
+		st    LabelSkew
+		skews []int64
+		last  map[int]*LastRank
+	}
+	by := map[int32]*acc{}
+	type point struct {
+		at, skew int64
+		label    int32
+		last     int
+	}
+	var pts []point
+	for _, in := range inst {
+		c0 := calls[in[0]]
+		if in[1]-in[0] < 2 || c0.label == 0 || untimed(calls, in) {
+			continue
+		}
+		first, last, next, who := c0.start, int64(-1<<62), int64(-1<<62), -1
+		var wait int64
+		for _, c := range calls[in[0]:in[1]] {
+			first = min(first, c.start)
+			switch {
+			case c.start > last:
+				next, last, who = last, c.start, int(c.rank)
+			case c.start > next:
+				next = c.start
+			}
+		}
+		for _, c := range calls[in[0]:in[1]] {
+			wait += min(last-c.start, c.dur)
+		}
+		a := by[c0.label]
+		if a == nil {
+			a = &acc{st: LabelSkew{Label: s.str(c0.label), Op: s.str(c0.name)}, last: map[int]*LastRank{}}
+			by[c0.label] = a
+		}
+		a.st.Calls++
+		a.st.Bytes = max(a.st.Bytes, c0.bytes)
+		a.st.WaitNS += wait
+		a.skews = append(a.skews, last-first)
+		if last > first && who >= 0 {
+			lr := a.last[who]
+			if lr == nil {
+				lr = &LastRank{Rank: who}
+				a.last[who] = lr
+			}
+			lr.Calls++
+			lr.LateNS += last - next
+		}
+		pts = append(pts, point{first, last - first, c0.label, who})
+	}
+	out := []LabelSkew{}
+	for _, a := range by {
+		a.st.Dist = dist(a.skews)
+		for _, lr := range a.last {
+			a.st.Last = append(a.st.Last, *lr)
+		}
+		slices.SortFunc(a.st.Last, func(x, y LastRank) int { return cmp.Or(cmp.Compare(y.LateNS, x.LateNS), cmp.Compare(x.Rank, y.Rank)) })
+		a.st.Last = orEmpty(a.st.Last)
+		out = append(out, a.st)
+	}
+	slices.SortFunc(out, func(x, y LabelSkew) int { return cmp.Or(cmp.Compare(y.WaitNS, x.WaitNS), strings.Compare(x.Label, y.Label)) })
+	if len(out) > 200 {
+		out = out[:200]
+	}
+	slices.SortFunc(pts, func(x, y point) int { return cmp.Compare(x.at, y.at) })
+	ser := LabelSeries{AtNS: []int64{}, Label: []string{}, SkewNS: []int64{}, Last: []int{}}
+	stride := max(1, (len(pts)+1999)/2000)
+	for i := 0; i < len(pts); i += stride {
+		p := pts[i]
+		ser.AtNS = append(ser.AtNS, p.at)
+		ser.Label = append(ser.Label, s.str(p.label))
+		ser.SkewNS = append(ser.SkewNS, p.skew)
+		ser.Last = append(ser.Last, p.last)
+	}
+	return out, ser
+}

@@ -200,6 +200,42 @@ type Skew struct {
 	ByOp    []OpSkew   `json:"by_op"`
 	Ranking []int      `json:"straggler_ranking"` // ranks, most often last first
 	Series  SkewSeries `json:"series"`
+	// ByLabel is the skew of each label's calls (a tensor of an imported
+	// Horovod timeline, a PyTorch process group), the labels whose calls
+	// kept ranks waiting longest first; at most 200.
+	ByLabel []LabelSkew `json:"by_label"`
+	// LabelSeries is every labelled call over time (sampled to at most
+	// 2000): when it began, its skew and the rank that came last.
+	LabelSeries LabelSeries `json:"label_series"`
+}
+
+// LabelSkew is arrival skew over one label's calls.
+type LabelSkew struct {
+	Label  string `json:"label"`
+	Op     string `json:"op"`
+	Calls  int64  `json:"calls"` // calls several ranks recorded
+	Bytes  int64  `json:"bytes"` // of its largest call
+	Dist   Dist   `json:"dist"`  // of skew
+	WaitNS int64  `json:"wait_ns"`
+	// Last lists the ranks that came last to its calls, most costly
+	// first: how often, and how long they kept the next latest rank
+	// waiting (their arrival minus the next latest's), summed.
+	Last []LastRank `json:"last"`
+}
+
+// LastRank is one rank's last arrivals among a set of calls.
+type LastRank struct {
+	Rank   int   `json:"rank"`
+	Calls  int64 `json:"calls"`
+	LateNS int64 `json:"late_ns"`
+}
+
+// LabelSeries samples labelled calls in time order.
+type LabelSeries struct {
+	AtNS   []int64  `json:"at_ns"` // first arrival
+	Label  []string `json:"label"`
+	SkewNS []int64  `json:"skew_ns"`
+	Last   []int    `json:"last_rank"`
 }
 
 // OpSkew is arrival skew of one op.
