@@ -6,10 +6,12 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/commprof/commprof/analyze"
@@ -20,9 +22,60 @@ import (
 // not errors: they are listed in the summary's Problems. It stops early
 // with ctx's error when ctx is cancelled.
 func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
+	r, err := Load(ctx, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	return r.Summary, nil
+}
+
+// Run is a run read by Load: its summary, and the events kept for a view
+// built after it.
+type Run struct {
+	Summary *analyze.Summary
+
+	dir     string
+	keep    Keep
+	ranks   []int     // each stream's rank
+	keepers []*keeper // nil when nothing was kept
+	events  int64     // kept events
+	bytes   int64     // what they take
+}
+
+// Load reads and summarizes the run in dir as Summary does, and keeps in
+// memory the events keep asks for (nil for none), decoded in the same
+// read, so that Replay can feed them to a view that needs the summary
+// first without reading the run again. Events that would take more than
+// keep's budget are not kept; Replay then reads the run a second time.
+func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
+	cols := analyze.SummaryColumns()
+	var kept []string
+	if keep != nil {
+		var err error
+		if kept, err = keep.check(); err != nil {
+			return nil, err
+		}
+		for _, c := range kept {
+			if !slices.Contains(cols, c) {
+				cols = append(cols, c)
+			}
+		}
+	}
 	rf, err := trace.OpenRun(dir)
 	if err != nil {
 		return nil, err
+	}
+	run := &Run{dir: dir}
+	for _, st := range rf.Streams {
+		run.ranks = append(run.ranks, st.Rank)
+	}
+	var shared budget
+	if keep != nil {
+		run.keep = *keep
+		shared.max.Store(cmp.Or(keep.Budget, DefaultBudget))
+		for range rf.Streams {
+			run.keepers = append(run.keepers, newKeeper(kept, keep.Kinds, &shared))
+		}
 	}
 	meta := analyze.Meta{Dir: dir, Manifest: rf.Manifest, WorldSize: rf.WorldSize()}
 	for _, p := range rf.Problems {
@@ -33,11 +86,14 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 	}
 	sum := analyze.NewSummarizer(meta)
 	rs := make([]*analyze.RankSummarizer, len(rf.Streams))
-	cut, err := scan(ctx, rf, analyze.SummaryColumns(), func(i int, info trace.RankInfo, b *trace.Batch) {
+	cut, err := scan(ctx, rf, cols, func(i int, info trace.RankInfo, b *trace.Batch) {
 		if rs[i] == nil {
 			rs[i] = sum.Rank(info.Rank, info.Host)
 		}
 		rs[i].AddBatch(b)
+		if run.keepers != nil {
+			run.keepers[i].add(b)
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -52,9 +108,60 @@ func Summary(ctx context.Context, dir string) (*analyze.Summary, error) {
 		rs[i].SetTruncated()
 		meta.Problems = append(meta.Problems, fmt.Sprintf("rank %d: %v", rf.Streams[i].Rank, c))
 	}
+	for _, k := range run.keepers {
+		k.flush()
+	}
+	if shared.over.Load() {
+		run.keepers = nil // for the collector: Replay reads the run again
+	} else {
+		run.events, run.bytes = shared.events.Load(), shared.used.Load()
+	}
 	s := sum.Finalize()
 	s.Problems = append([]string{}, meta.Problems...)
-	return s, nil
+	run.Summary = s
+	return run, nil
+}
+
+// Kept returns how many events Load kept and the bytes they take: 0, 0
+// when it was asked to keep none or they went over its budget.
+func (r *Run) Kept() (events, bytes int64) { return r.events, r.bytes }
+
+// Reread reports whether Replay reads the run's streams again: Load kept
+// no events because it was asked for none or they went over its budget.
+func (r *Run) Reread() bool { return r.keepers == nil }
+
+// Replay feeds the events Load kept, stream by stream, as Events does:
+// sink(stream index, rank) is called for every stream first, then the
+// functions it returns are called concurrently, one goroutine per stream,
+// with that stream's events in order. The batches hold the kept columns
+// and the kept kinds. When nothing was kept (see Reread), Replay reads the
+// run in its directory again, decoding only the kept columns of a Keep
+// (or every column when Load had none), and feeds events of every kind.
+func (r *Run) Replay(ctx context.Context, sink func(stream, rank int) func(*trace.Batch)) error {
+	if r.Reread() {
+		var cols []string
+		if r.keep.Columns != nil {
+			var err error
+			if cols, err = r.keep.check(); err != nil {
+				return err
+			}
+		}
+		return Events(ctx, r.dir, cols, sink)
+	}
+	fns := make([]func(*trace.Batch), len(r.keepers))
+	for i, rank := range r.ranks {
+		fns[i] = sink(i, rank)
+	}
+	var wg sync.WaitGroup
+	for i, k := range r.keepers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.replay(ctx, fns[i])
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
 }
 
 // Events reads every stream of the run in dir, decoding the columns cols

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/analyzetest"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -94,7 +95,7 @@ func TestStreamedEqualsInMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := analyze.Summarize(run)
+	want := analyzetest.Summarize(run)
 	gj, _ := json.MarshalIndent(got, "", " ")
 	wj, _ := json.MarshalIndent(want, "", " ")
 	if string(gj) != string(wj) {

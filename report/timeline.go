@@ -430,6 +430,32 @@ func (b *timelineBuilder) finalize() *Timeline {
 	return td
 }
 
+// TimelineKeep is what a timeline needs of a run's events, for
+// load.Load: the events it draws, with the columns it reads, in at most
+// budget bytes of memory (0: load.DefaultBudget). BuildTimeline then
+// builds the timeline of the run without reading it again.
+func TimelineKeep(budget int64) *load.Keep {
+	k := &load.Keep{Columns: timelineColumns, Budget: budget}
+	for kd := range 256 {
+		if laneOf(trace.Kind(kd)) >= 0 {
+			k.Kinds = append(k.Kinds, trace.Kind(kd))
+		}
+	}
+	return k
+}
+
+// BuildTimeline builds the timeline of a run that load.Load read with
+// TimelineKeep: from the events it kept, or, when they did not fit its
+// budget (run.Reread), by reading the run's streams again for the
+// columns a timeline needs.
+func BuildTimeline(ctx context.Context, run *load.Run, opt TimelineOptions) (*Timeline, error) {
+	tb := newTimeline(run.Summary, opt)
+	if err := run.Replay(ctx, func(_, rank int) func(*trace.Batch) { return tb.rank(rank).addBatch }); err != nil {
+		return nil, err
+	}
+	return tb.finalize(), nil
+}
+
 // ReadTimeline reads the run in dir for its timeline; s is the run's
 // summary. It decodes only the columns the timeline needs.
 func ReadTimeline(ctx context.Context, dir string, s *analyze.Summary, opt TimelineOptions) (*Timeline, error) {

@@ -1,10 +1,15 @@
 package report
 
 import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -86,5 +91,101 @@ func TestTimeline(t *testing.T) {
 	small := timelineOf(s, run, TimelineOptions{Bins: 10, Detail: 6})
 	if n := len(small.Events.Rank); n == 0 || n > 6 || small.Truncated != int64(27-n) {
 		t.Fatalf("budget 6: %d events, %d truncated, windows %v", n, small.Truncated, small.Windows)
+	}
+}
+
+// writeSteps writes a 4-rank run of steps steps to dir: each step of each
+// rank a step, forward and backward compute, and a ring allreduce with its
+// sends and receives, plus a mark the timeline does not draw.
+func writeSteps(t *testing.T, dir string, steps int32) {
+	t.Helper()
+	const world = 4
+	m := &trace.Manifest{FormatVersion: trace.FormatVersion, Name: "steps", WorldSize: world, Status: trace.StatusComplete}
+	for r := range int32(world) {
+		var evs []trace.Event
+		ev := func(k trace.Kind, name string, start, dur int64, step int32) trace.Event {
+			return trace.Event{Rank: r, Kind: k, Name: name, Start: start, Dur: dur, Peer: -1, Seq: -1, Step: step, Root: -1, Chunk: -1}
+		}
+		for s := range steps {
+			t0 := int64(s)*2_000_000 + int64(r)*3000 + int64(s%7)*10_000
+			evs = append(evs, ev(trace.KindStep, "step", t0, 1_900_000, s), ev(trace.KindCompute, "forward", t0, 500_000, s),
+				ev(trace.KindCompute, "backward", t0+500_000, 800_000, s), ev(trace.KindMark, "epoch", t0, 0, s))
+			c := ev(trace.KindCollective, "allreduce", t0+1_300_000, 500_000, s)
+			c.Bytes, c.Seq, c.Algo, c.Comm = 1<<20, int64(s), "ring", "world"
+			evs = append(evs, c)
+			for k := range int32(2 * (world - 1)) {
+				for _, kind := range []trace.Kind{trace.KindSend, trace.KindRecv} {
+					e := ev(kind, "allreduce", c.Start+int64(k)*80_000, 60_000, s)
+					e.Peer = (r + 1) % world
+					if kind == trace.KindRecv {
+						e.Peer, e.Wait = (r+world-1)%world, 5000
+					}
+					e.Bytes, e.Seq, e.Algo, e.Comm, e.Chunk = 1<<18, int64(s), "ring", "world", k
+					evs = append(evs, e)
+				}
+			}
+		}
+		f, err := os.Create(filepath.Join(dir, trace.RankFile(int(r))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := trace.NewWriter(f, trace.RankInfo{Rank: int(r), WorldSize: world, Host: "h"}, trace.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(evs) > 0 {
+			n := min(500, len(evs))
+			if err := w.Write(evs[:n]); err != nil {
+				t.Fatal(err)
+			}
+			evs = evs[n:]
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		m.Ranks = append(m.Ranks, trace.RankEntry{Rank: int(r), Host: "h", File: trace.RankFile(int(r))})
+	}
+	if err := trace.WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The timeline built from the events load.Load kept while it summarized
+// the run is the one a second read of the run builds, and so is the one
+// built when they did not fit the budget.
+func TestBuildTimelineEqualsSecondRead(t *testing.T) {
+	dir := t.TempDir()
+	writeSteps(t, dir, 60) // 4 ranks × 60 steps × 17 events
+	ctx := context.Background()
+	for _, opt := range []TimelineOptions{{}, {Detail: 400}, {Detail: 400, Bins: 37}, {Window: [2]int64{30_000_000, 31_000_000}}} {
+		s, err := load.Summary(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ReadTimeline(ctx, dir, s, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wj, _ := json.Marshal(want)
+		if opt.Detail == 400 && (want.Truncated == 0 || len(want.Windows) < 2) {
+			t.Fatalf("%+v: %d truncated, windows %v: the test wants windows of detail", opt, want.Truncated, want.Windows)
+		}
+		for _, budget := range []int64{0, 1000} {
+			run, err := load.Load(ctx, dir, TimelineKeep(budget))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Reread() != (budget == 1000) {
+				t.Fatalf("budget %d: reread %v", budget, run.Reread())
+			}
+			got, err := BuildTimeline(ctx, run, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gj, _ := json.Marshal(got); string(gj) != string(wj) {
+				t.Fatalf("%+v, budget %d: the timeline differs from a second read's:\n%s\nvs\n%s", opt, budget, gj, wj)
+			}
+		}
 	}
 }

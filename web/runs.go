@@ -136,20 +136,36 @@ func (s *server) fingerprint(dir string) (fingerprint, error) {
 // summary returns the run's summary, from the cache when its files have
 // not changed. The summary is shared: callers must not change it.
 func (s *server) summary(ctx context.Context, r *run) (*analyze.Summary, error) {
-	return s.sums.get(ctx, r.name+"\x00"+r.fp.key, func(ctx context.Context) (*analyze.Summary, error) {
+	sum, _, err := s.load(ctx, r, nil)
+	return sum, err
+}
+
+// load returns the run's summary as summary does. When the summary is not
+// in the cache, load reads the run for it, keeping the events keep asks
+// for (nil: none), and returns that read too, so that a page that needs
+// them reads the run once; read is nil when the summary came from the
+// cache or from another request's read.
+func (s *server) load(ctx context.Context, r *run, keep *load.Keep) (sum *analyze.Summary, read *load.Run, err error) {
+	sum, err = s.sums.get(ctx, r.name+"\x00"+r.fp.key, func(ctx context.Context) (*analyze.Summary, error) {
 		start := time.Now()
-		sum, err := load.Summary(ctx, r.dir)
+		lr, err := load.Load(ctx, r.dir, keep)
 		if err != nil {
 			return nil, err
 		}
+		sum := lr.Summary
 		// What `commprof stats RUNS_DIR/NAME` would say.
 		sum.Run.Dir = r.show
 		// A live page asks every few seconds: say only what took long.
 		if took := time.Since(start); took >= time.Second {
 			s.logf("summarized %s: %d events in %s", r.name, sum.Run.Events, took.Round(time.Millisecond))
 		}
+		read = lr
 		return sum, nil
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return sum, read, nil
 }
 
 // listed is a run as the index lists it, with the time it is sorted by.

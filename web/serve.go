@@ -339,11 +339,19 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := s.pages.get(r.Context(), "run\x00"+run.name+"\x00"+run.fp.key, func(ctx context.Context) ([]byte, error) {
 		start := time.Now()
-		sum, err := s.summary(ctx, run)
+		// A run not summarized yet is read once for the summary and the
+		// timeline; else the timeline reads it for its own columns.
+		sum, read, err := s.load(ctx, run, report.TimelineKeep(0))
 		if err != nil {
 			return nil, err
 		}
-		tl, err := report.ReadTimeline(ctx, run.dir, sum, report.TimelineOptions{Detail: s.cfg.ReportDetail})
+		opt := report.TimelineOptions{Detail: s.cfg.ReportDetail}
+		var tl *report.Timeline
+		if read != nil {
+			tl, err = report.BuildTimeline(ctx, read, opt)
+		} else {
+			tl, err = report.ReadTimeline(ctx, run.dir, sum, opt)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -351,7 +359,11 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		if err := report.WriteHTML(&buf, sum, tl, report.Options{DetailURL: "timeline.json"}); err != nil {
 			return nil, err
 		}
-		s.logf("report of %s: %s in %s", run.name, units.Bytes(int64(buf.Len())), time.Since(start).Round(time.Millisecond))
+		how := "read once"
+		if read == nil || read.Reread() {
+			how = "its timeline read again"
+		}
+		s.logf("report of %s: %s in %s (%s)", run.name, units.Bytes(int64(buf.Len())), time.Since(start).Round(time.Millisecond), how)
 		return buf.Bytes(), nil
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -374,6 +375,41 @@ func TestServeStatsJSON(t *testing.T) {
 	res = get(t, s, "/runs/nosuch/stats.json")
 	if page := body(t, res); res.StatusCode != 404 || res.Header.Get("Content-Type") != "application/json" || !strings.Contains(page, `"error"`) {
 		t.Errorf("unknown run's stats.json: %d %s", res.StatusCode, page)
+	}
+}
+
+// A run's page reads the run once for its summary and its timeline when
+// the summary is not cached yet, and only the timeline's columns when it
+// is; either way the page is the same.
+func TestServeReportReadsTheRunOnce(t *testing.T) {
+	runs, _ := fixture(t)
+	server := func() (*server, func() []string) {
+		var mu sync.Mutex
+		var logs []string
+		s := newTestServer(t, Config{RunsDir: runs, Logf: func(format string, args ...any) {
+			mu.Lock()
+			logs = append(logs, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}})
+		return s, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(logs)
+		}
+	}
+	s1, logs1 := server()
+	once := body(t, get(t, s1, "/runs/alpha/"))
+	if l := logs1(); len(l) != 1 || !strings.HasPrefix(l[0], "report of alpha") || !strings.HasSuffix(l[0], "(read once)") {
+		t.Fatalf("logs %q, want one report read once", l)
+	}
+	s2, logs2 := server()
+	get(t, s2, "/runs/alpha/stats.json")
+	twice := body(t, get(t, s2, "/runs/alpha/"))
+	if l := logs2(); len(l) != 1 || !strings.HasSuffix(l[0], "(its timeline read again)") {
+		t.Fatalf("logs %q, want one report whose timeline read the run again", l)
+	}
+	if once != twice || !strings.Contains(once, `id="timeline-data"`) {
+		t.Fatal("the page read once differs from the page read twice")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -24,6 +25,7 @@ type reportOptions struct {
 	detail int
 	bins   int
 	model  string
+	memory string
 }
 
 func newReportCmd() *cobra.Command {
@@ -39,7 +41,13 @@ message-size histogram, bus bandwidth against the fitted model, the
 pattern of each collective, the projection to more ranks, and the stats
 tables. Large runs stay small: the timeline draws the whole run as
 occupancy and keeps every event only in a few windows of detail
-(--detail events in all).`,
+(--detail events in all).
+
+The run is read once for its summary and its timeline: the events the
+timeline draws are held in memory meanwhile, about 20 bytes each, up to
+--timeline-memory (64M holds some 3 million). A run whose events need more
+is read a second time for its timeline (decoding only what the timeline
+needs), and report says so.`,
 		Example: `  commprof report runs/train-4r-20261122-101500
   commprof report RUN -o /tmp/run.html --open`,
 		Args: exactArgs(1),
@@ -53,12 +61,17 @@ occupancy and keeps every event only in a few windows of detail
 	f.IntVar(&o.detail, "detail", 100_000, "most events the timeline shows one by one")
 	f.StringVar(&o.model, "model", "", "a model file from commprof calibrate, for the model and projection")
 	f.IntVar(&o.bins, "bins", 0, "occupancy bins across the run in the timeline (0: 1500, fewer for more than 40 ranks)")
+	f.StringVar(&o.memory, "timeline-memory", "64M", "memory for the events the timeline is built from, read with the summary; a run whose events need more is read a second time (K, M, G suffixes)")
 	return cmd
 }
 
 func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, dir string) error {
 	if o.detail < 0 || o.bins < 0 || o.bins > 100_000 {
 		return usagef("--detail %d --bins %d: want --detail 0 or more and --bins from 0 (automatic) to 100000", o.detail, o.bins)
+	}
+	memory, err := collectives.ParseSize(o.memory)
+	if err != nil || memory < 0 {
+		return usagef("--timeline-memory %q: want a size such as 64M or 1G", o.memory)
 	}
 	start := time.Now()
 	var model *analyze.ModelFile
@@ -69,10 +82,13 @@ func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, 
 		}
 		model = m
 	}
-	s, err := load.Summary(ctx, dir)
+	// One read for the summary and the timeline's events, unless they
+	// need more than --timeline-memory.
+	run, err := load.Load(ctx, dir, report.TimelineKeep(max(memory, 1)))
 	if err != nil {
 		return err
 	}
+	s := run.Summary
 	if model != nil {
 		f := model.Fit
 		f.Source = o.model
@@ -81,7 +97,7 @@ func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, 
 	for _, p := range s.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
 	}
-	tl, err := report.ReadTimeline(ctx, dir, s, report.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins})
+	tl, err := report.BuildTimeline(ctx, run, report.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins})
 	if err != nil {
 		return err
 	}
@@ -95,6 +111,9 @@ func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, 
 	}
 	fmt.Fprintf(stdout, "wrote %s: %s, %d events (%d in the timeline's detail), in %s\n", out, units.Bytes(n), s.Run.Events,
 		len(tl.Events.Rank), time.Since(start).Round(time.Millisecond))
+	if run.Reread() {
+		fmt.Fprintf(stdout, "the timeline's events needed more than --timeline-memory %s, so the run was read a second time for them\n", o.memory)
+	}
 	if o.open {
 		return openBrowser(stderr, out)
 	}

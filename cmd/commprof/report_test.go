@@ -52,6 +52,18 @@ func TestReportInBrowser(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "wrote "+page) {
 		t.Fatalf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if strings.Contains(r.stdout, "second time") {
+		t.Fatalf("a small run was read twice:\n%s", r.stdout)
+	}
+	// With no memory for the timeline's events, report reads the run
+	// again for them, says so, and writes the same page.
+	again := filepath.Join(t.TempDir(), "again.html")
+	if r := commprof(t, nil, "report", dir, "-o", again, "--timeline-memory", "0"); r.code != 0 || !strings.Contains(r.stdout, "read a second time") {
+		t.Fatalf("report --timeline-memory 0: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if a, b := readFile(t, page), readFile(t, again); a != b {
+		t.Fatal("the page of a run read twice differs from the page of the run read once")
+	}
 	td := timelineOf(t, page)
 	// Hover the first message received from another rank.
 	hover, peer, bytes := -1, int32(-1), int64(0)
@@ -89,6 +101,15 @@ func TestReportInBrowser(t *testing.T) {
 	if st, err := os.Stat(shot); err != nil || st.Size() < 50_000 {
 		t.Fatalf("screenshot: %v", err)
 	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func commas(n int64) string {
