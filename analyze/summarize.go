@@ -184,18 +184,6 @@ func (d *dictMap) update(s *Summarizer, dict []string) {
 // SetTruncated records that the rank's stream was cut.
 func (rs *RankSummarizer) SetTruncated() { rs.truncated = true }
 
-// AddEvents adds events of this rank (convenience for runs in memory).
-func (rs *RankSummarizer) AddEvents(evs []trace.Event) {
-	const chunk = 8192
-	var b trace.Batch
-	for len(evs) > 0 {
-		n := min(chunk, len(evs))
-		toBatch(evs[:n], &b)
-		rs.AddBatch(&b)
-		evs = evs[n:]
-	}
-}
-
 // SummaryColumns returns the trace columns AddBatch reads; a reader need
 // not decode the others.
 func SummaryColumns() []string {

@@ -2,6 +2,11 @@ package analyze
 
 import "github.com/commprof/commprof/trace"
 
+// The tests' runs are held in memory (trace.Run); these helpers feed them
+// to the summarizer batch by batch, as load feeds a run read from disk.
+// Packages above analyze use internal/analyzetest, which analyze's own
+// tests cannot import.
+
 // toBatch lays events out as a trace.Batch, so that runs in memory go
 // through the same accumulator as streamed ones.
 func toBatch(evs []trace.Event, b *trace.Batch) {
@@ -47,7 +52,13 @@ func Summarize(run *trace.Run) *Summary {
 		if rk.Truncated != nil {
 			rs.SetTruncated()
 		}
-		rs.AddEvents(rk.Events)
+		var b trace.Batch
+		for evs := rk.Events; len(evs) > 0; {
+			n := min(8192, len(evs))
+			toBatch(evs[:n], &b)
+			rs.AddBatch(&b)
+			evs = evs[n:]
+		}
 	}
 	s.meta.DiskBytes = meta.DiskBytes
 	return s.Finalize()
