@@ -407,13 +407,16 @@ func TestDiffNormalisesPerStepAndSample(t *testing.T) {
 		t.Fatalf("diff: basis %s per-sample %v config %+v", d.Basis, d.PerSample, d.Config)
 	}
 	get := func(metric string) Change {
-		for _, c := range d.Changes {
+		for _, c := range append(slices.Clone(d.Outcomes), d.Changes...) {
 			if c.Metric == metric {
 				return c
 			}
 		}
-		t.Fatalf("no change %q in %+v", metric, d.Changes)
+		t.Fatalf("no change %q in %+v %+v", metric, d.Outcomes, d.Changes)
 		return Change{}
+	}
+	if d.Title != "batch 32 → 64" || len(d.Outcomes) == 0 || d.Outcomes[0].Metric != "throughput" {
+		t.Fatalf("title %q, outcomes %+v", d.Title, d.Outcomes)
 	}
 	// The batch size changed, so a longer step is no verdict by itself ...
 	if c := get("step time"); c.A != 100 || c.B != 200 || *c.Rel != 1 || c.Verdict != "" {
@@ -430,15 +433,23 @@ func TestDiffNormalisesPerStepAndSample(t *testing.T) {
 	if c := get("time per sample"); c.A != 100.0/32 || c.B != 200.0/64 || *c.Rel != 0 || c.Verdict != "" {
 		t.Fatalf("time per sample: %+v", c)
 	}
-	if c := get("test_accuracy"); c.Verdict != "better" || math.Abs(*c.Rel-0.125) > 1e-12 {
+	if c := get("test accuracy"); c.Section != "outcome" || c.Verdict != "better" || math.Abs(*c.Rel-0.125) > 1e-12 {
 		t.Fatalf("accuracy: %+v", c)
 	}
 	if c := get("allreduce time per step"); c.A != 40 || c.B != 80 {
 		t.Fatalf("allreduce per step: %+v", c)
 	}
-	for i := 1; i < len(d.Changes); i++ {
-		if magnitude(d.Changes[i]) > magnitude(d.Changes[i-1]) {
-			t.Fatalf("changes out of order at %d: %+v then %+v", i, d.Changes[i-1], d.Changes[i])
+	checkOrder(t, d.Changes)
+}
+
+// checkOrder checks the diff's order: changes that move the time per
+// sample first, by how much, then the rest by weighted relative change.
+func checkOrder(t *testing.T, cs []Change) {
+	t.Helper()
+	for i := 1; i < len(cs); i++ {
+		p, c := cs[i-1], cs[i]
+		if c.EffectNS > p.EffectNS || (c.EffectNS == p.EffectNS && magnitude(c) > magnitude(p)) {
+			t.Fatalf("changes out of order at %d: %+v then %+v", i, p, c)
 		}
 	}
 }
@@ -580,9 +591,5 @@ func TestDiffOrdersByWeight(t *testing.T) {
 	if m := magnitude(d.Changes[at["broadcast mean time per call"]]); !(m > 0) {
 		t.Errorf("the broadcast's change weighs %v", m)
 	}
-	for i := 1; i < len(d.Changes); i++ {
-		if magnitude(d.Changes[i]) > magnitude(d.Changes[i-1]) {
-			t.Fatalf("changes out of order at %d", i)
-		}
-	}
+	checkOrder(t, d.Changes)
 }

@@ -16,10 +16,19 @@ type Diff struct {
 	// Basis is what per-run figures are divided by: "step" when both runs
 	// have steps, else "run" (totals). PerSample says whether per-sample
 	// figures are included (both runs name their batch size).
-	Basis     string         `json:"basis"`
-	PerSample bool           `json:"per_sample"`
-	Changes   []Change       `json:"changes"` // largest weighted relative change first (magnitude)
-	Config    []ConfigChange `json:"config"`  // keys whose values differ
+	Basis     string `json:"basis"`
+	PerSample bool   `json:"per_sample"`
+	// Title names what differs between the runs' configurations ("batch
+	// 64 → 512, lr-scaling none → linear").
+	Title string `json:"title"`
+	// Outcomes are what the user changed the configuration for, first:
+	// throughput, time per epoch, accuracy and time to accuracy, time,
+	// communication bytes and exposed communication per sample.
+	Outcomes []Change `json:"outcomes"`
+	// Changes are every other figure, those that move the time per sample
+	// most first (effect), then the rest by weighted relative change.
+	Changes []Change       `json:"changes"`
+	Config  []ConfigChange `json:"config"` // keys whose values differ
 }
 
 // Change is one figure in both runs.
@@ -32,6 +41,9 @@ type Change struct {
 	Delta   float64  `json:"delta"`         // B - A
 	Rel     *float64 `json:"rel,omitempty"` // (B - A) / |A|; absent when A is 0
 	Verdict string   `json:"verdict"`       // better, worse or "" (neutral, unchanged, new or gone)
+	// EffectNS is how much the change moves the time per sample (per
+	// step, without batch sizes), ns; 0 for figures that are not step times.
+	EffectNS float64 `json:"effect_ns"`
 
 	weight float64 // of the relative change in the ordering
 }
@@ -55,7 +67,7 @@ const (
 // run) and per sample so that runs of different lengths, batch sizes or
 // rank counts compare.
 func Compare(a, b *Summary) *Diff {
-	d := &Diff{SchemaVersion: SchemaVersion, A: a.Run, B: b.Run, Basis: "run", Changes: []Change{}, Config: []ConfigChange{}}
+	d := &Diff{SchemaVersion: SchemaVersion, A: a.Run, B: b.Run, Basis: "run", Outcomes: []Change{}, Changes: []Change{}, Config: []ConfigChange{}}
 	steps := a.StepSummary.Steps > 0 && b.StepSummary.Steps > 0
 	if steps {
 		d.Basis = "step"
@@ -101,6 +113,18 @@ func Compare(a, b *Summary) *Diff {
 			w = partOf(va, vb, stepNS)
 		}
 		c := Change{Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va, weight: w}
+		if unit == "ns" && section == "step" && !strings.Contains(metric, "p95") {
+			// A per-step time moves the time per sample by its change
+			// over the samples of a step; a per-sample one by itself.
+			switch {
+			case strings.HasSuffix(metric, " per sample"):
+				c.EffectNS = math.Abs(vb - va)
+			case d.PerSample:
+				c.EffectNS = math.Abs(vb/float64(b.Run.SamplesPerStep) - va/float64(a.Run.SamplesPerStep))
+			case steps:
+				c.EffectNS = math.Abs(vb - va)
+			}
+		}
 		if va != 0 {
 			r := (vb - va) / math.Abs(va)
 			c.Rel = &r
@@ -123,6 +147,35 @@ func Compare(a, b *Summary) *Diff {
 	}
 	unitPer := "per " + d.Basis
 
+	// Outcomes: what the configuration was changed for.
+	outcome := func(metric, unit string, va, vb float64, bt better) {
+		n := len(d.Changes)
+		add("outcome", metric, unit, va, vb, bt)
+		if len(d.Changes) > n {
+			d.Outcomes = append(d.Outcomes, d.Changes[n])
+			d.Changes = d.Changes[:n]
+		}
+	}
+	if steps {
+		outcome("throughput", "samples/s", a.StepSummary.SamplesPerSec, b.StepSummary.SamplesPerSec, higher)
+	}
+	outcome("time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower)
+	outcome("test accuracy", "fraction", a.Run.Metrics["test_accuracy"], b.Run.Metrics["test_accuracy"], higher)
+	if target := min(bestAccuracy(a), bestAccuracy(b)); target > 0 {
+		ta, oka := TimeToAccuracy(a.Epochs, target)
+		tb, okb := TimeToAccuracy(b.Epochs, target)
+		if oka && okb {
+			outcome(fmt.Sprintf("time to %.1f%% test accuracy", 100*target), "ns", float64(ta), float64(tb), lower)
+		}
+	}
+	if d.PerSample {
+		na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
+		sa, sb := a.StepSummary, b.StepSummary
+		outcome("time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower)
+		outcome("communication bytes per sample", "bytes", commBytes(a)/per(a)/na, commBytes(b)/per(b)/nb, lower)
+		outcome("exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower)
+	}
+
 	// Steps and headline.
 	if steps {
 		sa, sb := a.StepSummary, b.StepSummary
@@ -133,12 +186,9 @@ func Compare(a, b *Summary) *Diff {
 		add("step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral)
 		add("step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime())
 		add("step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime())
-		add("step", "throughput", "samples/s", sa.SamplesPerSec, sb.SamplesPerSec, higher)
 		if d.PerSample {
 			na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
-			add("step", "time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower)
-			add("step", "exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower)
-			add("step", "communication bytes per sample", "bytes", commBytes(a)/per(a)/na, commBytes(b)/per(b)/nb, lower)
+			add("step", "compute per sample", "ns", sa.ComputeNS/na, sb.ComputeNS/nb, lower)
 		}
 	}
 	add("step", "communication fraction", "fraction", a.Headline.CommFraction, b.Headline.CommFraction, lower)
@@ -157,9 +207,18 @@ func Compare(a, b *Summary) *Diff {
 		oa, ob := opA[op], opB[op]
 		ra, rb := float64(max(len(a.Ranks), 1)), float64(max(len(b.Ranks), 1))
 		weight = share(oa.TimeNS, a, ob.TimeNS, b, steps)
-		add("op", op+" time "+unitPer, "ns", float64(oa.TimeNS)/ra/per(a), float64(ob.TimeNS)/rb/per(b), perStepTime())
-		add("op", op+" calls "+unitPer, "count", float64(oa.Calls)/per(a), float64(ob.Calls)/per(b), neutral)
-		add("op", op+" bytes "+unitPer, "bytes", float64(oa.Bytes)/per(a), float64(ob.Bytes)/per(b), neutral)
+		// An op called less than once every other step in both runs (the
+		// once-an-epoch evaluation, a barrier) is counted per epoch: per
+		// step its time would change with the steps an epoch has, not with
+		// what it costs.
+		section, pa, pb, unit, bt := "op", per(a), per(b), unitPer, perStepTime()
+		if ea, eb := float64(len(a.Epochs)), float64(len(b.Epochs)); steps && ea > 0 && eb > 0 &&
+			float64(oa.Calls)/per(a) < 0.5 && float64(ob.Calls)/per(b) < 0.5 {
+			section, pa, pb, unit, bt = "epoch", ea, eb, "per epoch", lower
+		}
+		add(section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt)
+		add(section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral)
+		add(section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral)
 		add("op", op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower)
 		add("op", op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher)
 	}
@@ -209,11 +268,82 @@ func Compare(a, b *Summary) *Diff {
 			d.Config = append(d.Config, ConfigChange{Key: k, A: a.Run.Config[k], B: b.Run.Config[k]})
 		}
 	}
+	if ia, ib := strings.Join(a.Run.Injected, "; "), strings.Join(b.Run.Injected, "; "); ia != ib {
+		d.Config = append(d.Config, ConfigChange{Key: "injected", A: ia, B: ib})
+	}
 	if a.Run.WorldSize != b.Run.WorldSize && a.Run.Config["ranks"] == b.Run.Config["ranks"] {
 		d.Config = append(d.Config, ConfigChange{Key: "world_size", A: fmt.Sprint(a.Run.WorldSize), B: fmt.Sprint(b.Run.WorldSize)})
 	}
-	sort.SliceStable(d.Changes, func(i, j int) bool { return magnitude(d.Changes[i]) > magnitude(d.Changes[j]) })
+	sort.SliceStable(d.Changes, func(i, j int) bool {
+		ci, cj := d.Changes[i], d.Changes[j]
+		if ci.EffectNS != cj.EffectNS {
+			return ci.EffectNS > cj.EffectNS
+		}
+		return magnitude(ci) > magnitude(cj)
+	})
+	d.Title = title(d.Config)
 	return d
+}
+
+// meanEpoch is a run's mean epoch time, 0 without epochs.
+func meanEpoch(s *Summary) float64 {
+	if len(s.Epochs) == 0 {
+		return 0
+	}
+	var t int64
+	for _, e := range s.Epochs {
+		t += e.TimeNS
+	}
+	return float64(t) / float64(len(s.Epochs))
+}
+
+// bestAccuracy is the best test accuracy a run reached at an epoch's end.
+func bestAccuracy(s *Summary) float64 {
+	best := 0.0
+	for _, e := range s.Epochs {
+		if v := float64(e.TestAccuracy); v > best {
+			best = v
+		}
+	}
+	return best
+}
+
+// titleKeys are the configuration keys a diff's title names, as users
+// call them; keys derived from these (global_batch) are left out.
+var titleKeys = []struct{ key, name string }{
+	{"program", "program"}, {"model", "model"}, {"data", "data"}, {"batch_size", "batch"}, {"ranks", "ranks"},
+	{"lr", "lr"}, {"lr_scaling", "lr-scaling"}, {"warmup_epochs", "warm-up"}, {"optimizer", "optimizer"},
+	{"sync", "sync"}, {"algo", "algo"}, {"bucket_mb", "bucket"}, {"overlap", "overlap"}, {"epochs", "epochs"},
+	{"op", "op"}, {"hidden", "hidden"}, {"injected", "injected"},
+}
+
+// title names what differs between two configurations.
+func title(cfg []ConfigChange) string {
+	have := map[string]ConfigChange{}
+	for _, c := range cfg {
+		have[c.Key] = c
+	}
+	var parts []string
+	for _, k := range titleKeys {
+		if c, ok := have[k.key]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s → %s", k.name, orDash(c.A), orDash(c.B)))
+		}
+	}
+	if len(parts) == 0 && len(cfg) > 0 {
+		c := cfg[0]
+		parts = append(parts, fmt.Sprintf("%s %s → %s", c.Key, orDash(c.A), orDash(c.B)))
+	}
+	if len(parts) == 0 {
+		return "same configuration"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
 }
 
 // magnitude orders changes: figures in both runs by weighted relative

@@ -376,6 +376,7 @@ func (s *Summarizer) Finalize() *Summary {
 		sum.Marks = append(sum.Marks, rs.marks...)
 	}
 	sort.SliceStable(sum.Marks, func(i, j int) bool { return sum.Marks[i].AtNS < sum.Marks[j].AtNS })
+	sum.Epochs = epochs(sum.Marks, sum.Steps, sum.Run.FirstNS, sum.Run.SamplesPerStep)
 	sum.Fit = sum.fitAcc.solve()
 	sum.stepCalls = s.stepCalls(calls, inst, waits, len(sum.Steps))
 	sum.Projection = sum.Project(DefaultProjectionRanks(world), nil)

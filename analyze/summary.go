@@ -29,6 +29,7 @@ type Summary struct {
 	Fit           Fit         `json:"fit"`
 	Projection    *Projection `json:"projection,omitempty"`
 	Marks         []Mark      `json:"marks"`
+	Epochs        []Epoch     `json:"epochs"`
 	Problems      []string    `json:"problems"`
 
 	fitAcc    *fitSums   // the fit's inputs, for fits pooled over runs

@@ -416,6 +416,8 @@ func (t *Trainer) Run(ctx context.Context, progress io.Writer, each func(Epoch))
 		t.rec.Mark("loss", e.Loss)
 		t.rec.Mark("train_accuracy", e.TrainAcc)
 		t.rec.Mark("test_accuracy", e.TestAcc)
+		t.rec.Mark("lr", lr)
+		t.rec.Mark("epoch", float64(ep+1)) // last: the epoch's figures are all in
 		if each != nil {
 			each(e)
 		}
