@@ -14,6 +14,12 @@ import _ "embed"
 //go:embed assets/echarts/echarts.min.js
 var echartsJS string
 
+// formatJS defines the global CommprofFormat, the formatters of every
+// page's scripts; pages inline it before them.
+//
+//go:embed assets/format.js
+var formatJS string
+
 // timelineJS defines the global CommprofTimeline (docs/web.md).
 //
 //go:embed assets/timeline.js

@@ -47,6 +47,7 @@ type page struct {
 	DetailURL string
 	SummaryJS template.JS // the summary (or diff) JSON, for scripts reading the page
 	ECharts   template.JS
+	Format    template.JS
 	Script    template.JS
 	Timeln    template.JS
 	CSS       template.CSS
@@ -70,6 +71,7 @@ func jsonJS(v any) (template.JS, error) {
 
 func assets(p *page) {
 	p.ECharts = template.JS(echartsJS)
+	p.Format = template.JS(formatJS)
 	p.Script = template.JS(reportJS)
 	p.Timeln = template.JS(timelineJS)
 	p.CSS = template.CSS(reportCSSText)

@@ -184,7 +184,7 @@ type livePage struct {
 	pageBase
 	Live                                     *Live
 	Data                                     template.JS
-	Script                                   template.JS
+	Format, Script                           template.JS
 	Home                                     string
 	IntervalMS                               int64
 	IntervalText                             string
@@ -212,7 +212,7 @@ func newLivePage(l *Live, interval time.Duration) (*livePage, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &livePage{pageBase: base(), Live: l, Data: template.JS(b), Script: template.JS(liveJS), Home: "../../",
+	p := &livePage{pageBase: base(), Live: l, Data: template.JS(b), Format: template.JS(formatJS), Script: template.JS(liveJS), Home: "../../",
 		IntervalMS: interval.Milliseconds(), IntervalText: interval.String(),
 		Elapsed: time.Duration(l.ElapsedNS).Round(time.Second).String(), Started: "start unknown",
 		Events: fmt.Sprint(l.Events), Disk: units.Bytes(l.DiskBytes), Updated: l.Updated}

@@ -354,6 +354,8 @@ func writePage(t testing.TB, dir, name string, data Timeline, options string) st
 <script type="application/json" id="timeline-data">`)
 	b.Write(js)
 	b.WriteString("</script>\n<script>")
+	b.WriteString(formatJS)
+	b.WriteString("</script>\n<script>")
 	b.WriteString(timelineJS)
 	b.WriteString(`</script>
 <script>
@@ -386,7 +388,7 @@ func checkScreenshot(t *testing.T, path string) {
 }
 
 func TestAssetsInline(t *testing.T) {
-	for name, js := range map[string]string{"echarts.min.js": echartsJS, "timeline.js": timelineJS, "report.js": reportJS, "live.js": liveJS} {
+	for name, js := range map[string]string{"echarts.min.js": echartsJS, "format.js": formatJS, "timeline.js": timelineJS, "report.js": reportJS, "live.js": liveJS} {
 		if strings.Contains(strings.ToLower(js), "</script") {
 			t.Errorf("%s contains </script and cannot be inlined", name)
 		}
@@ -440,7 +442,8 @@ func TestTimelinePage(t *testing.T) {
 		if !strings.Contains(got.Legend, evilName) {
 			t.Errorf("legend %q does not show the name %s as text", got.Legend, evilName)
 		}
-		if got.Scripts != 3 || got.Images != 0 {
+		// The page's own: the data, format.js, timeline.js and the mount.
+		if got.Scripts != 4 || got.Images != 0 {
 			t.Errorf("%d scripts and %d images on the page: a name from the trace became HTML", got.Scripts, got.Images)
 		}
 		checkScreenshot(t, shot)

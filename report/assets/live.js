@@ -13,20 +13,7 @@
 
   function $(id) { return document.getElementById(id); }
   function setText(id, s) { var el = $(id); if (el && el.textContent !== s) el.textContent = s; }
-  function dur(ns) {
-    var s = Math.max(0, ns) / 1e9;
-    if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + "s";
-    var m = Math.floor(s / 60), h = Math.floor(m / 60);
-    if (h > 0) return h + "h " + (m % 60) + "m";
-    return m + "m " + Math.floor(s % 60) + "s";
-  }
-  function bytes(b) {
-    if (b < 1024) return b + "B";
-    var u = ["KiB", "MiB", "GiB", "TiB", "PiB"], v = b, i = -1;
-    while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-    return (v === Math.floor(v) ? String(v) : v.toFixed(1)) + u[i];
-  }
-  function count(n) { return Number(n).toLocaleString("en-US"); }
+  var F = window.CommprofFormat; // format.js
   function cell(text, cls) {
     var td = document.createElement("td");
     if (cls) td.className = cls;
@@ -42,15 +29,15 @@
     var st = $("status");
     st.setAttribute("data-status", d.status || "");
     setText("status", d.status || "no manifest");
-    setText("elapsed", dur(d.elapsed_ns));
+    setText("elapsed", F.elapsed(d.elapsed_ns));
     setText("started", d.start ? "started " + new Date(d.start).toLocaleString() : "start unknown");
-    setText("events", count(d.events));
-    setText("disk", bytes(d.disk_bytes));
+    setText("events", F.int(d.events));
+    setText("disk", F.bytes(d.disk_bytes));
     var at = Date.now();
     if (last && at - last.at >= 500) {
       var secs = (at - last.at) / 1000;
       var rate = Math.max(0, Math.round((d.events - last.events) / secs));
-      setText("rate", rate > 0 ? rate.toLocaleString("en-US") + " events/s over the last " + secs.toFixed(1) + "s" : "no new events in the last " + secs.toFixed(1) + "s");
+      setText("rate", rate > 0 ? F.int(rate) + " events/s over the last " + secs.toFixed(1) + "s" : "no new events in the last " + secs.toFixed(1) + "s");
       last = { events: d.events, at: at };
     } else if (!last) {
       last = { events: d.events, at: at };
@@ -66,8 +53,8 @@
       var tr = document.createElement("tr");
       tr.appendChild(cell(String(r.rank), "num"));
       tr.appendChild(cell(r.host || "—"));
-      tr.appendChild(cell(count(r.events), "num"));
-      tr.appendChild(cell(bytes(r.bytes), "num"));
+      tr.appendChild(cell(F.int(r.events), "num"));
+      tr.appendChild(cell(F.bytes(r.bytes), "num"));
       var td = document.createElement("td"), bar = document.createElement("div"), fill = document.createElement("span");
       bar.className = "cp-bar";
       fill.style.width = (100 * r.events / most).toFixed(1) + "%";
@@ -100,7 +87,7 @@
       setText("done-text", text);
       $("report-link").setAttribute("href", d.report);
       $("done").hidden = false;
-      setText("subtitle", "recorded " + dur(d.elapsed_ns) + " · " + count(d.events) + " events");
+      setText("subtitle", "recorded " + F.elapsed(d.elapsed_ns) + " · " + F.int(d.events) + " events");
       setText("findings-title", "Findings");
       setText("rate", "the recording has ended");
     }

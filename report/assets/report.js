@@ -6,25 +6,13 @@
   var state = { ready: false, charts: 0, drawn: 0, errors: [] };
   window.commprofReport = state;
 
-  function dur(ns) {
-    var a = Math.abs(ns);
-    if (a < 1e3) return Math.round(ns) + " ns";
-    if (a < 1e6) return (ns / 1e3).toPrecision(3) + " µs";
-    if (a < 1e9) return (ns / 1e6).toPrecision(3) + " ms";
-    return (ns / 1e9).toPrecision(3) + " s";
-  }
-  function bytes(b) {
-    var a = Math.abs(b), u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
-    while (a >= 1024 && i < u.length - 1) { a /= 1024; i++; }
-    var s = i === 0 ? String(Math.round(a)) : a.toFixed(a < 10 ? 2 : 1).replace(/\.?0+$/, "");
-    return (b < 0 ? "-" : "") + s + " " + u[i];
-  }
+  var F = window.CommprofFormat; // format.js
   var formats = {
-    ns: dur,
-    bytes: bytes,
-    gbps: function (v) { return Number(v).toFixed(3) + " GB/s"; },
-    count: function (v) { return Number(v).toLocaleString("en-US", { maximumFractionDigits: 2 }); },
-    pct: function (v) { return (100 * v).toFixed(1) + "%"; }
+    ns: F.duration,
+    bytes: F.bytes,
+    gbps: F.gbps,
+    count: F.number,
+    pct: F.percent
   };
   var esc = function (s) { return echarts.format.encodeHTML(String(s)); };
 
@@ -48,21 +36,21 @@
       case "skew":
         option.tooltip.formatter = function (p) {
           var op = (v.labels || [])[p.value[0]] || "";
-          return esc(op) + " #" + esc(option.xAxis[0].data[p.value[0]]) + "<br>rank " + p.value[1] + " arrived <b>" + esc(dur(cellValue(p))) + "</b> after the first";
+          return esc(op) + " #" + esc(option.xAxis[0].data[p.value[0]]) + "<br>rank " + p.value[1] + " arrived <b>" + esc(F.duration(cellValue(p))) + "</b> after the first";
         };
         break;
       case "opsize":
         option.tooltip.formatter = function (p) {
-          return esc(option.yAxis[0].data[p.value[1]]) + " · " + esc(option.xAxis[0].data[p.value[0]]) + "<br><b>" + esc(dur(cellValue(p))) + "</b> in total";
+          return esc(option.yAxis[0].data[p.value[1]]) + " · " + esc(option.xAxis[0].data[p.value[0]]) + "<br><b>" + esc(F.duration(cellValue(p))) + "</b> in total";
         };
         break;
       case "busbw":
         option.tooltip.formatter = function (p) {
-          return esc(p.seriesName) + "<br>" + esc(bytes(p.value[0])) + ": <b>" + esc(formats.gbps(p.value[1])) + "</b>";
+          return esc(p.seriesName) + "<br>" + esc(F.bytes(p.value[0])) + ": <b>" + esc(F.gbps(p.value[1])) + "</b>";
         };
         [].concat(option.xAxis || []).forEach(function (a) {
           a.logBase = 2; // ticks at powers of two: 1 KiB, 1 MiB, ...
-          a.axisLabel = { formatter: function (x) { return bytes(x); } };
+          a.axisLabel = { formatter: function (x) { return F.bytes(x); } };
         });
         break;
       case "graph":

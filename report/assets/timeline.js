@@ -17,48 +17,9 @@
 
   // ---------------------------------------------------------------- format
 
-  function trim(x, digits) {
-    return String(+x.toFixed(digits));
-  }
-
-  // Three significant digits for values from 0.001 to 999.
-  function sig(x) {
-    const a = Math.abs(x);
-    return a >= 100 ? trim(x, 0) : a >= 10 ? trim(x, 1) : trim(x, 2);
-  }
-
-  function fmtDur(ns) {
-    const a = Math.abs(ns);
-    if (a < 1e3) return trim(ns, 0) + ' ns';
-    if (a < 1e6) return sig(ns / 1e3) + ' µs';
-    if (a < 1e9) return sig(ns / 1e6) + ' ms';
-    return sig(ns / 1e9) + ' s';
-  }
-
-  function fmtInt(n) {
-    return Math.round(n).toLocaleString('en-US');
-  }
-
-  // Sizes in binary units (KiB = 1024 B), as buffer sizes are given.
-  function fmtBytes(b) {
-    if (b < 1024) return fmtInt(b) + ' B';
-    const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-    let v = b / 1024;
-    let u = 0;
-    while (v >= 1024 && u < units.length - 1) {
-      v /= 1024;
-      u++;
-    }
-    return sig(v) + ' ' + units[u];
-  }
-
-  // Bandwidth in GB/s with GB = 1e9 bytes: bytes per ns is exactly GB/s.
-  function fmtBw(bytes, ns) {
-    const v = bytes / ns;
-    if (v >= 1000) return fmtInt(v) + ' GB/s';
-    if (v >= 0.01) return sig(v) + ' GB/s';
-    return sig(v * 1000) + ' MB/s';
-  }
+  // Sizes, durations and rates as every commprof page prints them
+  // (format.js, which a page inlines before this file).
+  const F = root.CommprofFormat;
 
   // Axis ticks: a 1-2-5 step close to the wanted spacing, labelled in the
   // largest unit that the view's end reaches, with the decimals the step
@@ -440,6 +401,7 @@
     const opt = Object.assign({ laneHeight: 14, maxHeight: 640, gutter: 132, detailLimit: 5000, linkLimit: 200, colorBy: 'name' }, options || {});
     let m;
     try {
+      if (!F) throw new Error('commprof timeline: CommprofFormat is not defined: the page must load format.js before timeline.js');
       m = prepare(data);
     } catch (err) {
       element.textContent = String(err.message || err);
@@ -1032,16 +994,16 @@
 
       hook.drawnEvents = drawn;
       hook.mode = mode;
-      range.textContent = fmtDur(v0) + ' – ' + fmtDur(v1) + '  (' + fmtDur(v1 - v0) + ')';
+      range.textContent = F.duration(v0) + ' – ' + F.duration(v1) + '  (' + F.duration(v1 - v0) + ')';
       let s;
       if (mode === 'bins') {
-        s = covered.length ? fmtInt(nVisible) + ' events in view: showing occupancy; zoom in for each event' : 'occupancy only: every event is kept only in the marked windows';
+        s = covered.length ? F.int(nVisible) + ' events in view: showing occupancy; zoom in for each event' : 'occupancy only: every event is kept only in the marked windows';
       } else {
-        s = fmtInt(drawn) + ' events';
-        if (links > 0) s += ', ' + fmtInt(links) + ' messages';
+        s = F.int(drawn) + ' events';
+        if (links > 0) s += ', ' + F.int(links) + ' messages';
         else if (links < 0) s += '; zoom in for message lines';
       }
-      if (m.truncated > 0) s += ' · ' + fmtInt(m.truncated) + ' events outside the windows are summarised only';
+      if (m.truncated > 0) s += ' · ' + F.int(m.truncated) + ' events outside the windows are summarised only';
       wantDetail();
       if (fetching) s += ' · loading every event of this span…';
       else if (detailError) s += ' · ' + detailError;
@@ -1354,19 +1316,19 @@
       const host = m.hosts[g];
       const rows = [['kind', lane], ['rank', m.ranks[g] + (host ? ' (' + host + ')' : '')]];
       const d = m.cDur[i];
-      rows.push(['start', fmtDur(m.S[k])]);
-      rows.push(['duration', fmtDur(d)]);
+      rows.push(['start', F.duration(m.S[k])]);
+      rows.push(['duration', F.duration(d)]);
       const bytes = c.bytes ? c.bytes[i] : 0;
       if (bytes > 0) {
-        rows.push(['bytes', fmtBytes(bytes) + (bytes >= 1024 ? ' (' + fmtInt(bytes) + ' B)' : '')]);
-        if (d > 0) rows.push(['bandwidth', fmtBw(bytes, d)]);
+        rows.push(['bytes', F.bytes(bytes) + (bytes >= 1024 ? ' (' + F.int(bytes) + ' B)' : '')]);
+        if (d > 0) rows.push(['bandwidth', F.bandwidth(bytes, d)]);
       }
       if (c.peer && c.peer[i] >= 0) {
         const pg = m.ranks.indexOf(c.peer[i]);
         const ph = pg >= 0 ? m.hosts[pg] : '';
         rows.push(['peer', 'rank ' + c.peer[i] + (ph && ph !== host ? ' (' + ph + ')' : '')]);
       }
-      if (c.wait && (lane === 'recv' || c.wait[i] > 0)) rows.push(['wait', fmtDur(c.wait[i] || 0)]);
+      if (c.wait && (lane === 'recv' || c.wait[i] > 0)) rows.push(['wait', F.duration(c.wait[i] || 0)]);
       if (c.seq && c.seq[i] >= 0 && lane !== 'step' && lane !== 'compute') rows.push(['seq', String(c.seq[i])]);
       if (c.algo && c.algo[i] >= 0 && m.algos[c.algo[i]] !== undefined && m.algos[c.algo[i]] !== '') rows.push(['algo', m.algos[c.algo[i]]]);
       if (c.comm && c.comm[i] >= 0 && m.comms[c.comm[i]] !== undefined) rows.push(['comm', m.comms[c.comm[i]]]);
@@ -1382,8 +1344,8 @@
       const rows = [
         ['kind', m.lanes[row % m.nl] + ' (summary)'],
         ['rank', String(m.ranks[g]) + (m.hosts[g] ? ' (' + m.hosts[g] + ')' : '')],
-        ['time', fmtDur(b * m.bins.width) + ' – ' + fmtDur((b + 1) * m.bins.width)],
-        ['busy', trim(br.busy[b] / 10, 1) + '%'],
+        ['time', F.duration(b * m.bins.width) + ' – ' + F.duration((b + 1) * m.bins.width)],
+        ['busy', F.percent(br.busy[b] / 1000)],
       ];
       if (nm !== undefined) rows.push(['mostly', nm]);
       return { title: nm !== undefined ? nm : m.lanes[row % m.nl], rows: rows };
@@ -1440,7 +1402,7 @@
         if (p >= 0) {
           const pf = eventFields(m.pos[p]);
           const lane = m.lanes[m.cLane[p]];
-          f.rows.push(['matching ' + lane, pf.rows.filter(([key]) => key === 'rank')[0][1] + ' at ' + fmtDur(m.S[m.pos[p]]) + ', ' + fmtDur(m.cDur[p])]);
+          f.rows.push(['matching ' + lane, pf.rows.filter(([key]) => key === 'rank')[0][1] + ' at ' + F.duration(m.S[m.pos[p]]) + ', ' + F.duration(m.cDur[p])]);
         }
         f.rows.push(['event index', String(m.ID[k])]);
         fill(details, f);
@@ -1551,11 +1513,11 @@
       legend.textContent = '';
       if (colorBy === 'bandwidth') {
         legend.appendChild(el('span', 'cp-tl-legend-label', 'bandwidth'));
-        legend.appendChild(el('span', 'cp-tl-legend-value', fmtBw(Math.pow(10, m.bwLo), 1)));
+        legend.appendChild(el('span', 'cp-tl-legend-value', F.bandwidth(Math.pow(10, m.bwLo), 1)));
         const bar = el('span', 'cp-tl-ramp');
         bar.style.background = 'linear-gradient(to right, ' + ramp(RAMP).join(', ') + ')';
         legend.appendChild(bar);
-        legend.appendChild(el('span', 'cp-tl-legend-value', fmtBw(Math.pow(10, m.bwHi), 1) + ' (log scale)'));
+        legend.appendChild(el('span', 'cp-tl-legend-value', F.bandwidth(Math.pow(10, m.bwHi), 1) + ' (log scale)'));
         const none = el('span', 'cp-tl-legend-item');
         const sw = el('span', 'cp-tl-swatch');
         sw.style.background = GREY;
@@ -1584,6 +1546,6 @@
 
   root.CommprofTimeline = {
     mount: mount,
-    format: { duration: fmtDur, bytes: fmtBytes, bandwidth: fmtBw },
+    format: F && { duration: F.duration, bytes: F.bytes, bandwidth: F.bandwidth },
   };
 })(typeof window !== 'undefined' ? window : globalThis);
