@@ -40,7 +40,8 @@ type Config struct {
 	Momentum     float64 // SGD momentum, or Adam's beta1
 	Optimizer    string  // sgd (with momentum, the default) or adam
 	Decay        string  // none (the default) or cosine: the learning rate falls to 0 over the epochs after warm-up
-	LRScaling    string  // none, linear or sqrt: multiply LR by N or sqrt(N)
+	LRScaling    string  // none, linear or sqrt: multiply LR by k or sqrt(k), k the global batch over LRBaseBatch
+	LRBaseBatch  int     // the global batch LR is for; 0 means one rank's batch, so k is the rank count
 	WarmupEpochs float64 // ramp the LR from base to scaled over this many epochs
 	Seed         uint64
 	BucketBytes  int  // gradient allreduce bucket size
@@ -70,6 +71,8 @@ func (c Config) Validate(n, samples int) error {
 		return fmt.Errorf("momentum %v: want 0 <= momentum < 1", c.Momentum)
 	case c.LRScaling != "none" && c.LRScaling != "linear" && c.LRScaling != "sqrt":
 		return fmt.Errorf("learning-rate scaling %q: want none, linear or sqrt", c.LRScaling)
+	case c.LRBaseBatch < 0:
+		return fmt.Errorf("learning-rate base batch %d: want 0 (one rank's batch) or more", c.LRBaseBatch)
 	case c.WarmupEpochs < 0:
 		return fmt.Errorf("warm-up of %v epochs: want 0 or more", c.WarmupEpochs)
 	case c.BucketBytes < 4:
@@ -174,6 +177,9 @@ func (t *Trainer) Buckets() [][2]int { return t.buckets }
 // lr returns the learning rate at a fractional epoch.
 func (t *Trainer) lr(epoch float64) float64 {
 	n := float64(t.c.Size())
+	if t.cfg.LRBaseBatch > 0 {
+		n = float64(t.cfg.BatchSize*t.c.Size()) / float64(t.cfg.LRBaseBatch)
+	}
 	scaled := t.cfg.LR
 	switch t.cfg.LRScaling {
 	case "linear":

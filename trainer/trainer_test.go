@@ -255,6 +255,14 @@ func TestSchedules(t *testing.T) {
 			}
 		}
 	}
+	// A base batch: batch 512 on 4 ranks is 32 times a global batch of
+	// 64, whatever the rank count.
+	for scaling, want := range map[string]float64{"linear": 3.2, "sqrt": 0.1 * math.Sqrt(32), "none": 0.1} {
+		tr := &Trainer{c: c4, cfg: Config{LR: 0.1, LRScaling: scaling, LRBaseBatch: 64, BatchSize: 512, Epochs: 3}}
+		if got := tr.lr(1); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s with base batch 64: lr = %v, want %v", scaling, got, want)
+		}
+	}
 }
 
 // TestCNNGradient checks the CNN's backward pass against finite

@@ -27,6 +27,7 @@ type trainOptions struct {
 	momentum     float64
 	scaling      string
 	warmup       float64
+	lrBase       int
 	data         string
 	synthetic    int
 	seed         uint64
@@ -72,7 +73,8 @@ accuracy are recorded with the communication.`,
 	f.Float64Var(&o.momentum, "momentum", 0.9, "SGD momentum (Adam's beta1)")
 	f.StringVar(&o.optimizer, "optimizer", "sgd", "sgd (with momentum) or adam")
 	f.StringVar(&o.decay, "decay", "none", "learning-rate decay after warm-up: none or cosine")
-	f.StringVar(&o.scaling, "lr-scaling", "none", "scale the learning rate by the rank count: none, linear or sqrt")
+	f.StringVar(&o.scaling, "lr-scaling", "none", "scale the learning rate with the global batch: none, linear or sqrt")
+	f.IntVar(&o.lrBase, "lr-base-batch", 0, "the global batch --lr is for; --lr-scaling multiplies it by (global batch / this) or its square root (default: one rank's batch, so the factor is the rank count)")
 	f.Float64Var(&o.warmup, "warmup-epochs", 0, "ramp the learning rate up to the scaled one over this many epochs")
 	f.StringVar(&o.data, "data", "", "directory of MNIST-format IDX files (default: the embedded synthetic set)")
 	f.IntVar(&o.synthetic, "synthetic-size", 20000, "training images of the synthetic set (plus a sixth as many test images)")
@@ -97,7 +99,7 @@ func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
 		cfg.Hidden = append(cfg.Hidden, n)
 	}
 	cfg.BatchSize, cfg.Epochs, cfg.LR, cfg.Momentum = o.batch, o.epochs, o.lr, o.momentum
-	cfg.LRScaling, cfg.WarmupEpochs, cfg.Seed, cfg.Overlap = o.scaling, o.warmup, o.seed, o.overlap
+	cfg.LRScaling, cfg.LRBaseBatch, cfg.WarmupEpochs, cfg.Seed, cfg.Overlap = o.scaling, o.lrBase, o.warmup, o.seed, o.overlap
 	cfg.BucketBytes = int(o.bucketMB * (1 << 20))
 	cfg.Sync, cfg.Servers = o.sync, o.servers
 	cfg.Optimizer, cfg.Decay = o.optimizer, o.decay
@@ -159,6 +161,9 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		"data": data, "seed": fmt.Sprint(o.seed), "bucket_mb": fmt.Sprint(o.bucketMB), "overlap": strconv.FormatBool(o.overlap),
 		"algo": o.algo, "ranks": strconv.Itoa(job.Size), "sync": o.sync,
 		"optimizer": o.optimizer, "decay": o.decay}
+	if o.lrBase > 0 {
+		config["lr_base_batch"] = strconv.Itoa(o.lrBase)
+	}
 	if o.sync == "ps" {
 		config["servers"] = strconv.Itoa(o.servers)
 	}
