@@ -172,7 +172,7 @@ func Compare(a, b *Summary) *Diff {
 		na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
 		sa, sb := a.StepSummary, b.StepSummary
 		outcome("time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower)
-		outcome("communication bytes per sample", "bytes", commBytes(a)/per(a)/na, commBytes(b)/per(b)/nb, lower)
+		outcome("communication bytes per sample", "bytes", stepBytes(a)/na, stepBytes(b)/nb, lower)
 		outcome("exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower)
 	}
 
@@ -374,12 +374,18 @@ func share(ta int64, a *Summary, tb int64, b *Summary, steps bool) float64 {
 	return math.Min(1, math.Max(float64(ta)/total(a), float64(tb)/total(b)))
 }
 
-func commBytes(s *Summary) float64 {
-	var n float64
-	for _, o := range s.Ops {
-		n += float64(o.Bytes)
+// stepBytes is the mean over steps of the collective bytes a rank's
+// calls carried in a step: one step's communication, without the calls
+// outside steps (the initial broadcast).
+func stepBytes(s *Summary) float64 {
+	if len(s.Steps) == 0 {
+		return 0
 	}
-	return n
+	var n float64
+	for _, st := range s.Steps {
+		n += st.CommBytes
+	}
+	return n / float64(len(s.Steps))
 }
 
 // unionKeys returns the keys of a and b, once each, in order.

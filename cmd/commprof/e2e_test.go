@@ -179,6 +179,10 @@ func TestBadInvocations(t *testing.T) {
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, exitUsage, tc.want)
 		}
+		// The hint names the subcommand's help, not the root's.
+		if !strings.Contains(r.stderr, "Run 'commprof bench --help' for usage.") {
+			t.Errorf("%v: the usage hint does not name bench's help: %q", tc.args, r.stderr)
+		}
 	}
 	r := commprof(t, []string{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_LOCAL_SIZE=2"}, "bench", "allreduce")
 	if r.code != exitError || !strings.Contains(r.stderr, "nothing says where rank 0 is") {

@@ -190,6 +190,13 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	if mpi != nil {
 		return mpi.finish(rd, name, runID, args, o, codec, runErr, interrupted, started)
 	}
+	if local && interrupted {
+		// An interrupt that came after rank 0 had finished the run (as
+		// the ranks were exiting) stopped nothing.
+		if m, err := trace.ReadManifest(dir); err == nil && m.Status == trace.StatusComplete {
+			interrupted, runErr = false, nil
+		}
+	}
 	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started, faultStrings(faults)); merr != nil {
 		fmt.Fprintf(o.stderr, "commprof: %v\n", merr)
 	}

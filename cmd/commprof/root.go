@@ -38,7 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	root := newRootCmd(args, stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -49,7 +49,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return exitInterrupted
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "Run 'commprof --help' for usage.")
+		path := "commprof"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 		return exitUsage
 	case errors.As(err, &re):
 		if re.ExitCode > 0 {
@@ -74,7 +78,7 @@ tables and diffs.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), newBenchCmd(args), newRecordCmd(args), newDumpCmd(), newTrainCmd(args), newStatsCmd(), newDiffCmd(), newPredictCmd(), newReportCmd())
 	root.AddCommand(newExportCmd())
-	root.AddCommand(newServeCmd(), newCalibrateCmd())
+	root.AddCommand(newServeCmd(), newCalibrateCmd(), newSweepCmd())
 	root.AddCommand(newImportCmd())
 	root.AddCommand(&cobra.Command{Use: inject.HelperArg, Hidden: true, DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error { return inject.RunHelper(cmd.Context(), args) }})

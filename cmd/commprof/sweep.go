@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/load"
+	"github.com/commprof/commprof/trace"
+)
+
+type sweepOptions struct {
+	out        string
+	batches    string
+	rules      string
+	warmup     string
+	ranks      string
+	repeat     int
+	target     float64
+	model      string
+	project    int
+	stdout     io.Writer
+	stderr     io.Writer
+	trainFlags []string
+}
+
+func newSweepCmd() *cobra.Command {
+	o := &sweepOptions{}
+	cmd := &cobra.Command{
+		Use:   "sweep --out DIR --batch-sizes 64,128,... [--lr-scaling none,linear,sqrt] [--ranks 4] -- train [TRAIN FLAGS]",
+		Short: "Record the trainer over batch sizes, learning-rate rules and rank counts, and compare them",
+		Long: `sweep records commprof train once for every combination of --batch-sizes,
+--lr-scaling, --warmup-epochs and --ranks (--repeat times each), each as a
+normal run under DIR, then compares them: test accuracy per epoch and at the
+end, time per epoch, samples/s, time to a target accuracy, communication
+bytes and exposed communication per sample, busbw, scaling efficiency
+against the smallest rank count and, with --model, the allreduce time per
+step projected to --project ranks. It prints a table and writes
+DIR/sweep.json and DIR/sweep.html.
+
+A sweep can be interrupted (Ctrl-C) and run again with the same flags:
+finished runs are kept, not redone.`,
+		Example: `  commprof sweep --out runs/bs --batch-sizes 64,128,256,512,1024,2048 -- train --data /usr/share/datasets/fashion-mnist --epochs 3
+  commprof sweep --out runs/lr --batch-sizes 256,1024 --lr-scaling none,linear,sqrt --warmup-epochs 0,1 -- train --epochs 3`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 || args[0] != "train" {
+				return usagef("sweep runs the trainer: commprof sweep [flags] -- train [train flags]")
+			}
+			o.trainFlags = args[1:]
+			return runSweep(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.out, "out", "o", "", "directory of the sweep's runs (required)")
+	f.StringVar(&o.batches, "batch-sizes", "64,128,256,512,1024,2048", "batch sizes per rank, comma-separated")
+	f.StringVar(&o.rules, "lr-scaling", "none", "learning-rate rules, comma-separated: none, linear, sqrt")
+	f.StringVar(&o.warmup, "warmup-epochs", "0", "warm-up epochs, comma-separated")
+	f.StringVar(&o.ranks, "ranks", "4", "rank counts, comma-separated")
+	f.IntVar(&o.repeat, "repeat", 1, "runs of each configuration")
+	f.Float64Var(&o.target, "target", 0, "test accuracy to time (default: 90% of the best any run reached, rounded down to 0.5%)")
+	f.StringVar(&o.model, "model", "", "a model file from commprof calibrate, to project the allreduces to --project ranks")
+	f.IntVar(&o.project, "project", 128, "rank count to project to with --model")
+	return cmd
+}
+
+// sweepRun is one configuration and repeat of a sweep.
+type sweepRun struct {
+	batch, ranks, rep int
+	rule, warmup      string
+}
+
+func (r sweepRun) dir(out string) string {
+	name := fmt.Sprintf("r%d-bs%d-lr%s-wu%s", r.ranks, r.batch, r.rule, r.warmup)
+	if r.rep > 0 {
+		name += fmt.Sprintf("-rep%d", r.rep+1)
+	}
+	return filepath.Join(out, name)
+}
+
+func (r sweepRun) String() string {
+	s := fmt.Sprintf("%d ranks, batch %d, lr %s", r.ranks, r.batch, r.rule)
+	if r.warmup != "0" {
+		s += ", warm-up " + r.warmup
+	}
+	if r.rep > 0 {
+		s += fmt.Sprintf(", repeat %d", r.rep+1)
+	}
+	return s
+}
+
+func splitInts(flag, s string, lo int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < lo {
+			return nil, usagef("--%s %q: want whole numbers of %d or more, comma-separated", flag, s, lo)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func runSweep(ctx context.Context, o *sweepOptions) error {
+	if o.out == "" {
+		return usagef("--out DIR is required: the sweep's runs go under it")
+	}
+	batches, err := splitInts("batch-sizes", o.batches, 1)
+	if err != nil {
+		return err
+	}
+	ranks, err := splitInts("ranks", o.ranks, 1)
+	if err != nil {
+		return err
+	}
+	var rules, warmups []string
+	for _, r := range strings.Split(o.rules, ",") {
+		r = strings.TrimSpace(r)
+		if r != "none" && r != "linear" && r != "sqrt" {
+			return usagef("--lr-scaling %q: want none, linear or sqrt, comma-separated", o.rules)
+		}
+		rules = append(rules, r)
+	}
+	for _, w := range strings.Split(o.warmup, ",") {
+		w = strings.TrimSpace(w)
+		if v, err := strconv.ParseFloat(w, 64); err != nil || v < 0 {
+			return usagef("--warmup-epochs %q: want epochs of 0 or more, comma-separated", o.warmup)
+		}
+		warmups = append(warmups, w)
+	}
+	if o.repeat < 1 {
+		return usagef("--repeat %d: want 1 or more", o.repeat)
+	}
+	for _, f := range o.trainFlags {
+		for _, owned := range []string{"--batch-size", "--lr-scaling", "--warmup-epochs", "--ranks", "-n"} {
+			if f == owned || strings.HasPrefix(f, owned+"=") {
+				return usagef("train flag %s: the sweep sets it from its own flags", f)
+			}
+		}
+	}
+	// Scale the learning rate from the sweep's smallest global batch,
+	// unless the train flags say otherwise.
+	base := "--lr-base-batch=" + strconv.Itoa(slices.Min(batches)*slices.Min(ranks))
+	for _, f := range o.trainFlags {
+		if f == "--lr-base-batch" || strings.HasPrefix(f, "--lr-base-batch=") {
+			base = ""
+		}
+	}
+	var fit *analyze.Fit
+	if o.model != "" {
+		m, err := readModel(o.model)
+		if err != nil {
+			return err
+		}
+		f := m.Fit
+		f.Source = o.model
+		fit = &f
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("sweep: finding the commprof binary: %w", err)
+	}
+	var plan []sweepRun
+	for _, n := range ranks {
+		for _, rule := range rules {
+			for _, w := range warmups {
+				if rule == "none" && w != warmups[0] {
+					continue // no rule, nothing to warm up to: the same run
+				}
+				for _, b := range batches {
+					for rep := range o.repeat {
+						plan = append(plan, sweepRun{batch: b, ranks: n, rep: rep, rule: rule, warmup: w})
+					}
+				}
+			}
+		}
+	}
+	var todo []sweepRun
+	for _, r := range plan {
+		if m, err := trace.ReadManifest(r.dir(o.out)); err == nil && m.Status == trace.StatusComplete {
+			continue // done by an earlier invocation
+		}
+		todo = append(todo, r)
+	}
+	fmt.Fprintf(o.stderr, "sweep: %d runs, %d already recorded in %s\n", len(plan), len(plan)-len(todo), o.out)
+	prog := newSweepProgress(o.stderr, len(todo))
+	var failed []string
+	for _, r := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		prog.start(r.String())
+		args := []string{"record", "--force", "--ranks", strconv.Itoa(r.ranks), "--out", r.dir(o.out), "--", "train", "--quiet",
+			"--batch-size", strconv.Itoa(r.batch), "--lr-scaling", r.rule, "--warmup-epochs", r.warmup}
+		if base != "" {
+			args = append(args, base)
+		}
+		args = append(args, o.trainFlags...)
+		err := runQuiet(ctx, exe, args, r.dir(o.out)+".log")
+		if err != nil && ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v (see %s.log)", r, err, r.dir(o.out)))
+		}
+		prog.done(r.String(), err)
+	}
+	prog.finish()
+	interrupted := ctx.Err() != nil
+	// Compare what there is, finished or not.
+	var runs []analyze.SweepRun
+	for _, r := range plan {
+		d := r.dir(o.out)
+		if m, err := trace.ReadManifest(d); err != nil || m.Status == trace.StatusInterrupted || m.Status == trace.StatusRunning {
+			continue // not run yet, or cut short by the interrupt: redone next time
+		}
+		s, err := load.Summary(context.WithoutCancel(ctx), d)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", r, err))
+			continue
+		}
+		runs = append(runs, analyze.SweepRun{Dir: d, Summary: s})
+	}
+	target := o.target
+	if target <= 0 {
+		target = analyze.DefaultSweepTarget(runs)
+	}
+	sw := analyze.NewSweep(runs, target, fit, o.project)
+	b, err := json.MarshalIndent(sw, "", " ")
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if _, err := writeFileAtomic(context.WithoutCancel(ctx), filepath.Join(o.out, "sweep.json"), func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	}); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	writeSweepTable(o.stdout, sw)
+	fmt.Fprintf(o.stdout, "\nwrote %s\n", filepath.Join(o.out, "sweep.json"))
+	for _, f := range failed {
+		fmt.Fprintf(o.stderr, "commprof: warning: %s\n", f)
+	}
+	switch {
+	case interrupted:
+		return fmt.Errorf("sweep interrupted; run the same command again to finish it: %w", context.Canceled)
+	case len(failed) > 0:
+		return fmt.Errorf("%d of %d runs failed", len(failed), len(plan))
+	}
+	return nil
+}
+
+// sweepProgress shows a sweep's progress: a bar on a terminal, a line per
+// run otherwise (a log, CI).
+type sweepProgress struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	n, of int
+	t0    time.Time
+}
+
+func newSweepProgress(w io.Writer, of int) *sweepProgress {
+	p := &sweepProgress{w: w, of: of}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && of > 0 {
+		p.bar = progressbar.NewOptions(of, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionSetElapsedTime(true), progressbar.OptionFullWidth(),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
+	}
+	return p
+}
+
+func (p *sweepProgress) start(what string) {
+	p.t0 = time.Now()
+	if p.bar != nil {
+		p.bar.Describe(what)
+	}
+}
+
+func (p *sweepProgress) done(what string, err error) {
+	p.n++
+	if p.bar != nil {
+		_ = p.bar.Add(1)
+		return
+	}
+	status := "done"
+	if err != nil {
+		status = "failed"
+	}
+	fmt.Fprintf(p.w, "sweep: [%d/%d] %s: %s in %s\n", p.n, p.of, what, status, time.Since(p.t0).Round(100*time.Millisecond))
+}
+
+func (p *sweepProgress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// runQuiet runs this binary with args, its output in logPath.
+func runQuiet(ctx context.Context, exe string, args []string, logPath string) error {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	c := exec.Command(exe, args...)
+	c.Stdout, c.Stderr = lf, lf
+	if err := c.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// The run finishes what it recorded and exits; it is redone when
+		// the sweep is run again.
+		_ = c.Process.Signal(os.Interrupt)
+		err = <-done
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("exit status %d: %s", ee.ExitCode(), lastLine(logPath))
+		}
+	}
+	return err
+}
+
+func lastLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var last string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if t := strings.TrimSpace(sc.Text()); t != "" {
+			last = t
+		}
+	}
+	return last
+}
+
+// writeSweepTable prints a sweep's configurations, one per row.
+func writeSweepTable(w io.Writer, sw *analyze.Sweep) {
+	fmt.Fprintf(w, "target accuracy %.1f%%\n", 100*sw.Target)
+	cols := []string{"ranks", "lr", "warm-up", "batch", "global", "accuracy", "epoch", "samples/s", "to target", "bytes/sample", "exposed/sample", "busbw", "scaling"}
+	if sw.ProjectRanks > 0 {
+		cols = append(cols, fmt.Sprintf("allreduce@%d", sw.ProjectRanks))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	for _, c := range sw.Configs {
+		acc, ttt := "—", "—"
+		if c.Accuracy.N > 0 {
+			acc = fmt.Sprintf("%.2f%%", 100*c.Accuracy.Mean)
+		}
+		if c.Reached > 0 {
+			ttt = units.Duration(c.TimeToTargetNS.Mean)
+			if c.Reached < len(c.Runs) {
+				ttt += fmt.Sprintf(" (%d/%d)", c.Reached, len(c.Runs))
+			}
+		}
+		eff := "—"
+		if c.ScalingEfficiency > 0 {
+			eff = fmt.Sprintf("%.0f%%", 100*c.ScalingEfficiency)
+		}
+		row := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch), acc,
+			units.Duration(c.EpochNS.Mean), fmt.Sprintf("%.0f", c.SamplesPerSec.Mean), ttt, units.Bytes(int64(c.CommBytesPerSample.Mean)),
+			units.Duration(c.ExposedNSPerSample.Mean), fmt.Sprintf("%.2f GB/s", c.BusBWGBps.Mean), eff}
+		if sw.ProjectRanks > 0 {
+			row = append(row, units.Duration(c.ProjectedStepNS))
+		}
+		if c.Failed > 0 {
+			row[5] += fmt.Sprintf(" (%d failed)", c.Failed)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	tw.Flush()
+}
