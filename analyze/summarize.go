@@ -1325,7 +1325,9 @@ func (s *Summarizer) labelSkew(calls []callRec, inst [][2]int) ([]LabelSkew, Lab
 		a.st.Last = orEmpty(a.st.Last)
 		out = append(out, a.st)
 	}
-	slices.SortFunc(out, func(x, y LabelSkew) int { return cmp.Or(cmp.Compare(y.WaitNS, x.WaitNS), strings.Compare(x.Label, y.Label)) })
+	slices.SortFunc(out, func(x, y LabelSkew) int {
+		return cmp.Or(cmp.Compare(y.WaitNS, x.WaitNS), strings.Compare(x.Label, y.Label))
+	})
 	if len(out) > 200 {
 		out = out[:200]
 	}

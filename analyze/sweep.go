@@ -26,12 +26,12 @@ type Sweep struct {
 // SweepConfig is one configuration of a sweep, its figures the mean over
 // its repeats (min and max where they differ).
 type SweepConfig struct {
-	BatchSize   int    `json:"batch_size"` // per rank
-	GlobalBatch int    `json:"global_batch"`
-	Ranks       int    `json:"ranks"`
-	LRScaling   string `json:"lr_scaling"`
-	Warmup      string `json:"warmup_epochs"`
-	LR          string `json:"lr"`
+	BatchSize   int      `json:"batch_size"` // per rank
+	GlobalBatch int      `json:"global_batch"`
+	Ranks       int      `json:"ranks"`
+	LRScaling   string   `json:"lr_scaling"`
+	Warmup      string   `json:"warmup_epochs"`
+	LR          string   `json:"lr"`
 	Runs        []string `json:"runs"` // run directories, one per repeat
 	Failed      int      `json:"failed"`
 	// Accuracy per epoch (mean over repeats) and at the end.
