@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/commprof/commprof/collectives"
@@ -25,6 +27,10 @@ type Spec struct {
 	DType         collectives.DType
 	Reduce        collectives.ReduceOp // sum, max or min
 	Root          int
+	// NoCheck skips checking the results (nccl-tests' -c 0): the warm-up
+	// iterations are not checked and there is no checked iteration after
+	// the timed ones. Results then carry Wrong -1.
+	NoCheck bool
 	// Mark, if set, records a mark on the rank's trace: Run marks the
 	// start (1) and end (0) of each size's timed iterations with
 	// trace.MarkTimed, so that a recorded run's figures leave the
@@ -44,7 +50,7 @@ type Result struct {
 	TimeUS float64 `json:"time_us"`
 	AlgBW  float64 `json:"algbw_gbs"`
 	BusBW  float64 `json:"busbw_gbs"`
-	Wrong  int64   `json:"wrong"`
+	Wrong  int64   `json:"wrong"` // wrong elements over the ranks; -1 when not checked
 }
 
 // BusFactor is the nccl-tests factor that turns algorithm bandwidth into
@@ -189,8 +195,12 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 			}
 			return nil
 		}
+		warm := checked
+		if s.NoCheck {
+			warm = once
+		}
 		for range s.Warmup {
-			if err := checked(); err != nil {
+			if err := warm(); err != nil {
 				return err
 			}
 		}
@@ -210,8 +220,10 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 		}
 		total := time.Since(t0)
 		mark(trace.MarkTimed, 0)
-		if err := checked(); err != nil {
-			return err
+		if !s.NoCheck {
+			if err := checked(); err != nil {
+				return err
+			}
 		}
 		// The slowest rank's mean time, and the wrong results of all ranks.
 		stats := []float64{total.Seconds() / float64(s.Iters), float64(wrong)}
@@ -226,6 +238,9 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 		sec := stats[0]
 		res.TimeUS = sec * 1e6
 		res.Wrong = int64(stats[1])
+		if s.NoCheck {
+			res.Wrong = -1
+		}
 		if sec > 0 {
 			res.AlgBW = float64(res.Bytes) / sec / 1e9
 			res.BusBW = res.AlgBW * BusFactor(s.Op, n)
@@ -335,7 +350,42 @@ func TableHeader(w io.Writer, s Spec, ranks int, algo, transport string) {
 
 // TableRow writes one result as a table row.
 func TableRow(w io.Writer, r Result) {
-	fmt.Fprintf(w, "%12d %12d %8s %19s %12.1f %12.3f %12.3f %8d\n", r.Bytes, r.Count, r.DType, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, r.Wrong)
+	wrong := strconv.FormatInt(r.Wrong, 10)
+	if r.Wrong < 0 {
+		wrong = "N/A"
+	}
+	fmt.Fprintf(w, "%12d %12d %8s %19s %12.1f %12.3f %12.3f %8s\n", r.Bytes, r.Count, r.DType, r.Algo, r.TimeUS, r.AlgBW, r.BusBW, wrong)
+}
+
+// TableFooter writes nccl-tests' closing lines: the wrong elements over
+// every size, and the mean of the rows' busbw.
+func TableFooter(w io.Writer, rs []Result) {
+	var wrong int64
+	var bw float64
+	checked := false
+	for _, r := range rs {
+		if r.Wrong >= 0 {
+			wrong += r.Wrong
+			checked = true
+		}
+		bw += r.BusBW
+	}
+	verdict := "OK"
+	switch {
+	case !checked:
+		verdict = "N/A (not checked)"
+	case wrong > 0:
+		verdict = "FAILED"
+	}
+	if !checked {
+		fmt.Fprintf(w, "# Out of bounds values : %s\n", verdict)
+	} else {
+		fmt.Fprintf(w, "# Out of bounds values : %d %s\n", wrong, verdict)
+	}
+	if len(rs) > 0 {
+		bw /= float64(len(rs))
+	}
+	fmt.Fprintf(w, "# Avg bus bandwidth    : %g \n#\n", math.Round(bw*1e6)/1e6)
 }
 
 // JSON writes the results as one JSON array.

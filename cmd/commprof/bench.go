@@ -20,6 +20,7 @@ type benchOptions struct {
 	algo     string
 	iters    int
 	warmup   int
+	check    int
 	dtype    string
 	reduce   string
 	root     int
@@ -40,9 +41,12 @@ ranks (or on the ranks a launcher such as mpirun or srun started), as nccl-tests
 does: checked warm-up iterations, the timed iterations back to back, one more
 checked iteration. It prints size, count, type, algorithm, the slowest rank's
 mean time, algbw and busbw (nccl-tests factors) and the number of wrong
-elements found.`,
+elements found, then nccl-tests' footer: the wrong elements over every size
+and the average bus bandwidth. The one-letter flags are nccl-tests' own:
+-b -e -f -n (iterations) -w -c -a -d -o -r; the rank count is --ranks.`,
 		Example: `  commprof bench allreduce --ranks 4
   commprof bench broadcast --ranks 8 --min 1K --max 16M --algo chain
+  commprof bench allreduce --ranks 4 -b 8 -e 128M -f 2 -n 50 -w 10 -c 0   # nccl-tests' flags
   mpirun -np 4 commprof bench allreduce --json`,
 		Args:      exactArgs(1),
 		ValidArgs: []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter"},
@@ -52,16 +56,18 @@ elements found.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&o.ranks, "ranks", "n", 4, "number of local ranks to start (ignored under an external launcher, which sets the count)")
+	f.IntVar(&o.ranks, "ranks", 4, "number of local ranks to start (ignored under an external launcher, which sets the count)")
+	// The one-letter flags are nccl-tests' own, with their meanings.
 	f.StringVarP(&o.min, "min", "b", "8", "smallest size in bytes (K, M, G suffixes)")
 	f.StringVarP(&o.max, "max", "e", "64M", "largest size in bytes")
 	f.Int64VarP(&o.factor, "factor", "f", 4, "size multiplier between rows")
-	f.StringVar(&o.algo, "algo", "auto", "algorithm: auto, ring, recursive_doubling, rabenseifner, tree or chain")
-	f.IntVar(&o.iters, "iters", 20, "timed iterations per size")
-	f.IntVar(&o.warmup, "warmup", 5, "untimed iterations per size")
-	f.StringVar(&o.dtype, "dtype", "float32", "element type: float32, float64, int32 or int64")
-	f.StringVar(&o.reduce, "op", "sum", "reduction: sum, max or min")
-	f.IntVar(&o.root, "root", 0, "root rank of broadcast and reduce")
+	f.StringVarP(&o.algo, "algo", "a", "auto", "algorithm: auto, ring, recursive_doubling, rabenseifner, tree or chain")
+	f.IntVarP(&o.iters, "iters", "n", 20, "timed iterations per size")
+	f.IntVarP(&o.warmup, "warmup", "w", 5, "untimed iterations per size")
+	f.IntVarP(&o.check, "check", "c", 1, "check the results: 1 checks every warm-up iteration and one after the timed ones, 0 checks none")
+	f.StringVarP(&o.dtype, "dtype", "d", "float32", "element type: float32, float64, int32 or int64")
+	f.StringVarP(&o.reduce, "op", "o", "sum", "reduction: sum, max or min")
+	f.IntVarP(&o.root, "root", "r", 0, "root rank of broadcast and reduce")
 	f.BoolVar(&o.json, "json", false, "print the results as JSON")
 	f.StringVar(&o.tune, "tune", "", "algorithm thresholds, e.g. allreduce_rd_max=32K,segment=1M (see docs/collectives.md)")
 	injectFlag(cmd, &o.inject)
@@ -110,7 +116,11 @@ func (o *benchOptions) spec(opName string) (bench.Spec, collectives.Config, erro
 			return s, cfg, usagef("--algo: %s has no %s algorithm (have %v)", op, algo, collectives.Algorithms(op))
 		}
 	}
-	s = bench.Spec{Op: op, Min: min, Max: max, Factor: o.factor, Iters: o.iters, Warmup: o.warmup, DType: dt, Reduce: rop, Root: o.root}
+	if o.check != 0 && o.check != 1 {
+		return s, cfg, usagef("--check %d: want 1 (check) or 0 (do not)", o.check)
+	}
+	s = bench.Spec{Op: op, Min: min, Max: max, Factor: o.factor, Iters: o.iters, Warmup: o.warmup, DType: dt, Reduce: rop, Root: o.root,
+		NoCheck: o.check == 0}
 	if err := s.Validate(); err != nil {
 		return s, cfg, usageError{err}
 	}
@@ -153,17 +163,20 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 			if c.Rank() != 0 {
 				return
 			}
-			if o.json {
-				rows = append(rows, r)
-			} else {
+			rows = append(rows, r)
+			if !o.json {
 				bench.TableRow(o.stdout, r)
 			}
 		})
 		if err != nil {
 			return err
 		}
-		if c.Rank() == 0 && o.json {
+		switch {
+		case c.Rank() != 0:
+		case o.json:
 			return bench.JSON(o.stdout, rows)
+		default:
+			bench.TableFooter(o.stdout, rows)
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +115,47 @@ func TestBenchEveryCollective(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchNcclTestsFlags: nccl-tests' one-letter flags mean what they
+// mean there, and the footer's average is the rows' mean busbw.
+func TestBenchNcclTestsFlags(t *testing.T) {
+	for _, check := range []string{"1", "0"} {
+		r := commprof(t, nil, "bench", "allreduce", "--ranks", "2", "-b", "8", "-e", "1K", "-f", "2", "-n", "3", "-w", "1", "-c", check, "-d", "float64", "-o", "max")
+		if r.code != 0 {
+			t.Fatalf("-c %s: exit %d\n%s%s", check, r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "2 ranks, float64, max, algo auto, 3 iters, 1 warm-up") {
+			t.Errorf("-c %s: the header does not show -n 3 -w 1 -d float64 -o max:\n%s", check, r.stdout)
+		}
+		rows := tableRows(t, r.stdout)
+		if len(rows) != 8 { // 8, 16, ..., 1024
+			t.Fatalf("-c %s: %d rows, want 8:\n%s", check, len(rows), r.stdout)
+		}
+		var sum float64
+		for _, row := range rows {
+			bw, _ := strconv.ParseFloat(row[6], 64)
+			sum += bw
+			if want := map[string]string{"1": "0", "0": "N/A"}[check]; row[7] != want {
+				t.Errorf("-c %s: #wrong %q, want %q", check, row[7], want)
+			}
+		}
+		var avg float64
+		i := strings.Index(r.stdout, "# Avg bus bandwidth    : ")
+		if i < 0 {
+			t.Fatalf("no footer:\n%s", r.stdout)
+		}
+		if _, err := fmt.Sscan(r.stdout[i+len("# Avg bus bandwidth    : "):], &avg); err != nil || math.Abs(avg-sum/8) > 0.0006+1e-3*avg {
+			t.Errorf("-c %s: average bus bandwidth %v (%v), the rows' mean is %v", check, avg, err, sum/8)
+		}
+		want := map[string]string{"1": "# Out of bounds values : 0 OK", "0": "# Out of bounds values : N/A"}[check]
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("-c %s: want %q in\n%s", check, want, r.stdout)
+		}
+	}
+	if r := commprof(t, nil, "bench", "allreduce", "-c", "2"); r.code != exitUsage || !strings.Contains(r.stderr, "--check 2") {
+		t.Errorf("-c 2: exit %d, %q", r.code, r.stderr)
 	}
 }
 
