@@ -194,6 +194,9 @@ func (b *budget) add(bytes, events int64) {
 
 func newKeeper(cols []string, kinds []trace.Kind, shared *budget) *keeper {
 	k := &keeper{cols: cols, shared: shared, stage: make([][]int64, len(cols)), dicts: make([][]string, len(cols))}
+	for c := range k.stage {
+		k.stage[c] = make([]int64, 0, chunkRows)
+	}
 	for _, c := range cols {
 		k.descs = append(k.descs, keepable[c])
 	}
@@ -241,30 +244,45 @@ func (k *keeper) add(b *trace.Batch) {
 			}
 		}
 	}
-	for len(k.rows) > 0 {
-		n := min(len(k.rows), chunkRows-len(k.stage[0]))
-		rows := k.rows[:n]
+	// Copy the kept rows into the stage, column by column, a chunk's worth
+	// at a time; a batch whose every row is kept is copied as a range.
+	all := len(k.rows) == b.Len
+	for done := 0; done < len(k.rows); {
+		at := len(k.stage[0])
+		n := min(len(k.rows)-done, chunkRows-at)
+		rows := k.rows[done : done+n]
 		for c, d := range k.descs {
-			st := k.stage[c]
+			st := k.stage[c][:at+n]
+			dst := st[at:]
 			switch d.kind {
 			case col32, colDict:
 				v := *d.i32(b)
-				for _, r := range rows {
-					st = append(st, int64(v[r]))
+				if all {
+					for j, x := range v[done : done+n] {
+						dst[j] = int64(x)
+					}
+				} else {
+					for j, r := range rows {
+						dst[j] = int64(v[r])
+					}
 				}
 			case col64:
 				v := *d.i64(b)
-				for _, r := range rows {
-					st = append(st, v[r])
+				if all {
+					copy(dst, v[done:done+n])
+				} else {
+					for j, r := range rows {
+						dst[j] = v[r]
+					}
 				}
 			case colKnd:
-				for _, r := range rows {
-					st = append(st, int64(b.Kind[r]))
+				for j, r := range rows {
+					dst[j] = int64(b.Kind[r])
 				}
 			}
 			k.stage[c] = st
 		}
-		k.rows = k.rows[n:]
+		done += n
 		if len(k.stage[0]) == chunkRows {
 			k.flush()
 		}
