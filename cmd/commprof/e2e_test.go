@@ -232,6 +232,29 @@ func TestBadInvocations(t *testing.T) {
 	}
 }
 
+// TestProgramFlagsBeforeDash: a program's flags given before -- are
+// answered with the command line that works.
+func TestProgramFlagsBeforeDash(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record", "train", "--epochs", "1"}, "The program's own flags go after --: commprof record -- train --epochs 1\n"},
+		{[]string{"record", "--ranks", "2", "-o", "x", "--force", "train", "--lr=0.1"}, "commprof record --ranks 2 -o x --force -- train --lr=0.1\n"},
+		{[]string{"sweep", "--out", "x", "train", "--epochs", "1"}, "commprof sweep --out x -- train --epochs 1\n"},
+		{[]string{"record", "--ranks", "2", "--bogus"}, ""},
+		{[]string{"bench", "allreduce", "--epochs", "1"}, ""},
+	} {
+		r := commprof(t, nil, tc.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "unknown flag") {
+			t.Errorf("%v: exit %d, %q", tc.args, r.code, r.stderr)
+		}
+		if got := strings.Contains(r.stderr, "after --"); got != (tc.want != "") || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: %q, want the hint %q", tc.args, r.stderr, tc.want)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	r := commprof(t, nil, "version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "commprof ") {

@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/launch"
@@ -75,7 +78,12 @@ tables and diffs.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if hint := programFlagsHint(c, args); hint != "" {
+			return usagef("%v\n%s", err, hint)
+		}
+		return usageError{err}
+	})
 	root.AddCommand(newVersionCmd(), newBenchCmd(args), newRecordCmd(args), newDumpCmd(), newTrainCmd(args), newStatsCmd(), newDiffCmd(), newPredictCmd(), newReportCmd())
 	root.AddCommand(newExportCmd())
 	root.AddCommand(newServeCmd(), newCalibrateCmd(), newSweepCmd())
@@ -83,6 +91,53 @@ tables and diffs.`,
 	root.AddCommand(&cobra.Command{Use: inject.HelperArg, Hidden: true, DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error { return inject.RunHelper(cmd.Context(), args) }})
 	return root
+}
+
+// takesProgram marks the commands that run a program given after --.
+const takesProgram = "takes-program"
+
+// programFlagsHint, for a command that runs a program after --, shows
+// args rewritten with the program and its flags after --: the usual
+// mistake behind an unknown flag there (commprof record train --epochs 1).
+func programFlagsHint(c *cobra.Command, args []string) string {
+	if c.Annotations[takesProgram] == "" || slices.Contains(args, "--") {
+		return ""
+	}
+	// Skip the command's path, then keep its own flags (and their
+	// values) until the first word that is not one.
+	i := 0
+	for _, name := range strings.Fields(c.CommandPath())[1:] {
+		for i < len(args) && args[i] != name {
+			i++
+		}
+		i++
+	}
+	var own []string
+	for i < len(args) {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var f *pflag.Flag
+		switch {
+		case strings.HasPrefix(a, "--"):
+			f = c.Flags().Lookup(name)
+		case strings.HasPrefix(a, "-") && len(name) == 1:
+			f = c.Flags().ShorthandLookup(name)
+		}
+		if f == nil {
+			break
+		}
+		own = append(own, a)
+		i++
+		if !hasValue && f.Value.Type() != "bool" && i < len(args) {
+			own = append(own, args[i])
+			i++
+		}
+	}
+	if i >= len(args) || strings.HasPrefix(args[i], "-") {
+		return "" // a flag of the command's own, mistyped: no program
+	}
+	line := append(append(strings.Fields(c.CommandPath()), own...), "--")
+	return fmt.Sprintf("The program's own flags go after --: %s", strings.Join(append(line, args[i:]...), " "))
 }
 
 // exactArgs is cobra.ExactArgs with a usage error.
