@@ -45,8 +45,8 @@ func newRecordCmd(argv []string) *cobra.Command {
 	o := &recordOptions{argv: argv}
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesProgram: "yes"},
-		Use:   "record [--ranks N] [--out DIR] [--name NAME] -- COMMAND [ARGS...]",
-		Short: "Record every collective and message of a job into a run directory",
+		Use:         "record [--ranks N] [--out DIR] [--name NAME] -- COMMAND [ARGS...]",
+		Short:       "Record every collective and message of a job into a run directory",
 		Long: `record runs COMMAND with every rank recording its collectives, messages and
 compute spans into DIR/rank-NNNNN.arrows, with DIR/run.json describing the run.
 

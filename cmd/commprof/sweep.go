@@ -45,8 +45,8 @@ func newSweepCmd() *cobra.Command {
 	o := &sweepOptions{}
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesProgram: "yes"},
-		Use:   "sweep --out DIR --batch-sizes 64,128,... [--lr-scaling none,linear,sqrt] [--ranks 4] -- train [TRAIN FLAGS]",
-		Short: "Record the trainer over batch sizes, learning-rate rules and rank counts, and compare them",
+		Use:         "sweep --out DIR --batch-sizes 64,128,... [--lr-scaling none,linear,sqrt] [--ranks 4] -- train [TRAIN FLAGS]",
+		Short:       "Record the trainer over batch sizes, learning-rate rules and rank counts, and compare them",
 		Long: `sweep records commprof train once for every combination of --batch-sizes,
 --lr-scaling, --warmup-epochs and --ranks (--repeat times each), each as a
 normal run under DIR, then compares them: test accuracy per epoch and at the
