@@ -86,6 +86,11 @@ records each MPI call (docs/mpi.md).`,
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func defaultName(args []string) string {
+	// Under a launcher, commprof's own ranks are named after their
+	// command (bench-allreduce), not the launcher.
+	if i := ownRanksAt(args); i > 0 && !rankCommands[args[0]] {
+		return defaultName(args[i:])
+	}
 	var parts []string
 	for _, a := range args {
 		if strings.HasPrefix(a, "-") {

@@ -24,15 +24,19 @@ type mpiRecording struct {
 
 // ownRanks reports whether a launcher's command line starts commprof's
 // own ranks (mpirun -np 4 commprof bench ...): they record themselves.
-func ownRanks(args []string) bool {
+func ownRanks(args []string) bool { return ownRanksAt(args) > 0 }
+
+// ownRanksAt is the index of commprof's rank command (bench, train) in a
+// launcher's command line, 0 if there is none.
+func ownRanksAt(args []string) int {
 	exe, _ := os.Executable()
 	for i := 1; i+1 < len(args); i++ {
 		b := filepath.Base(args[i])
 		if (b == "commprof" || args[i] == exe || (exe != "" && b == filepath.Base(exe))) && rankCommands[args[i+1]] {
-			return true
+			return i + 1
 		}
 	}
-	return false
+	return 0
 }
 
 // interpreters run the program named by their first argument.

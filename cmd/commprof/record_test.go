@@ -308,6 +308,9 @@ func TestRecordUnderMpirun(t *testing.T) {
 	if len(run.Ranks) != 3 || len(run.Problems) != 0 || run.Manifest.Launcher != "openmpi" || run.Manifest.Status != trace.StatusComplete {
 		t.Fatalf("%d ranks, problems %v, manifest %+v", len(run.Ranks), run.Problems, run.Manifest)
 	}
+	if run.Manifest.Name != "bench-allreduce" {
+		t.Errorf("the run is named %q, want bench-allreduce (its program, not the launcher)", run.Manifest.Name)
+	}
 	checkMessages(t, run)
 }
 
@@ -351,5 +354,22 @@ func TestRecordOnAFullDisk(t *testing.T) {
 	}
 	if kept == 0 {
 		t.Error("no batch written before the disk filled was kept")
+	}
+}
+
+func TestDefaultName(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "allreduce", "--max", "1M"}, "bench-allreduce"},
+		{[]string{"train", "--epochs", "1"}, "train"},
+		{[]string{"mpirun", "-np", "4", "commprof", "bench", "broadcast"}, "bench-broadcast"},
+		{[]string{"srun", "-n", "16", "/usr/local/bin/commprof", "train", "--epochs", "3"}, "train"},
+		{[]string{"./my job.sh", "x"}, "my-job.sh-x"},
+	} {
+		if got := defaultName(tc.args); got != tc.want {
+			t.Errorf("defaultName(%q) = %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }
