@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -121,7 +123,9 @@ func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, 
 	return nil
 }
 
-// openBrowser opens path with $BROWSER or the desktop's opener.
+// openBrowser opens path with $BROWSER or the desktop's opener, and says
+// so when none could: an opener that exits with an error within a few
+// seconds (xdg-open on a machine without a browser or a display) failed.
 func openBrowser(stderr io.Writer, path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -136,14 +140,37 @@ func openBrowser(stderr io.Writer, path string) error {
 	} else {
 		cands = append(cands, "xdg-open", "sensible-browser")
 	}
+	var failed []string
 	for _, c := range cands {
-		if p, err := exec.LookPath(c); err == nil {
-			cmd := exec.Command(p, abs)
-			if err := cmd.Start(); err == nil {
-				go cmd.Wait()
+		p, err := exec.LookPath(c)
+		if err != nil {
+			continue
+		}
+		cmd := exec.Command(p, abs)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", c, err))
+			continue
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err == nil {
 				return nil
 			}
+			msg := strings.TrimSpace(out.String())
+			if i := strings.IndexByte(msg, '\n'); i >= 0 {
+				msg = msg[:i]
+			}
+			failed = append(failed, fmt.Sprintf("%s: %v %s", c, err, msg))
+		case <-time.After(3 * time.Second):
+			return nil // still running: a browser that stays in the foreground
 		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("--open: could not open a browser (%s); the report is %s", strings.Join(failed, "; "), abs)
 	}
 	return fmt.Errorf("--open: no browser found (tried %v; set $BROWSER); the report is %s", cands, abs)
 }

@@ -215,3 +215,35 @@ func TestReportEscapesTraceStrings(t *testing.T) {
 		t.Fatalf("the timeline tooltip should show the name as text: %q", res.Tooltip)
 	}
 }
+
+// TestReportOpen: --open says when no browser could be opened, and exits
+// non-zero; a browser that opens the file is enough.
+func TestReportOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	recordBench(t, dir, "2", "allreduce", "ring", "1K")
+	out := filepath.Join(t.TempDir(), "r.html")
+	bin := t.TempDir()
+	// A PATH without a desktop opener, and $BROWSER one that fails.
+	if err := os.WriteFile(filepath.Join(bin, "nobrowser"), []byte("#!/bin/sh\necho 'no display' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "okbrowser"), []byte("#!/bin/sh\ntest -f \"$1\" && echo \"$1\" > \"$0.opened\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := "PATH=" + bin
+	r := commprof(t, []string{path, "BROWSER=nobrowser"}, "report", dir, "-o", out, "--open")
+	if r.code != exitError || !strings.Contains(r.stderr, "could not open a browser (nobrowser: exit status 3 no display)") || !strings.Contains(r.stderr, out) {
+		t.Errorf("a failing browser: exit %d, %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Errorf("the report was not written: %v", err)
+	}
+	r = commprof(t, []string{path}, "report", dir, "-o", out, "--open")
+	if r.code != exitError || !strings.Contains(r.stderr, "no browser found") {
+		t.Errorf("no browser: exit %d, %q", r.code, r.stderr)
+	}
+	r = commprof(t, []string{path, "BROWSER=okbrowser"}, "report", dir, "-o", out, "--open")
+	if got, err := os.ReadFile(filepath.Join(bin, "okbrowser.opened")); r.code != 0 || err != nil || strings.TrimSpace(string(got)) != out {
+		t.Errorf("a browser that opens it: exit %d, %q, opened %q (%v)", r.code, r.stderr, got, err)
+	}
+}
