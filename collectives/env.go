@@ -32,6 +32,8 @@ const (
 	EnvAdvertise     = "COMMPROF_ADVERTISE"
 	EnvRawIO         = "COMMPROF_RAW_IO"
 	EnvCongestion    = "COMMPROF_TCP_CONGESTION"
+	EnvTransport     = "COMMPROF_TRANSPORT" // auto, shm or tcp: how ranks on one machine talk
+	EnvShmSpin       = "COMMPROF_SHM_SPIN"  // how long an idle rank polls its shared-memory links before it sleeps
 )
 
 // launchers lists the rank and size variables of the launchers commprof
@@ -126,6 +128,12 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 		if job.TCP.Congestion, err = congestionName(getenv(EnvCongestion)); err != nil {
 			return job, true, err
 		}
+		if job.Transport, err = ParseTransportMode(getenv(EnvTransport)); err != nil {
+			return job, true, err
+		}
+		if job.Shm.Spin, err = shmSpin(getenv(EnvShmSpin)); err != nil {
+			return job, true, err
+		}
 		return job, true, nil
 	}
 	return job, false, nil
@@ -148,6 +156,25 @@ func duration(getenv func(string) string, key string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("%s=%q: want a duration such as 10s", key, v)
+	}
+	return d, nil
+}
+
+// shmSpin reads COMMPROF_SHM_SPIN: unset to decide by ranks per core
+// (ShmConfig.Spin), 0 or off never to poll, else a duration.
+func shmSpin(v string) (time.Duration, error) {
+	switch strings.ToLower(v) {
+	case "":
+		return 0, nil
+	case "0", "off", "never":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 50us, or off", EnvShmSpin, v)
+	}
+	if d == 0 {
+		return -1, nil
 	}
 	return d, nil
 }

@@ -97,11 +97,15 @@ func NewLoopback(ctx context.Context, n int, cfg TCPConfig) ([]*TCP, []Peer, err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "loopback", Timeout: 20 * time.Second, TCP: cfg}
+			jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "loopback", Timeout: 20 * time.Second, TCP: cfg,
+				Transport: TransportTCP}
 			if r == 0 {
 				jc.CoordListener = ln
 			}
-			ts[r], peers[r], errs[r] = Join(ctx, jc)
+			var m *Mesh
+			if m, peers[r], errs[r] = Join(ctx, jc); m != nil {
+				ts[r] = m.tcp
+			}
 		}()
 	}
 	wg.Wait()

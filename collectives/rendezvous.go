@@ -44,6 +44,14 @@ type JoinConfig struct {
 	// Timeout bounds the whole rendezvous (default 60s).
 	Timeout time.Duration
 	TCP     TCPConfig
+	// Transport says whether ranks on one machine talk through shared
+	// memory (TransportAuto, the default, and TransportShm) or TCP.
+	Transport TransportMode
+	Shm       ShmConfig
+
+	// machine, when set, stands for this rank's machine identity
+	// (machineID): tests put ranks of one process on different machines.
+	machine string
 }
 
 // Peer describes one rank of a joined job.
@@ -55,6 +63,13 @@ type Peer struct {
 	// CPUs is the number of cores the rank's host lets it use: with the
 	// ranks per host, how contended its cores are.
 	CPUs int `json:"cpus,omitempty"`
+	// Machine identifies the ranks that can share memory (the same user,
+	// running kernel, network namespace and host name); "" when the rank
+	// cannot tell.
+	Machine string `json:"machine,omitempty"`
+	// Shm is the rank's TransportMode when it offers shared memory (auto
+	// or shm), "" when it wants TCP only.
+	Shm string `json:"shm,omitempty"`
 }
 
 type hello struct {
@@ -64,6 +79,9 @@ type hello struct {
 	Host string `json:"host"`
 	PID  int    `json:"pid"`
 	CPUs int    `json:"cpus,omitempty"`
+	// Machine and Shm are Peer's.
+	Machine string `json:"machine,omitempty"`
+	Shm     string `json:"shm,omitempty"`
 	// MAC proves the rank knows the job's secret: hex HMAC-SHA256 of the
 	// coordinator's nonce, the rank and the size, keyed by the secret.
 	MAC string `json:"mac"`
@@ -102,10 +120,11 @@ type roster struct {
 }
 
 // Join finds the other ranks through the coordinator, connects to every
-// one of them and returns the transport and the job's peers. Rank 0 hosts
-// the coordinator. It fails with a clear error if a rank does not show up
-// within the timeout.
-func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
+// one of them and returns the transport and the job's peers: shared memory
+// to the ranks on this rank's machine (unless cfg.Transport is
+// TransportTCP), TCP to the others. Rank 0 hosts the coordinator. It fails
+// with a clear error if a rank does not show up within the timeout.
+func Join(ctx context.Context, cfg JoinConfig) (*Mesh, []Peer, error) {
 	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
 		return nil, nil, fmt.Errorf("rank %d of %d is not a valid rank", cfg.Rank, cfg.Size)
 	}
@@ -194,16 +213,28 @@ func Join(ctx context.Context, cfg JoinConfig) (*TCP, []Peer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tr, err := NewTCP(cfg.Rank, conns, cfg.TCP)
+	var shm *shmTransport
+	if cfg.Transport != TransportTCP {
+		// Pairs on one machine that set up shared memory drop their TCP
+		// connection.
+		shm, err = joinShm(ctx, cfg, peers, conns, secret)
+	}
+	var tr *TCP
+	if err == nil {
+		tr, err = NewTCP(cfg.Rank, conns, cfg.TCP)
+	}
 	if err != nil {
 		for _, c := range conns {
 			if c != nil {
 				c.Close()
 			}
 		}
+		if shm != nil {
+			shm.close()
+		}
 		return nil, nil, err
 	}
-	return tr, peers, nil
+	return newMesh(tr, shm), peers, nil
 }
 
 func advertiseHost() string {
@@ -363,7 +394,8 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret [32]byte)
 	}
 	var r roster
 	for i, m := range members {
-		r.Peers = append(r.Peers, Peer{Rank: i, Addr: m.h.Addr, Host: m.h.Host, PID: m.h.PID, CPUs: m.h.CPUs})
+		r.Peers = append(r.Peers, Peer{Rank: i, Addr: m.h.Addr, Host: m.h.Host, PID: m.h.PID, CPUs: m.h.CPUs,
+			Machine: m.h.Machine, Shm: m.h.Shm})
 	}
 	for _, m := range members {
 		_ = m.conn.SetDeadline(time.Now().Add(10 * time.Second))
@@ -439,6 +471,12 @@ func register(ctx context.Context, cfg JoinConfig, coord string, ln net.Listener
 	}
 	h := hello{Rank: cfg.Rank, Size: cfg.Size, Addr: net.JoinHostPort(host, port), Host: hn, PID: os.Getpid(), CPUs: runtime.NumCPU(),
 		MAC: hex.EncodeToString(mac(secret, nonce, cfg.Rank, cfg.Size))}
+	if cfg.Transport != TransportTCP {
+		h.Shm, h.Machine = cfg.Transport.String(), cfg.machine
+		if h.Machine == "" {
+			h.Machine = machineID(hn)
+		}
+	}
 	if err := json.NewEncoder(c).Encode(h); err != nil {
 		return nil, fmt.Errorf("rank %d: registering with the coordinator at %s: %w", cfg.Rank, cfg.Coord, err)
 	}

@@ -16,9 +16,9 @@ import (
 
 // joinAll joins n ranks through a coordinator listening on ln, each with
 // timeout, after strangers has been given ln's address.
-func joinAll(t *testing.T, n int, secret string, timeout time.Duration, ln net.Listener) ([]*TCP, []error) {
+func joinAll(t *testing.T, n int, secret string, timeout time.Duration, ln net.Listener) ([]*Mesh, []error) {
 	t.Helper()
-	ts := make([]*TCP, n)
+	ts := make([]*Mesh, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {

@@ -126,6 +126,9 @@ type TCP struct {
 	closeOnce sync.Once
 	done      chan struct{}
 	wg        sync.WaitGroup
+	// onFail, if set, hears of the first failure once it is recorded: the
+	// Mesh passes it on to the shared-memory links.
+	onFail atomic.Pointer[func(*PeerError)]
 }
 
 type peerConn struct {
@@ -425,7 +428,9 @@ func (t *TCP) readFailed(pc *peerConn, err error) error {
 // fail records the first failure, tells every live peer (so ranks blocked
 // on someone else stop too), and fails every pending and later call.
 func (t *TCP) fail(pe *PeerError) {
+	first := false
 	t.failOnce.Do(func() {
+		first = true
 		var err error = pe
 		t.failErr.Store(&err)
 		var payload [hdrLen + 4 + 512]byte
@@ -453,6 +458,9 @@ func (t *TCP) fail(pe *PeerError) {
 		}
 		t.self.fail(err)
 	})
+	if f := t.onFail.Load(); first && f != nil {
+		(*f)(pe)
+	}
 }
 
 // Abort fails the job from this rank: every peer's pending and later calls

@@ -2,9 +2,12 @@ package collectives
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // tcpWorld joins n ranks over loopback TCP inside this process.
@@ -26,6 +29,54 @@ func tcpWorld(t testing.TB, n int, tcfg TCPConfig) []Transport {
 	return ts
 }
 
+// shmWorld joins n ranks of this process through shared memory, with
+// machine(r) the machine rank r stands on: ranks on different ones are
+// linked through TCP.
+func shmWorld(t testing.TB, n int, cfg ShmConfig, tcfg TCPConfig, machine func(r int) string) []*Mesh {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := make([]*Mesh, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "shm", Timeout: 20 * time.Second,
+				TCP: tcfg, Transport: TransportShm, Shm: cfg, machine: machine(r)}
+			if r == 0 {
+				jc.CoordListener = ln
+			}
+			ms[r], _, errs[r] = Join(context.Background(), jc)
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, m := range ms {
+			if m != nil {
+				m.Close()
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func meshes(ms []*Mesh) []Transport {
+	ts := make([]Transport, len(ms))
+	for r, m := range ms {
+		ts[r] = m
+	}
+	return ts
+}
+
+func oneMachine(int) string { return "m" }
+
 type world struct {
 	name string
 	make func(t testing.TB, n int) []Transport
@@ -44,6 +95,20 @@ var worlds = []world{
 	{"tcp", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{}) }},
 	{"tcp-raw", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{RawIO: RawOn}) }},
 	{"tcp-rawlarge", func(t testing.TB, n int) []Transport { return tcpWorld(t, n, TCPConfig{RawIO: RawLarge}) }},
+	// Shared memory with its defaults: small messages through the rings,
+	// large ones copied once from the sender's memory.
+	{"shm", func(t testing.TB, n int) []Transport {
+		return meshes(shmWorld(t, n, ShmConfig{}, TCPConfig{}, oneMachine))
+	}},
+	// Every message through rings of 4 KiB, polling before sleeping:
+	// messages larger than the ring stream through it in parts.
+	{"shm-ring", func(t testing.TB, n int) []Transport {
+		return meshes(shmWorld(t, n, ShmConfig{RingBytes: 4 << 10, CopyOnceMin: -1, Spin: 20 * time.Microsecond}, TCPConfig{}, oneMachine))
+	}},
+	// Two machines, shared memory within each and TCP between them.
+	{"mixed", func(t testing.TB, n int) []Transport {
+		return meshes(shmWorld(t, n, ShmConfig{}, TCPConfig{}, func(r int) string { return fmt.Sprint("m", r%2) }))
+	}},
 }
 
 // run calls f on every rank concurrently and returns the ranks' errors.

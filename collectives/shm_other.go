@@ -1,0 +1,42 @@
+//go:build !linux
+
+package collectives
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Shared memory between ranks is implemented on Linux only
+// (shm_linux.go); elsewhere every pair uses TCP, and TransportShm fails
+// the join of a rank that has a peer on its host.
+type shmTransport struct {
+	links  []*shmLink
+	onFail func(*PeerError)
+}
+
+type shmLink struct{ box *mailbox }
+
+var errNoShm = errors.New("shared memory between ranks is supported on Linux only")
+
+func (t *shmTransport) send(int, Header, []byte) error { return errNoShm }
+func (t *shmTransport) fail(*PeerError)                {}
+func (t *shmTransport) close()                         {}
+func (t *shmTransport) describe() string               { return "" }
+func (t *shmTransport) start()                         {}
+
+func machineParts() string { return "" }
+
+func joinShm(_ context.Context, cfg JoinConfig, peers []Peer, _ []*net.TCPConn, _ [32]byte) (*shmTransport, error) {
+	if cfg.Transport != TransportShm {
+		return nil, nil
+	}
+	for _, p := range peers {
+		if p.Rank != cfg.Rank && p.Host == peers[cfg.Rank].Host {
+			return nil, fmt.Errorf("rank %d: %s=shm: %w", cfg.Rank, EnvTransport, errNoShm)
+		}
+	}
+	return nil, nil
+}

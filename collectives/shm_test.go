@@ -1,0 +1,519 @@
+//go:build linux
+
+package collectives
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// shmConfigs are the ways a message can travel through shared memory:
+// in the ring (small, or large where the receiver cannot read the
+// sender's memory), streamed in parts through a ring smaller than it,
+// or copied once from the sender's memory.
+var shmConfigs = []struct {
+	name string
+	cfg  ShmConfig
+}{
+	{"default", ShmConfig{}},
+	{"ring-4K", ShmConfig{RingBytes: 4 << 10, CopyOnceMin: -1}},
+	{"copy-once-always", ShmConfig{CopyOnceMin: 1}},
+	{"no-spin", ShmConfig{Spin: -1}},
+}
+
+// TestShmLinksFollowMachines: ranks on one machine link through shared
+// memory, the others through TCP; with COMMPROF_TRANSPORT=tcp every pair
+// is TCP.
+func TestShmLinksFollowMachines(t *testing.T) {
+	machines := []string{"a", "a", "b", "a", "b"}
+	ms := shmWorld(t, 5, ShmConfig{}, TCPConfig{}, func(r int) string { return machines[r] })
+	for r, m := range ms {
+		for p := range ms {
+			want := "tcp"
+			switch {
+			case p == r:
+				want = "self"
+			case machines[p] == machines[r]:
+				want = "shm"
+			}
+			if got := m.Link(p); got != want {
+				t.Errorf("rank %d reaches rank %d through %s, want %s", r, p, got, want)
+			}
+		}
+	}
+	if d := ms[0].Describe(); !strings.Contains(d, "2 peers through shared memory") || !strings.Contains(d, "2 peers through TCP") {
+		t.Errorf("rank 0 describes its links as %q", d)
+	}
+	tcps, _, err := NewLoopback(context.Background(), 2, TCPConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range tcps {
+		tr.Close()
+	}
+}
+
+// TestShmTransportTCPMode: a rank that asks for TCP keeps TCP with every
+// peer, even on its machine, and the others agree.
+func TestShmTransportTCPMode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := make([]*Mesh, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jc := JoinConfig{Rank: r, Size: 3, Coord: ln.Addr().String(), Secret: "s", Timeout: 20 * time.Second, machine: "m"}
+			if r == 0 {
+				jc.CoordListener, jc.Transport = ln, TransportTCP
+			}
+			ms[r], _, errs[r] = Join(context.Background(), jc)
+		}()
+	}
+	wg.Wait()
+	for _, m := range ms {
+		if m != nil {
+			defer m.Close()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r, want := range [][]string{{"self", "tcp", "tcp"}, {"tcp", "self", "shm"}, {"tcp", "shm", "self"}} {
+		for p, w := range want {
+			if got := ms[r].Link(p); got != w {
+				t.Errorf("rank %d reaches rank %d through %s, want %s", r, p, got, w)
+			}
+		}
+	}
+}
+
+// TestShmMessages sends messages of many sizes both ways, before and
+// after their receives are posted, over every way of travelling, and
+// checks every byte, the order of messages with the same header, and
+// what RecvInfo says about when each arrived.
+func TestShmMessages(t *testing.T) {
+	for _, sc := range shmConfigs {
+		t.Run(sc.name, func(t *testing.T) {
+			ms := shmWorld(t, 2, sc.cfg, TCPConfig{}, oneMachine)
+			ctx := context.Background()
+			for _, size := range []int{0, 1, 100, 4 << 10, 5000, 64 << 10, 1 << 20, 3<<20 + 7} {
+				for _, early := range []bool{false, true} {
+					h := Header{Comm: 3, Seq: uint64(size), Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+					out := [2][]byte{pattern(size, 1), pattern(size, 2)}
+					in := [2][]byte{make([]byte, size), make([]byte, size)}
+					var posted time.Time
+					var rs [2]Receive
+					post := func() {
+						posted = time.Now()
+						rs[0] = ms[1].Post(0, h, in[0])
+						rs[1] = ms[1].Post(0, h, in[1])
+					}
+					if !early {
+						post()
+					}
+					// Two messages with one header: they must match in order.
+					errc := make(chan error, 1)
+					go func() {
+						for _, p := range out {
+							if err := ms[0].Send(ctx, 1, h, p); err != nil {
+								errc <- err
+								return
+							}
+						}
+						errc <- nil
+					}()
+					if early {
+						if err := <-errc; err != nil {
+							t.Fatal(err)
+						}
+						post()
+					}
+					for i, r := range rs {
+						info, err := r.Wait(ctx)
+						if err != nil {
+							t.Fatalf("%d bytes, message %d: %v", size, i, err)
+						}
+						if !bytes.Equal(in[i], out[i]) {
+							t.Fatalf("%d bytes, message %d: the payload differs", size, i)
+						}
+						if info.Arrived.IsZero() || info.Done.Before(info.Arrived) {
+							t.Errorf("%d bytes: arrived %v, done %v", size, info.Arrived, info.Done)
+						}
+						if early && !info.Arrived.Before(posted) {
+							t.Errorf("%d bytes sent before the receive was posted arrived %v after it", size, info.Arrived.Sub(posted))
+						}
+						if !early && i == 0 && info.Arrived.Before(posted) {
+							t.Errorf("%d bytes sent after the receive was posted arrived %v before it", size, posted.Sub(info.Arrived))
+						}
+					}
+					if !early {
+						if err := <-errc; err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func pattern(n, seed int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*seed + i>>8)
+	}
+	return b
+}
+
+// TestShmMismatchAndLimits: a message of another length than posted is a
+// MismatchError, whichever way it travels, and the link goes on; a
+// message larger than MaxUnexpected sent before its receive fails the
+// sender.
+func TestShmMismatchAndLimits(t *testing.T) {
+	for _, sc := range shmConfigs[:3] {
+		t.Run(sc.name, func(t *testing.T) {
+			ms := shmWorld(t, 2, sc.cfg, TCPConfig{MaxUnexpected: 1 << 20}, oneMachine)
+			ctx := context.Background()
+			for _, size := range []int{10, 100 << 10} {
+				h := Header{Comm: 1, Seq: uint64(size), Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+				r := ms[1].Post(0, h, make([]byte, size+4))
+				if err := ms[0].Send(ctx, 1, h, make([]byte, size)); err != nil {
+					t.Fatal(err)
+				}
+				var me *MismatchError
+				if _, err := r.Wait(ctx); !errors.As(err, &me) || me.Len != size {
+					t.Fatalf("%d bytes into %d: %v", size, size+4, err)
+				}
+				h.Seq++
+				in := make([]byte, size)
+				r = ms[1].Post(0, h, in)
+				if err := ms[0].Send(ctx, 1, h, pattern(size, 3)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Wait(ctx); err != nil || !bytes.Equal(in, pattern(size, 3)) {
+					t.Fatalf("the message after a mismatch: %v", err)
+				}
+			}
+			h := Header{Comm: 1, Seq: 99, Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+			err := ms[0].Send(ctx, 1, h, make([]byte, 2<<20))
+			if err == nil {
+				_, err = ms[0].Post(1, h, make([]byte, 1)).Wait(ctx)
+			}
+			var pe *PeerError
+			if !errors.As(err, &pe) || pe.Rank != 1 && pe.Rank != 0 {
+				t.Fatalf("a 2 MiB message nobody posted for, beyond MaxUnexpected: %v", err)
+			}
+		})
+	}
+}
+
+// TestShmSendRecvAllocs: a message in steady state allocates nothing,
+// small or large, through the ring or copied once.
+func TestShmSendRecvAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, sc := range shmConfigs[:3] {
+		for _, size := range []int{64, 256 << 10} {
+			t.Run(fmt.Sprintf("%s/%dB", sc.name, size), func(t *testing.T) {
+				ms := shmWorld(t, 2, sc.cfg, TCPConfig{}, oneMachine)
+				ctx := context.Background()
+				out, in := make([]byte, size), make([]byte, size)
+				h := Header{Comm: 1, Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+				var seq uint64
+				round := func() {
+					seq++
+					h.Seq = seq
+					r := ms[1].Post(0, h, in)
+					if err := ms[0].Send(ctx, 1, h, out); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := r.Wait(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range 50 {
+					round()
+				}
+				if n := testing.AllocsPerRun(500, round); n > 0 {
+					t.Errorf("%v allocations per message", n)
+				}
+			})
+		}
+	}
+}
+
+// die makes rank r of ms vanish as a killed process would: no goodbye,
+// its control sockets and TCP connections closed by the kernel, its
+// progress goroutine gone.
+func die(ms []*Mesh, r int) {
+	m := ms[r]
+	if s := m.shm; s != nil {
+		s.closed.Store(true)
+		s.stopping.Store(true)
+		ringBell(s.bellFD)
+		for _, l := range s.active {
+			_ = l.ctrl.Close()
+		}
+		s.wg.Wait()
+	}
+	m.tcp.closed.Store(true)
+	for _, p := range m.tcp.peers {
+		if p != nil {
+			p.conn.Close()
+		}
+	}
+}
+
+// stall stops rank r of ms as SIGSTOP would its process, as far as
+// shared memory sees: its progress goroutine, which keeps its heartbeats,
+// stops; its control sockets stay open.
+func stall(ms []*Mesh, r int) {
+	s := ms[r].shm
+	s.stopping.Store(true)
+	ringBell(s.bellFD)
+}
+
+// TestShmStalledPeerTimesOut: a rank that stops beating its heart is
+// given up after the peer timeout, by name, on every other rank.
+func TestShmStalledPeerTimesOut(t *testing.T) {
+	ms := shmWorld(t, 3, ShmConfig{}, TCPConfig{Heartbeat: 100 * time.Millisecond, PeerTimeout: time.Second}, oneMachine)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := run(t, meshes(ms), Config{}, func(c *Comm) error {
+		if c.Rank() == 1 {
+			stall(ms, 1)
+			return nil
+		}
+		return c.AllReduce(ctx, NewBuffer(Float32, 10), Sum)
+	})
+	if ctx.Err() != nil {
+		t.Fatal("ranks hung on a stalled rank")
+	}
+	for _, r := range []int{0, 2} {
+		var pe *PeerError
+		if !errors.As(errs[r], &pe) || pe.Rank != 1 || !strings.Contains(errs[r].Error(), "no data or heartbeat for 1s") {
+			t.Errorf("rank %d: got %v, want a PeerError for rank 1's silence", r, errs[r])
+		}
+	}
+}
+
+// TestShmDeadPeerFailsEveryRank kills rank 2 of 4 in the middle of a
+// stream of collectives, in a world on one machine and in one across two
+// (where some ranks learn of it through TCP): every other rank must fail
+// with a PeerError naming rank 2, and none may hang.
+func TestShmDeadPeerFailsEveryRank(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		machine func(int) string
+	}{
+		{"one-machine", oneMachine},
+		{"two-machines", func(r int) string { return fmt.Sprint(r / 2) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := shmWorld(t, 4, ShmConfig{}, TCPConfig{}, tc.machine)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			errs := run(t, meshes(ms), Config{}, func(c *Comm) error {
+				b := NewBuffer(Float32, 300000)
+				for i := 0; ; i++ {
+					if c.Rank() == 2 && i == 5 {
+						die(ms, 2)
+						return nil
+					}
+					if err := c.AllReduce(ctx, b, Sum); err != nil {
+						return err
+					}
+				}
+			})
+			if ctx.Err() != nil {
+				t.Fatal("ranks hung after rank 2 died")
+			}
+			for r, err := range errs {
+				var pe *PeerError
+				if r != 2 && (!errors.As(err, &pe) || pe.Rank != 2) {
+					t.Errorf("rank %d: got %v, want a PeerError naming rank 2", r, err)
+				}
+			}
+		})
+	}
+}
+
+// TestShmAbortReachesEveryRank: a rank that aborts stops the others,
+// across shared memory and TCP, with its reason.
+func TestShmAbortReachesEveryRank(t *testing.T) {
+	ms := shmWorld(t, 4, ShmConfig{}, TCPConfig{}, func(r int) string { return fmt.Sprint(r % 2) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := run(t, meshes(ms), Config{}, func(c *Comm) error {
+		b := NewBuffer(Float32, 1000)
+		for i := 0; ; i++ {
+			if c.Rank() == 3 && i == 3 {
+				ms[3].Abort(errors.New("out of patience"))
+			}
+			if err := c.AllReduce(ctx, b, Sum); err != nil {
+				return err
+			}
+		}
+	})
+	for r, err := range errs {
+		var pe *PeerError
+		if !errors.As(err, &pe) || pe.Rank != 3 || !strings.Contains(err.Error(), "out of patience") {
+			t.Errorf("rank %d: got %v, want rank 3's abort", r, err)
+		}
+	}
+}
+
+// TestShmCloseIsNotAFailure: a rank that closes its transport after its
+// last send is not taken for a dead one: what it sent is received, and
+// only later receives from it fail.
+func TestShmCloseIsNotAFailure(t *testing.T) {
+	ms := shmWorld(t, 3, ShmConfig{}, TCPConfig{}, oneMachine)
+	ctx := context.Background()
+	h := Header{Comm: 1, Seq: 1, Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+	for _, size := range []int{8, 200 << 10} {
+		h.Seq++
+		if err := ms[0].Send(ctx, 1, h, pattern(size, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ms[0].Close()
+	}()
+	h.Seq = 1
+	for _, size := range []int{8, 200 << 10} {
+		h.Seq++
+		in := make([]byte, size)
+		if _, err := Recv(ctx, ms[1], 0, h, in); err != nil || !bytes.Equal(in, pattern(size, 5)) {
+			t.Fatalf("%d bytes sent before rank 0 closed: %v", size, err)
+		}
+	}
+	<-done
+	h.Seq = 100
+	var pe *PeerError
+	if _, err := Recv(ctx, ms[1], 0, h, make([]byte, 4)); !errors.As(err, &pe) || pe.Rank != 0 || !strings.Contains(pe.Reason, "closed its transport") {
+		t.Fatalf("a receive from a closed rank: %v", err)
+	}
+	// Ranks 1 and 2 go on.
+	in := make([]byte, 4)
+	r := ms[2].Post(1, h, in)
+	if err := ms[1].Send(ctx, 2, h, []byte{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(ctx); err != nil {
+		t.Fatalf("ranks 1 and 2 after rank 0 closed: %v", err)
+	}
+}
+
+// TestShmForeignSegmentRefused: a segment is mapped only if it is sealed,
+// of the announced size, and carries the MAC of this rank's nonce under
+// the job's secret.
+func TestShmForeignSegmentRefused(t *testing.T) {
+	var secret, other [32]byte
+	other[0] = 1
+	nonce := []byte("0123456789abcdef")
+	ring := 4 << 10
+	mk := func(seal bool, size int, key [32]byte) (int, []byte) {
+		fd, err := unix.MemfdCreate("test", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Ftruncate(fd, int64(size)); err != nil {
+			t.Fatal(err)
+		}
+		mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := shmMAC(key, nonce, 0, 2)
+		copy(mem, shmMagic)
+		mem[8] = shmVersion
+		mem[12], mem[13] = byte(ring), byte(ring>>8)
+		copy(mem[16:], tok)
+		unix.Munmap(mem)
+		if seal {
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m3 := make([]byte, 4+32+16)
+		m3[0], m3[1] = byte(ring), byte(ring>>8)
+		copy(m3[4:], tok)
+		return fd, m3
+	}
+	want := shmMAC(secret, nonce, 0, 2)
+	good := shmHeaderSize + 2*ring
+	for _, tc := range []struct {
+		name string
+		seal bool
+		size int
+		key  [32]byte
+		ok   bool
+	}{
+		{"this job's", true, good, secret, true},
+		{"another job's", true, good, other, false},
+		{"unsealed", false, good, secret, false},
+		{"short", true, good - 4096, secret, false},
+	} {
+		fd, m3 := mk(tc.seal, tc.size, tc.key)
+		mem, err := attachSegment(fd, m3, want)
+		unix.Close(fd)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s segment: %v", tc.name, err)
+		}
+		if mem != nil {
+			unix.Munmap(mem)
+		}
+	}
+}
+
+// TestShmReleasesEverything: after Close nothing of the transport is
+// left in the process: no mapping of a segment, no descriptor (the
+// goroutines are checked by TestMain).
+func TestShmReleasesEverything(t *testing.T) {
+	maps := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "commprof-shm")
+	}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	m0, f0 := maps(), fds()
+	ms := shmWorld(t, 3, ShmConfig{}, TCPConfig{}, oneMachine)
+	if got := maps() - m0; got != 6 {
+		t.Errorf("3 ranks map %d segments, want 6 (one per rank and pair)", got)
+	}
+	for _, m := range ms {
+		m.Close()
+	}
+	if got := maps() - m0; got != 0 {
+		t.Errorf("%d segments still mapped after Close", got)
+	}
+	if got := fds() - f0; got > 0 {
+		t.Errorf("%d more descriptors open after Close", got)
+	}
+}
