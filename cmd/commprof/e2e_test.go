@@ -358,17 +358,29 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) (int, time.Durat
 	return 0, 0
 }
 
+// transports are the ways ranks on this machine can be linked, for the
+// tests of failures: TCP with each raw I/O mode, whatever this machine's
+// cores would choose, and shared memory.
+var transports = []struct {
+	name string
+	env  []string
+}{
+	{"tcp/raw_io=off", []string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=off"}},
+	{"tcp/raw_io=large", []string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=large"}},
+	{"tcp/raw_io=on", []string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=on"}},
+	{"shm", []string{"COMMPROF_TRANSPORT=shm"}},
+}
+
 // TestKilledRankStopsTheJob kills rank 2 mid-collective: the other ranks
 // must report rank 2 and the launcher must exit non-zero naming it.
-// Every raw I/O mode is run, whatever this machine's cores would choose.
 func TestKilledRankStopsTheJob(t *testing.T) {
-	for _, raw := range []string{"off", "large", "on"} {
-		t.Run("raw_io="+raw, func(t *testing.T) { killedRankStopsTheJob(t, raw) })
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { killedRankStopsTheJob(t, tr.env) })
 	}
 }
 
-func killedRankStopsTheJob(t *testing.T, raw string) {
-	cmd, stderr, pids := startLong(t, []string{"COMMPROF_RAW_IO=" + raw})
+func killedRankStopsTheJob(t *testing.T, env []string) {
+	cmd, stderr, pids := startLong(t, env)
 	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -395,16 +407,20 @@ func killedRankStopsTheJob(t *testing.T, raw string) {
 
 // TestStoppedRankTimesOut freezes rank 1 (SIGSTOP): with no data and no
 // heartbeats the others must give up on it after COMMPROF_PEER_TIMEOUT.
-// The two extreme raw I/O modes are run (the reads, which notice the
-// silence, are the same in large as in on).
+// Over TCP the two extreme raw I/O modes are run (the reads, which notice
+// the silence, are the same in large as in on); over shared memory it is
+// the heartbeat in the segment that stops.
 func TestStoppedRankTimesOut(t *testing.T) {
-	for _, raw := range []string{"off", "on"} {
-		t.Run("raw_io="+raw, func(t *testing.T) { stoppedRankTimesOut(t, raw) })
+	for _, tr := range transports {
+		if strings.HasSuffix(tr.name, "large") {
+			continue
+		}
+		t.Run(tr.name, func(t *testing.T) { stoppedRankTimesOut(t, tr.env) })
 	}
 }
 
-func stoppedRankTimesOut(t *testing.T, raw string) {
-	cmd, stderr, pids := startLong(t, []string{"COMMPROF_PEER_TIMEOUT=2s", "COMMPROF_RAW_IO=" + raw})
+func stoppedRankTimesOut(t *testing.T, env []string) {
+	cmd, stderr, pids := startLong(t, append([]string{"COMMPROF_PEER_TIMEOUT=2s"}, env...))
 	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -412,6 +428,71 @@ func stoppedRankTimesOut(t *testing.T, raw string) {
 	out := stderr.String()
 	if code == 0 || !strings.Contains(out, "rank 1 failed: no data or heartbeat for 2s") {
 		t.Fatalf("exit %d; want the others to time out on rank 1:\n%s", code, out)
+	}
+}
+
+// shmSegments counts the shared-memory segments process pid maps, and
+// returns how they are named.
+func shmSegments(t *testing.T, pid int) (int, []string) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(line, "commprof-shm") {
+			continue
+		}
+		name := strings.Join(f[5:], " ")
+		if !seen[f[4]] { // one segment per inode
+			seen[f[4]] = true
+			names = append(names, name)
+		}
+	}
+	return len(names), names
+}
+
+// TestShmLeavesNothingBehind: a 4-rank job on one machine maps a segment
+// per pair of ranks, each an anonymous memfd with no name in /dev/shm or
+// anywhere else; after a rank is SIGKILLed and the job stops, no
+// segment is left: nothing new in /dev/shm, and no process maps one.
+func TestShmLeavesNothingBehind(t *testing.T) {
+	before, _ := os.ReadDir("/dev/shm")
+	cmd, _, pids := startLong(t, []string{"COMMPROF_TRANSPORT=shm"})
+	for r, pid := range pids {
+		n, names := shmSegments(t, pid)
+		if n != 3 {
+			t.Errorf("rank %d maps %d segments, want 3 (one per peer): %v", r, n, names)
+		}
+		for _, name := range names {
+			if name != "/memfd:commprof-shm (deleted)" {
+				t.Errorf("rank %d maps a segment named %q, want an anonymous memfd", r, name)
+			}
+		}
+	}
+	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := waitExit(t, cmd, 20*time.Second); code == 0 {
+		t.Fatal("exit 0 after a rank was killed")
+	}
+	after, _ := os.ReadDir("/dev/shm")
+	if len(after) > len(before) {
+		var names []string
+		for _, e := range after {
+			names = append(names, e.Name())
+		}
+		t.Errorf("/dev/shm holds %d entries after the job, %d before: %v", len(after), len(before), names)
+	}
+	for r, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			if n, _ := shmSegments(t, pid); n > 0 {
+				t.Errorf("rank %d (pid %d) still maps %d segments after the job stopped", r, pid, n)
+			}
+		}
 	}
 }
 

@@ -130,19 +130,27 @@ func TestTruthModelOverAShapedLink(t *testing.T) {
 
 // TestTwoHosts runs a 4-rank job over two network namespaces, two ranks
 // on each, as torchrun would start it on two hosts: the ranks on the second
-// host reach rank 0 and each other only across the veth link.
+// host reach rank 0 and each other only across the veth link. With the
+// default transport and with COMMPROF_TRANSPORT=shm, which fails the job
+// unless the two ranks of each namespace share memory, the job mixes
+// shared memory within each "host" and TCP between them; with tcp every
+// pair is TCP.
 func TestTwoHosts(t *testing.T) {
 	a, b := netns(t)
 	master := fmt.Sprintf("10.77.%d.1", os.Getpid()%200)
-	outs := runByHand(t, 4, func(r int) *exec.Cmd {
-		ns := a
-		if r >= 2 {
-			ns = b
-		}
-		cmd := exec.Command("ip", "netns", "exec", ns, bin, "bench", "allreduce", "--min", "8", "--max", "4M", "--factor", "16", "--iters", "3", "--warmup", "1")
-		cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE=4", "MASTER_ADDR="+master, "MASTER_PORT=29500",
-			"COMMPROF_JOIN_TIMEOUT=30s")
-		return cmd
-	})
-	checkTable(t, outs[0].String(), 5) // 8·16^k ≤ 4M
+	for _, transport := range []string{"", "shm", "tcp"} {
+		t.Run("transport="+transport, func(t *testing.T) {
+			outs := runByHand(t, 4, func(r int) *exec.Cmd {
+				ns := a
+				if r >= 2 {
+					ns = b
+				}
+				cmd := exec.Command("ip", "netns", "exec", ns, bin, "bench", "allreduce", "--min", "8", "--max", "4M", "--factor", "16", "--iters", "3", "--warmup", "1")
+				cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE=4", "MASTER_ADDR="+master, "MASTER_PORT=29500",
+					"COMMPROF_JOIN_TIMEOUT=30s", "COMMPROF_TRANSPORT="+transport)
+				return cmd
+			})
+			checkTable(t, outs[0].String(), 5) // 8·16^k ≤ 4M
+		})
+	}
 }
