@@ -436,7 +436,8 @@ func (l *shmLink) waitOut(space, acks uint64) error {
 		return nil
 	}
 	if spin := l.t.cfg.spin; spin > 0 {
-		for start, now := l.t.clock.now(), int64(0); now-start < int64(spin); now = l.t.clock.now() {
+		start := l.t.clock.now()
+		for now := start; now-start < int64(spin); now = l.t.clock.now() {
 			l.t.cfg.pause(time.Duration(now - start))
 			if ready() {
 				return nil
@@ -518,7 +519,11 @@ func (t *shmTransport) poll(fd uintptr) bool {
 			return true
 		}
 		if busy {
+			// Let the goroutines whose receives just completed run (a
+			// rank often has one scheduler slot): the next message can
+			// wait the few hundred nanoseconds.
 			t.idleFrom = -1
+			runtime.Gosched()
 			continue
 		}
 		if t.idleFrom < 0 {

@@ -517,3 +517,59 @@ func TestShmReleasesEverything(t *testing.T) {
 		t.Errorf("%d more descriptors open after Close", got)
 	}
 }
+
+// BenchmarkShmPingPong measures a message there and back between two
+// ranks of this process, through shared memory and, for comparison,
+// loopback TCP: the one-way latency and bandwidth.
+func BenchmarkShmPingPong(b *testing.B) {
+	for _, tr := range []string{"shm", "tcp"} {
+		var ts []Transport
+		if tr == "shm" {
+			ts = meshes(shmWorld(b, 2, ShmConfig{}, TCPConfig{}, oneMachine))
+		} else {
+			ts = tcpWorld(b, 2, TCPConfig{})
+		}
+		for _, size := range []int{8, 64 << 10, 1 << 20, 16 << 20} {
+			b.Run(fmt.Sprintf("%s/bytes=%d", tr, size), func(b *testing.B) {
+				ctx := context.Background()
+				bufs := [2][2][]byte{{make([]byte, size), make([]byte, size)}, {make([]byte, size), make([]byte, size)}}
+				h := Header{Comm: 1, Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+				done := make(chan error, 1)
+				go func() {
+					for i := range b.N {
+						h := h
+						h.Seq = uint64(i)
+						if _, err := Recv(ctx, ts[1], 0, h, bufs[1][0]); err != nil {
+							done <- err
+							return
+						}
+						if err := ts[1].Send(ctx, 0, h, bufs[1][1]); err != nil {
+							done <- err
+							return
+						}
+					}
+					done <- nil
+				}()
+				b.SetBytes(int64(2 * size))
+				b.ResetTimer()
+				for i := range b.N {
+					h := h
+					h.Seq = uint64(i)
+					r := ts[0].Post(1, h, bufs[0][0])
+					if err := ts[0].Send(ctx, 1, h, bufs[0][1]); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := r.Wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+				oneWay := b.Elapsed().Seconds() / float64(2*b.N)
+				b.ReportMetric(oneWay*1e6, "us/msg")
+				b.ReportMetric(float64(size)/oneWay/1e9, "GB/s")
+			})
+		}
+	}
+}
