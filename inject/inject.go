@@ -303,3 +303,12 @@ func formatRate(r float64) string {
 	}
 	return strconv.FormatFloat(r, 'g', 4, 64) + "B/s"
 }
+
+// Strings is the faults' specs, one per fault, as String writes them.
+func Strings(faults []Fault) []string {
+	var out []string
+	for _, f := range faults {
+		out = append(out, f.String())
+	}
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/commprof/commprof/bench"
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/rankrun"
 )
 
 type benchOptions struct {
@@ -147,11 +148,11 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 		if err := inject.Check(faults, o.ranks); err != nil {
 			return usageError{err}
 		}
-		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr)
+		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr)
 	}
 	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
 		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}
-	return rankMain(ctx, job, cfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankTools) error {
+	return runRank(ctx, job, cfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankrun.Tools) error {
 		if tools.Rec != nil {
 			s.Mark = tools.Rec.Mark
 		}

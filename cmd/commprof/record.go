@@ -19,6 +19,7 @@ import (
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/launch"
@@ -140,8 +141,8 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	_, _ = rand.Read(id)
 	runID := name + "-" + hex.EncodeToString(id)
 	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
-	env := []string{envTraceDir + "=" + absDir, envRunID + "=" + runID, envRunName + "=" + name,
-		envCodec + "=" + string(codec), envCommand + "=" + string(cmdline)}
+	env := []string{rankrun.EnvTraceDir + "=" + absDir, rankrun.EnvRunID + "=" + runID, rankrun.EnvRunName + "=" + name,
+		rankrun.EnvCodec + "=" + string(codec), rankrun.EnvCommand + "=" + string(cmdline)}
 	if os.Getenv(collectives.EnvSecret) == "" {
 		// The ranks a launcher starts on this host get a secret of this
 		// job's own (docs/launching.md).
@@ -150,7 +151,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		env = append(env, collectives.EnvSecret+"="+hex.EncodeToString(key))
 	}
 	if len(faults) > 0 {
-		env = append(env, inject.Env+"="+strings.Join(faultStrings(faults), ";"))
+		env = append(env, inject.Env+"="+strings.Join(inject.Strings(faults), ";"))
 	}
 
 	var runErr error
@@ -160,7 +161,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		if o.ranks < 1 {
 			return usagef("--ranks %d: want at least 1", o.ranks)
 		}
-		runErr = startRanks(ctx, o.ranks, args, env, o.stdout, o.stderr)
+		runErr = rankrun.Start(ctx, o.ranks, args, env, o.stdout, o.stderr)
 	} else {
 		argv, envMPI := args, []string(nil)
 		if mpi, err = prepareMPI(ctx, o, args); err != nil {
@@ -203,7 +204,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 			interrupted, runErr = false, nil
 		}
 	}
-	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started, faultStrings(faults)); merr != nil {
+	if merr := finishManifest(dir, name, runID, args, o, local, runErr, interrupted, started, inject.Strings(faults)); merr != nil {
 		fmt.Fprintf(o.stderr, "commprof: %v\n", merr)
 	}
 	summarize(o.stdout, o.stderr, dir, started)

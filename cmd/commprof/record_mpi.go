@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/trace"
@@ -94,17 +95,15 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 		}
 		flavor = f
 	}
-	switch v := os.Getenv(envCompact); v {
-	case "", "on", "off":
-	default:
-		return nil, usagef("%s=%q: want on or off", envCompact, v)
+	if _, err := rankrun.KeepBatches(); err != nil {
+		return nil, usageError{err}
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding the commprof binary, beside which the PMPI library lies: %w", err)
 	}
 	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
-		Pass: []string{envTraceDir, envRunID, envRunName, envCommand}})
+		Pass: []string{rankrun.EnvTraceDir, rankrun.EnvRunID, rankrun.EnvRunName, rankrun.EnvCommand}})
 	if errors.Is(err, pmpi.ErrNoFlavor) {
 		return nil, usageError{err}
 	}
@@ -123,7 +122,7 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 	m, err := pmpi.Finish(dir, pmpi.FinishOptions{Name: name, RunID: runID,
 		Command: append([]string{"commprof", "record", "--"}, args...), Flavor: r.plan.Flavor,
 		CommprofVersion: versionString(), Start: started, LauncherErr: runErr, Interrupted: interrupted,
-		Compact: os.Getenv(envCompact) != "off", Codec: codec, Warn: warn})
+		Compact: os.Getenv(rankrun.EnvCompact) != "off", Codec: codec, Warn: warn})
 	if errors.Is(err, pmpi.ErrNotRecorded) {
 		rd.Discard() // only if empty: it was made for this run
 		msg := fmt.Sprintf("%s ran, but no rank of it was recorded: no rank called MPI_Init with %s loaded, so %s holds no rank-NNNNN.arrows streams.\n"+

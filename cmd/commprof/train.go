@@ -13,6 +13,7 @@ import (
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/trainer"
 )
 
@@ -137,7 +138,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		if err := inject.Check(faults, o.ranks); err != nil {
 			return usageError{err}
 		}
-		return startRanks(ctx, o.ranks, o.argv, nil, o.stdout, o.errw)
+		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.errw)
 	}
 	// Load the data before joining, so a bad --data stops every rank at once.
 	var train, test *trainer.Dataset
@@ -167,7 +168,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if o.sync == "ps" {
 		config["servers"] = strconv.Itoa(o.servers)
 	}
-	return rankMain(ctx, job, ccfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankTools) error {
+	return runRank(ctx, job, ccfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankrun.Tools) error {
 		if err := agree(ctx, c, config); err != nil {
 			return err
 		}

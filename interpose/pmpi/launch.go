@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/commprof/commprof/internal/rankrun"
 )
 
 // Flavor is an MPI implementation family: programs built against one
@@ -46,7 +48,7 @@ const (
 	EnvMPI = "COMMPROF_MPI"
 	// EnvTraceDir is the run directory: the library records only when it
 	// is set.
-	EnvTraceDir = "COMMPROF_TRACE_DIR"
+	EnvTraceDir = rankrun.EnvTraceDir
 )
 
 // LibraryFile returns the file name of the library built for f.
