@@ -28,9 +28,6 @@ func diffSections(a, b *analyze.Summary, d *analyze.Diff) []section {
 	secs = append(secs, section{ID: "traffic", Title: "Traffic", Charts: []chartSpec{diffSizeChart(a, b, d), diffMatrixChart(a, b, d)}})
 	secs = append(secs, section{ID: "network", Title: "Bandwidth", Charts: []chartSpec{diffBusbwChart(a, b)}})
 	t := DiffTable(d, 0)
-	for i, c := range d.Changes {
-		t.Rows[i] = append(t.Rows[i][:5], c.Verdict)
-	}
 	secs = append(secs, section{ID: "changes", Title: "Every change, largest first", Tables: []*Table{t},
 		Intro: fmt.Sprintf("Figures per %s; better and worse follow each figure's direction (lower times, higher bandwidth and accuracy). docs/metrics.md defines them.", d.Basis)})
 	return secs

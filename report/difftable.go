@@ -40,18 +40,47 @@ func FormatRel(c analyze.Change) string {
 	return fmt.Sprintf("%+.1f%%", 100**c.Rel)
 }
 
-// DiffTable is the diff's changes as a table, at most limit rows (0: all).
+// OutcomeTable is the diff's outcomes as a table: what the configuration
+// was changed for.
+func OutcomeTable(d *analyze.Diff) *Table {
+	t := &Table{Title: "Outcomes", Columns: []Column{
+		{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true}, {Name: ""}}}
+	for _, c := range d.Outcomes {
+		t.Rows = append(t.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), c.Verdict})
+	}
+	return t
+}
+
+// DiffTable is the diff's changes as a table, at most limit rows (0: all):
+// those that move the time per sample (or per step) most first, with how
+// much they move it.
 func DiffTable(d *analyze.Diff, limit int) *Table {
-	t := &Table{Title: fmt.Sprintf("Changes from A to B (per %s), largest first", d.Basis), Columns: []Column{
+	per := "sample"
+	if !d.PerSample {
+		per = d.Basis
+	}
+	t := &Table{Title: fmt.Sprintf("Changes from A to B (per %s), those that move the time per %s most first", d.Basis, per), Columns: []Column{
 		{Name: "section"}, {Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true},
-		{Name: "change", Numeric: true}, {Name: ""}}}
+		{Name: "change", Numeric: true}, {Name: "effect per " + per, Numeric: true}, {Name: ""}}}
 	for i, c := range d.Changes {
 		if limit > 0 && i >= limit {
 			break
 		}
-		t.Rows = append(t.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), c.Verdict})
+		effect := ""
+		if c.EffectNS != 0 {
+			effect = signed(c.EffectNS)
+		}
+		t.Rows = append(t.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), effect, c.Verdict})
 	}
 	return t
+}
+
+// signed is a duration with its sign.
+func signed(ns float64) string {
+	if ns < 0 {
+		return "-" + units.Duration(-ns)
+	}
+	return "+" + units.Duration(ns)
 }
 
 // WriteDiffOverview prints what the two runs are and how their
@@ -63,6 +92,7 @@ func WriteDiffOverview(w io.Writer, d *analyze.Diff) {
 		}
 		return r.Dir
 	}
+	fmt.Fprintf(w, "%s\n", d.Title)
 	fmt.Fprintf(w, "A: %s, %d ranks, %d events\n", name(d.A), d.A.WorldSize, d.A.Events)
 	fmt.Fprintf(w, "B: %s, %d ranks, %d events\n", name(d.B), d.B.WorldSize, d.B.Events)
 	if len(d.Config) == 0 {

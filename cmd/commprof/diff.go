@@ -81,6 +81,13 @@ func runDiff(ctx context.Context, stdout, stderr io.Writer, o *diffOptions, dirA
 		return enc.Encode(d)
 	}
 	report.WriteDiffOverview(w, d)
+	if len(d.Outcomes) > 0 {
+		ot := report.OutcomeTable(d)
+		fmt.Fprintf(w, "\n%s\n", ot.Title)
+		if err := ot.WriteText(w); err != nil {
+			return err
+		}
+	}
 	t := report.DiffTable(d, o.limit)
 	fmt.Fprintf(w, "\n%s\n", t.Title)
 	if err := t.WriteText(w); err != nil {
