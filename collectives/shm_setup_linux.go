@@ -223,17 +223,30 @@ func shmSetupError(cfg JoinConfig, err error) error {
 }
 
 // shmAccept accepts the higher ranks' connections, checks each one's
-// greeting and hands it to the goroutine of its pair.
+// greeting and hands it to the goroutine of its pair. Each connection is
+// greeted on its own, so one that never speaks delays no one; once the
+// listener closes, greetings still pending (strangers) are cut off.
 func shmAccept(ctx context.Context, ln *net.UnixListener, rank, size int, secret [32]byte, accepted map[int]chan shmAccepted) {
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	var mu sync.Mutex
 	taken := map[int]bool{}
+	pending := map[*net.UnixConn]bool{}
+	defer func() {
+		mu.Lock()
+		for c := range pending {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
 			return
 		}
+		mu.Lock()
+		pending[c] = true
+		mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -255,12 +268,13 @@ func shmAccept(ctx context.Context, ln *net.UnixListener, rank, size int, secret
 			cred, cerr := peerCred(c)
 			mu.Lock()
 			ch := accepted[hi]
-			ok := err == nil && cerr == nil && n == len(g) && string(g[:8]) == shmGreetMagic &&
+			ok := pending[c] && err == nil && cerr == nil && n == len(g) && string(g[:8]) == shmGreetMagic &&
 				int(binary.LittleEndian.Uint32(g[12:])) == size && ch != nil && !taken[hi] &&
 				hmac.Equal(g[16:48], shmMAC(secret, nonce, hi, size)) && int(cred.Uid) == os.Getuid()
 			if ok {
 				taken[hi] = true
 			}
+			delete(pending, c)
 			mu.Unlock()
 			if !ok {
 				c.Close() // not one of ours

@@ -573,3 +573,82 @@ func BenchmarkShmPingPong(b *testing.B) {
 		}
 	}
 }
+
+// TestShmStrangersAtTheSocket: at a rank's Unix socket, a stranger that
+// says nothing delays no one and is cut off when the set-up ends, one
+// that does not know the secret is refused, and the real higher rank is
+// handed to its pair.
+func TestShmStrangersAtTheSocket(t *testing.T) {
+	var secret [32]byte
+	secret[3] = 7
+	name := fmt.Sprintf("@commprof-shm-test-%d", os.Getpid())
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan shmAccepted, 1)
+	done := make(chan struct{})
+	// Join's deadline: a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() {
+		defer close(done)
+		shmAccept(ctx, ln, 0, 2, secret, map[int]chan shmAccepted{1: ch})
+	}()
+	dial := func() *net.UnixConn {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: name, Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	greet := func(c *net.UnixConn, key [32]byte) {
+		nonce := make([]byte, nonceLen)
+		if _, err := c.Read(nonce); err != nil {
+			t.Fatal(err)
+		}
+		var g [len(shmGreetMagic) + 8 + 32 + nonceLen]byte
+		copy(g[:], shmGreetMagic)
+		g[8], g[12] = 1, 2
+		copy(g[16:], shmMAC(key, nonce, 1, 2))
+		if _, err := c.Write(g[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	silent := dial()
+	var other [32]byte
+	liar := dial()
+	greet(liar, other)
+	real := dial()
+	greet(real, secret)
+	a := <-ch // while the silent stranger still holds its connection
+	defer a.c.Close()
+	if a.pid != os.Getpid() {
+		t.Errorf("the accepted rank's pid is %d, want %d", a.pid, os.Getpid())
+	}
+	ln.Close()
+	select {
+	case <-done: // although the stranger never spoke
+	case <-time.After(20 * time.Second):
+		t.Fatal("the set-up waited on a stranger that says nothing")
+	}
+	for what, c := range map[string]*net.UnixConn{"the silent stranger": silent, "the stranger without the secret": liar} {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var b [64]byte
+		for {
+			n, err := c.Read(b[:])
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("%s was not cut off when the set-up ended", what)
+				break
+			}
+			if err != nil || n == 0 {
+				break // cut off
+			}
+			if n != nonceLen {
+				t.Errorf("%s was sent %d bytes", what, n)
+			}
+		}
+	}
+}
