@@ -448,7 +448,8 @@ func checkOrder(t *testing.T, cs []Change) {
 	t.Helper()
 	for i := 1; i < len(cs); i++ {
 		p, c := cs[i-1], cs[i]
-		if c.EffectNS > p.EffectNS || (c.EffectNS == p.EffectNS && magnitude(c) > magnitude(p)) {
+		ep, ec := math.Abs(p.EffectNS), math.Abs(c.EffectNS)
+		if ec > ep || (ec == ep && magnitude(c) > magnitude(p)) {
 			t.Fatalf("changes out of order at %d: %+v then %+v", i, p, c)
 		}
 	}

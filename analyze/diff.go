@@ -42,7 +42,8 @@ type Change struct {
 	Rel     *float64 `json:"rel,omitempty"` // (B - A) / |A|; absent when A is 0
 	Verdict string   `json:"verdict"`       // better, worse or "" (neutral, unchanged, new or gone)
 	// EffectNS is how much the change moves the time per sample (per
-	// step, without batch sizes), ns; 0 for figures that are not step times.
+	// step, without batch sizes), ns, signed (positive: B takes longer);
+	// 0 for figures that are not step times.
 	EffectNS float64 `json:"effect_ns"`
 
 	weight float64 // of the relative change in the ordering
@@ -118,11 +119,11 @@ func Compare(a, b *Summary) *Diff {
 			// over the samples of a step; a per-sample one by itself.
 			switch {
 			case strings.HasSuffix(metric, " per sample"):
-				c.EffectNS = math.Abs(vb - va)
+				c.EffectNS = vb - va
 			case d.PerSample:
-				c.EffectNS = math.Abs(vb/float64(b.Run.SamplesPerStep) - va/float64(a.Run.SamplesPerStep))
+				c.EffectNS = vb/float64(b.Run.SamplesPerStep) - va/float64(a.Run.SamplesPerStep)
 			case steps:
-				c.EffectNS = math.Abs(vb - va)
+				c.EffectNS = vb - va
 			}
 		}
 		if va != 0 {
@@ -276,8 +277,8 @@ func Compare(a, b *Summary) *Diff {
 	}
 	sort.SliceStable(d.Changes, func(i, j int) bool {
 		ci, cj := d.Changes[i], d.Changes[j]
-		if ci.EffectNS != cj.EffectNS {
-			return ci.EffectNS > cj.EffectNS
+		if ei, ej := math.Abs(ci.EffectNS), math.Abs(cj.EffectNS); ei != ej {
+			return ei > ej
 		}
 		return magnitude(ci) > magnitude(cj)
 	})
