@@ -62,16 +62,20 @@ type ShmConfig struct {
 	// (default 1 MiB, less when a machine has more than 16 ranks).
 	RingBytes int
 	// CopyOnceMin is the smallest message the receiver copies straight
-	// from the sender's memory, once, instead of through the ring
-	// (default 32 KiB). Zero: the default; negative: never.
+	// from the sender's memory, once, instead of through the ring. Zero
+	// decides by the machine: 1 MiB when its ranks have a core each,
+	// 512 KiB when they outnumber its cores (a message through the ring
+	// costs a second copy, but no round trip: its Send returns before the
+	// receiver has run; measured in docs/benchmarks.md). Negative: never.
 	CopyOnceMin int
 }
 
 // Defaults of ShmConfig.
 const (
-	defaultShmSpin        = 50 * time.Microsecond
-	defaultShmRing        = 1 << 20
-	defaultShmCopyOnceMin = 32 << 10
+	defaultShmSpin               = 50 * time.Microsecond
+	defaultShmRing               = 1 << 20
+	defaultShmCopyOnceMin        = 1 << 20
+	defaultShmCopyOnceMinCrowded = 512 << 10
 )
 
 // machineID says which ranks can share memory: those of one user on one

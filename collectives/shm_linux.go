@@ -131,6 +131,8 @@ func resolveShm(c ShmConfig, tc TCPConfig, localRanks int) shmConfig {
 		r.spin = 0
 	}
 	switch {
+	case r.copyOnceMin == 0 && r.yield:
+		r.copyOnceMin = defaultShmCopyOnceMinCrowded
 	case r.copyOnceMin == 0:
 		r.copyOnceMin = defaultShmCopyOnceMin
 	case r.copyOnceMin < 0:
