@@ -23,6 +23,7 @@ import (
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
+	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -257,8 +258,12 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	}); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
+	page := filepath.Join(o.out, "sweep.html")
+	if _, err := writeFileAtomic(context.WithoutCancel(ctx), page, func(w io.Writer) error { return report.WriteSweepHTML(w, sw) }); err != nil {
+		return fmt.Errorf("sweep: writing %s: %w", page, err)
+	}
 	writeSweepTable(o.stdout, sw)
-	fmt.Fprintf(o.stdout, "\nwrote %s\n", filepath.Join(o.out, "sweep.json"))
+	fmt.Fprintf(o.stdout, "\nwrote %s and %s\n", filepath.Join(o.out, "sweep.json"), page)
 	for _, f := range failed {
 		fmt.Fprintf(o.stderr, "commprof: warning: %s\n", f)
 	}

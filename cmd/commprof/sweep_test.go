@@ -6,11 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/webtest"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -121,6 +123,8 @@ func TestSweep(t *testing.T) {
 		t.Errorf("%d rows in the table, want 8:\n%s", rows, r.stdout)
 	}
 
+	checkSweepPage(t, filepath.Join(dir, "sweep.html"), &sw)
+
 	// Again: nothing to do, nothing redone.
 	first := sw.Configs[0].Runs[0]
 	before, err := trace.ReadManifest(first)
@@ -210,5 +214,40 @@ func TestSweepBadInvocations(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("bad invocations left %d entries in the sweep directory", len(entries))
+	}
+}
+
+// checkSweepPage opens a sweep's page in Chromium at 1280 px: it draws,
+// nothing is clipped, and its table holds the sweep's own figures.
+func checkSweepPage(t *testing.T, page string, sw *analyze.Sweep) {
+	t.Helper()
+	shot := filepath.Join(webtest.ScreenshotDir(t), "sweep.png")
+	res := webtest.CheckPage(t, page, webtest.Options{Screenshot: shot, FullPage: true, HoverEvent: -1, WaitFor: drawn, Viewport: "1280x800",
+		Eval: `({rows: [...document.querySelectorAll('#configurations tbody tr')].map(r => [r.cells[0].textContent, r.cells[3].textContent, r.cells[1].textContent, r.cells[5].getAttribute('data-v')]),
+			cards: document.querySelectorAll('.cp-card').length,
+			clipped: ` + webtest.ClippedJS + `})`})
+	t.Logf("screenshot %s", shot)
+	if p := res.Problems(); len(p) > 0 {
+		t.Fatalf("the sweep page has problems: %q", p)
+	}
+	var got struct {
+		Rows    [][4]string
+		Cards   int
+		Clipped []string
+	}
+	if err := json.Unmarshal(res.Eval, &got); err != nil || res.Charts.Total < 5 || res.Charts.Drawn != res.Charts.Total || got.Cards < 3 {
+		t.Fatalf("sweep page: %s (%v), charts %+v", res.Eval, err, res.Charts)
+	}
+	if len(got.Rows) != len(sw.Configs) {
+		t.Fatalf("%d rows on the page, %d configurations", len(got.Rows), len(sw.Configs))
+	}
+	for i, c := range sw.Configs {
+		acc, err := strconv.ParseFloat(got.Rows[i][3], 64)
+		if got.Rows[i][0] != strconv.Itoa(c.Ranks) || got.Rows[i][1] != strconv.Itoa(c.BatchSize) || got.Rows[i][2] != c.LRScaling || err != nil || acc != c.Accuracy.Mean {
+			t.Errorf("row %d: %q, configuration %d ranks batch %d %s accuracy %v", i, got.Rows[i], c.Ranks, c.BatchSize, c.LRScaling, c.Accuracy.Mean)
+		}
+	}
+	if len(got.Clipped) > 0 {
+		t.Errorf("at 1280 px the sweep page draws outside its boxes: %q", got.Clipped)
 	}
 }

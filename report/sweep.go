@@ -1,0 +1,471 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/opts"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
+)
+
+// WriteSweepHTML writes the self-contained HTML page of a sweep: how
+// accuracy, time to accuracy, throughput and communication change with the
+// batch size, the learning-rate rule and the rank count.
+func WriteSweepHTML(w io.Writer, sw *analyze.Sweep) error {
+	p := &page{Kind: "sweep", Title: "Sweep: " + sweepShape(sw), Subtitle: sweepSubtitle(sw)}
+	assets(p)
+	p.Cards = sweepCards(sw)
+	p.Findings = sweepFindings(sw)
+	for _, c := range sw.Configs {
+		if c.Failed > 0 {
+			p.Problems = append(p.Problems, fmt.Sprintf("%s: %d of %d runs did not complete (%s)", sweepName(c), c.Failed, len(c.Runs), strings.Join(runNames(c.Runs), ", ")))
+		}
+	}
+	var err error
+	if p.SummaryJS, err = jsonJS(sw); err != nil {
+		return err
+	}
+	if len(sw.Configs) > 0 {
+		p.Sections = sweepSections(sw)
+	}
+	return render(w, p)
+}
+
+// group is a line of the sweep's charts: every setting but the batch.
+type group struct {
+	ranks      int
+	rule, warm string
+	lr         string
+}
+
+func groupOf(c analyze.SweepConfig) group {
+	return group{ranks: c.Ranks, rule: c.LRScaling, warm: c.Warmup, lr: c.LR}
+}
+
+func (g group) name(sw *analyze.Sweep) string {
+	var parts []string
+	if sweepVaries(sw, func(c analyze.SweepConfig) string { return strconv.Itoa(c.Ranks) }) {
+		parts = append(parts, plural(g.ranks, "rank"))
+	}
+	parts = append(parts, "lr "+g.rule)
+	if g.warm != "" && g.warm != "0" {
+		parts = append(parts, "warm-up "+g.warm)
+	}
+	if sweepVaries(sw, func(c analyze.SweepConfig) string { return c.LR }) {
+		parts = append(parts, "base lr "+g.lr)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sweepVaries(sw *analyze.Sweep, f func(analyze.SweepConfig) string) bool {
+	for _, c := range sw.Configs {
+		if f(c) != f(sw.Configs[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// distinct is the sorted distinct values of f over the sweep.
+func distinct[T int | string](sw *analyze.Sweep, f func(analyze.SweepConfig) T) []T {
+	var out []T
+	for _, c := range sw.Configs {
+		if v := f(c); !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sweepName(c analyze.SweepConfig) string {
+	s := fmt.Sprintf("%s × batch %d, lr %s", plural(c.Ranks, "rank"), c.BatchSize, c.LRScaling)
+	if c.Warmup != "" && c.Warmup != "0" {
+		s += ", warm-up " + c.Warmup
+	}
+	return s
+}
+
+func runNames(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		out = append(out, filepath.Base(d))
+	}
+	return out
+}
+
+func sweepShape(sw *analyze.Sweep) string {
+	g := distinct(sw, func(c analyze.SweepConfig) int { return c.GlobalBatch })
+	if len(g) == 0 {
+		return "no runs yet"
+	}
+	s := fmt.Sprintf("global batch %d", g[0])
+	if len(g) > 1 {
+		s = fmt.Sprintf("global batch %d → %d", g[0], g[len(g)-1])
+	}
+	if r := distinct(sw, func(c analyze.SweepConfig) string { return c.LRScaling }); len(r) > 1 {
+		s += ", lr " + strings.Join(sortRules(r), " / ")
+	}
+	if n := distinct(sw, func(c analyze.SweepConfig) int { return c.Ranks }); len(n) > 1 {
+		s += fmt.Sprintf(", %d → %d ranks", n[0], n[len(n)-1])
+	}
+	return s
+}
+
+func sortRules(r []string) []string {
+	order := map[string]int{"none": 0, "sqrt": 1, "linear": 2}
+	slices.SortFunc(r, func(a, b string) int { return order[a] - order[b] })
+	return r
+}
+
+func sweepSubtitle(sw *analyze.Sweep) string {
+	runs := 0
+	for _, c := range sw.Configs {
+		runs += len(c.Runs)
+	}
+	parts := []string{fmt.Sprintf("%d configurations, %d runs", len(sw.Configs), runs),
+		fmt.Sprintf("target test accuracy %.1f%%", 100*sw.Target)}
+	if b := distinct(sw, func(c analyze.SweepConfig) int { return c.BatchSize }); len(b) > 0 {
+		parts = append(parts, fmt.Sprintf("batch %d–%d per rank", b[0], b[len(b)-1]))
+	}
+	if w := distinct(sw, func(c analyze.SweepConfig) string { return c.Warmup }); len(w) > 1 {
+		parts = append(parts, "warm-up "+strings.Join(w, ", ")+" epochs")
+	}
+	if sw.Model != "" {
+		parts = append(parts, fmt.Sprintf("projected to %d ranks with %s", sw.ProjectRanks, sw.Model))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// sweepCards: the best accuracy, the fastest to the target, the highest
+// throughput, and what the largest batch lost without a learning-rate
+// rule.
+func sweepCards(sw *analyze.Sweep) []card {
+	var cs []card
+	best, fastest, quickest := -1, -1, -1
+	for i, c := range sw.Configs {
+		if c.Accuracy.N > 0 && (best < 0 || c.Accuracy.Mean > sw.Configs[best].Accuracy.Mean) {
+			best = i
+		}
+		if c.Reached > 0 && (fastest < 0 || c.TimeToTargetNS.Mean < sw.Configs[fastest].TimeToTargetNS.Mean) {
+			fastest = i
+		}
+		if c.SamplesPerSec.N > 0 && (quickest < 0 || c.SamplesPerSec.Mean > sw.Configs[quickest].SamplesPerSec.Mean) {
+			quickest = i
+		}
+	}
+	if best >= 0 {
+		c := sw.Configs[best]
+		cs = append(cs, card{Label: "best test accuracy", Value: fmt.Sprintf("%.2f%%", 100*c.Accuracy.Mean), Detail: sweepName(c), Def: "accuracy"})
+	}
+	if fastest >= 0 {
+		c := sw.Configs[fastest]
+		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: units.Duration(c.TimeToTargetNS.Mean), Detail: sweepName(c), Def: "time-to-target"})
+	} else if len(sw.Configs) > 0 {
+		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: "none reached it", Class: "bad", Def: "time-to-target"})
+	}
+	if quickest >= 0 {
+		c := sw.Configs[quickest]
+		cs = append(cs, card{Label: "highest throughput", Value: fmt.Sprintf("%.0f/s", c.SamplesPerSec.Mean), Detail: sweepName(c), Def: "throughput"})
+	}
+	if lo, hi, ok := batchEnds(sw, "none"); ok {
+		d := hi.Accuracy.Mean - lo.Accuracy.Mean
+		c := card{Label: "largest batch, no lr rule", Value: fmt.Sprintf("%+.1f points", 100*d), Def: "accuracy",
+			Detail: fmt.Sprintf("%.2f%% at global batch %d against %.2f%% at %d", 100*hi.Accuracy.Mean, hi.GlobalBatch, 100*lo.Accuracy.Mean, lo.GlobalBatch)}
+		if d < -0.005 {
+			c.Class = "bad"
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// batchEnds are the configurations of the smallest and largest global
+// batch with rule, on the sweep's first rank count, warm-up and lr.
+func batchEnds(sw *analyze.Sweep, rule string) (lo, hi analyze.SweepConfig, ok bool) {
+	var in []analyze.SweepConfig
+	for _, c := range sw.Configs {
+		if c.LRScaling == rule && c.Accuracy.N > 0 {
+			in = append(in, c)
+		}
+	}
+	if len(in) < 2 {
+		return lo, hi, false
+	}
+	g := groupOf(in[0])
+	lo, hi = in[0], in[0]
+	for _, c := range in {
+		if groupOf(c) != g {
+			continue
+		}
+		if c.GlobalBatch < lo.GlobalBatch {
+			lo = c
+		}
+		if c.GlobalBatch > hi.GlobalBatch {
+			hi = c
+		}
+	}
+	return lo, hi, lo.GlobalBatch < hi.GlobalBatch
+}
+
+// sweepFindings say what the sweep answers, in words: what the largest
+// batch cost each rule, and which rule recovered most.
+func sweepFindings(sw *analyze.Sweep) []string {
+	var out []string
+	base, _, ok := batchEnds(sw, "none")
+	if !ok {
+		return out
+	}
+	type res struct {
+		name string
+		acc  float64
+		n    int
+	}
+	var best res
+	for _, g := range sweepGroups(sw) {
+		var at analyze.SweepConfig
+		for _, c := range sw.Configs {
+			if groupOf(c) == g && c.Accuracy.N > 0 && c.GlobalBatch > at.GlobalBatch {
+				at = c
+			}
+		}
+		if at.GlobalBatch <= base.GlobalBatch {
+			continue
+		}
+		out = append(out, fmt.Sprintf("at global batch %d, %s reaches %.2f%% test accuracy (%+.1f points against batch %d without a rule)",
+			at.GlobalBatch, g.name(sw), 100*at.Accuracy.Mean, 100*(at.Accuracy.Mean-base.Accuracy.Mean), base.GlobalBatch))
+		if g.rule != "none" && at.Accuracy.Mean > best.acc {
+			best = res{g.name(sw), at.Accuracy.Mean, at.GlobalBatch}
+		}
+	}
+	if best.name != "" {
+		out = append(out, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %.2f%%", best.name, best.n, 100*best.acc))
+	}
+	return out
+}
+
+func sweepGroups(sw *analyze.Sweep) []group {
+	var gs []group
+	for _, c := range sw.Configs {
+		if g := groupOf(c); !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+func sweepSections(sw *analyze.Sweep) []section {
+	// line is one figure of every group against the global batch, on a
+	// log2 axis so that each group's points join whatever batches it has.
+	line := func(format string, val func(analyze.SweepConfig) (float64, bool)) *charts.Line {
+		l := charts.NewLine()
+		l.SetGlobalOptions(noAnimation(), tooltipItem(), legendTop(), grid(),
+			charts.WithXAxisOpts(opts.XAxis{Type: "log", Name: "global batch"}), charts.WithYAxisOpts(opts.YAxis{Type: "value", Scale: opts.Bool(true)}))
+		for _, g := range sweepGroups(sw) {
+			var data []opts.LineData
+			for _, c := range sw.Configs {
+				if groupOf(c) != g {
+					continue
+				}
+				if v, ok := val(c); ok {
+					data = append(data, opts.LineData{Value: []interface{}{c.GlobalBatch, round(v)}})
+				}
+			}
+			slices.SortFunc(data, func(a, b opts.LineData) int {
+				return a.Value.([]interface{})[0].(int) - b.Value.([]interface{})[0].(int)
+			})
+			l.AddSeries(g.name(sw), data)
+		}
+		return l
+	}
+	acc := chartSpec{ID: "chart-sweep-accuracy", Title: "Test accuracy by global batch", Height: 340,
+		Note: "after the last epoch, mean over repeats; one line per learning-rate rule",
+		Variants: []chartVariant{variant("test accuracy", "pct", "", line("pct", func(c analyze.SweepConfig) (float64, bool) {
+			return c.Accuracy.Mean, c.Accuracy.N > 0
+		}))}}
+	ttt := chartSpec{ID: "chart-sweep-ttt", Title: fmt.Sprintf("Time to %.1f%% test accuracy", 100*sw.Target), Height: 340,
+		Note: "from the run's start to the first epoch end at the target; a gap where no repeat reached it",
+		Variants: []chartVariant{variant("time", "ns", "", line("ns", func(c analyze.SweepConfig) (float64, bool) {
+			return c.TimeToTargetNS.Mean, c.Reached > 0
+		}))}}
+	speed := chartSpec{ID: "chart-sweep-speed", Title: "Throughput and time per epoch", Height: 340,
+		Note: "samples per second over the steps; mean epoch time",
+		Variants: []chartVariant{
+			variant("samples/s", "count", "", line("count", func(c analyze.SweepConfig) (float64, bool) {
+				return c.SamplesPerSec.Mean, c.SamplesPerSec.N > 0
+			})),
+			variant("time per epoch", "ns", "", line("ns", func(c analyze.SweepConfig) (float64, bool) { return c.EpochNS.Mean, c.EpochNS.N > 0 })),
+		}}
+	comm := chartSpec{ID: "chart-sweep-comm", Title: "Communication per sample", Height: 340,
+		Note: "collective bytes and exposed communication per sample of the global batch, and the headline busbw",
+		Variants: []chartVariant{
+			variant("bytes per sample", "bytes", "", line("bytes", func(c analyze.SweepConfig) (float64, bool) {
+				return c.CommBytesPerSample.Mean, c.CommBytesPerSample.N > 0
+			})),
+			variant("exposed per sample", "ns", "", line("ns", func(c analyze.SweepConfig) (float64, bool) {
+				return c.ExposedNSPerSample.Mean, c.ExposedNSPerSample.N > 0
+			})),
+			variant("busbw", "gbps", "", line("gbps", func(c analyze.SweepConfig) (float64, bool) { return c.BusBWGBps.Mean, c.BusBWGBps.N > 0 })),
+		}}
+	secs := []section{
+		{ID: "accuracy", Title: "Accuracy and time to accuracy", Charts: []chartSpec{acc, ttt, epochChart(sw)}},
+		{ID: "speed", Title: "Throughput and communication", Charts: []chartSpec{speed, comm}},
+	}
+	if ranks := distinct(sw, func(c analyze.SweepConfig) int { return c.Ranks }); len(ranks) > 1 {
+		secs[1].Charts = append(secs[1].Charts, scalingChart(sw, ranks))
+	}
+	secs = append(secs, section{ID: "configurations", Title: "Every configuration", Tables: []*Table{sweepTable(sw)},
+		Intro: "Means over each configuration's repeats (min–max where they differ); click a header to sort."})
+	return secs
+}
+
+// epochChart: test accuracy after each epoch, one line per batch, a
+// selector per learning-rate group.
+func epochChart(sw *analyze.Sweep) chartSpec {
+	c := chartSpec{ID: "chart-sweep-epochs", Title: "Test accuracy, epoch by epoch", Height: 340,
+		Note: "one line per global batch; choose the learning-rate rule"}
+	epochs := 0
+	for _, cf := range sw.Configs {
+		epochs = max(epochs, len(cf.EpochAccuracy))
+	}
+	x := make([]string, epochs)
+	for i := range x {
+		x[i] = strconv.Itoa(i + 1)
+	}
+	for _, g := range sweepGroups(sw) {
+		l := charts.NewLine()
+		l.SetGlobalOptions(noAnimation(), tooltipAxis(), legendTop(), grid(),
+			charts.WithXAxisOpts(opts.XAxis{Type: "category", Name: "epoch"}), charts.WithYAxisOpts(opts.YAxis{Type: "value", Scale: opts.Bool(true)}))
+		l.SetXAxis(x)
+		for _, cf := range sw.Configs {
+			if groupOf(cf) != g {
+				continue
+			}
+			data := make([]opts.LineData, len(cf.EpochAccuracy))
+			for i, v := range cf.EpochAccuracy {
+				data[i] = opts.LineData{Value: round(v)}
+			}
+			l.AddSeries(fmt.Sprintf("batch %d", cf.GlobalBatch), data)
+		}
+		c.Variants = append(c.Variants, variant(g.name(sw), "pct", "", l))
+	}
+	return c
+}
+
+// scalingChart: scaling efficiency against the rank count, per batch.
+func scalingChart(sw *analyze.Sweep, ranks []int) chartSpec {
+	l := charts.NewLine()
+	l.SetGlobalOptions(noAnimation(), tooltipAxis(), legendTop(), grid(),
+		charts.WithXAxisOpts(opts.XAxis{Type: "category", Name: "ranks"}), charts.WithYAxisOpts(opts.YAxis{Type: "value"}))
+	x := make([]string, len(ranks))
+	for i, r := range ranks {
+		x[i] = strconv.Itoa(r)
+	}
+	l.SetXAxis(x)
+	type key struct {
+		batch      int
+		rule, warm string
+	}
+	var keys []key
+	for _, c := range sw.Configs {
+		if k := (key{c.BatchSize, c.LRScaling, c.Warmup}); !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		data := make([]opts.LineData, len(ranks))
+		for i := range data {
+			data[i] = opts.LineData{Value: "-"}
+		}
+		for _, c := range sw.Configs {
+			if (key{c.BatchSize, c.LRScaling, c.Warmup}) != k {
+				continue
+			}
+			v := c.ScalingEfficiency
+			if c.Ranks == ranks[0] {
+				v = 1
+			}
+			if v > 0 {
+				data[slices.Index(ranks, c.Ranks)] = opts.LineData{Value: round(v)}
+			}
+		}
+		l.AddSeries(fmt.Sprintf("batch %d/rank, lr %s", k.batch, k.rule), data)
+	}
+	return chartSpec{ID: "chart-sweep-scaling", Title: "Scaling efficiency", Height: 340,
+		Note:     fmt.Sprintf("samples/s against %d ranks' × the rank ratio, per batch size per rank (1 is perfect)", ranks[0]),
+		Variants: []chartVariant{variant("efficiency", "pct", "", l)}}
+}
+
+// sweepTable is every configuration, one row each.
+func sweepTable(sw *analyze.Sweep) *Table {
+	t := &Table{Full: true, Columns: []Column{{Name: "ranks", Numeric: true}, {Name: "lr"}, {Name: "warm-up", Numeric: true},
+		{Name: "batch", Numeric: true}, {Name: "global", Numeric: true}, {Name: "accuracy", Numeric: true}, {Name: "per epoch"},
+		{Name: "epoch", Numeric: true}, {Name: "samples/s", Numeric: true}, {Name: "to target", Numeric: true},
+		{Name: "bytes/sample", Numeric: true}, {Name: "exposed/sample", Numeric: true}, {Name: "busbw", Numeric: true},
+		{Name: "scaling", Numeric: true}},
+		Defs: map[string]string{"accuracy": "accuracy", "epoch": "epoch-time", "samples/s": "throughput", "to target": "time-to-target",
+			"bytes/sample": "bytes-per-sample", "exposed/sample": "exposed", "busbw": "busbw", "scaling": "scaling"}}
+	if sw.ProjectRanks > 0 {
+		t.Columns = append(t.Columns, Column{Name: fmt.Sprintf("allreduce@%d", sw.ProjectRanks), Numeric: true})
+		t.Defs[t.Columns[len(t.Columns)-1].Name] = "model"
+	}
+	t.Columns = append(t.Columns, Column{Name: "runs"})
+	rng := func(r analyze.Range, f func(float64) string) string {
+		switch {
+		case r.N == 0:
+			return "—"
+		case r.N > 1 && r.Min != r.Max:
+			return fmt.Sprintf("%s (%s–%s)", f(r.Mean), f(r.Min), f(r.Max))
+		}
+		return f(r.Mean)
+	}
+	pct := func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) }
+	dur := func(v float64) string { return units.Duration(v) }
+	for _, c := range sw.Configs {
+		var epochs []string
+		for _, a := range c.EpochAccuracy {
+			epochs = append(epochs, fmt.Sprintf("%.1f", 100*a))
+		}
+		ttt := rng(c.TimeToTargetNS, dur)
+		if c.Reached > 0 && c.Reached < len(c.Runs) {
+			ttt += fmt.Sprintf(" (%d of %d)", c.Reached, len(c.Runs))
+		}
+		eff := "—"
+		if c.ScalingEfficiency > 0 {
+			eff = fmt.Sprintf("%.0f%%", 100*c.ScalingEfficiency)
+		}
+		row := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch),
+			rng(c.Accuracy, pct), strings.Join(epochs, " → "), rng(c.EpochNS, dur), rng(c.SamplesPerSec, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
+			ttt, rng(c.CommBytesPerSample, func(v float64) string { return units.Bytes(int64(v)) }), rng(c.ExposedNSPerSample, dur),
+			rng(c.BusBWGBps, units.GBps), eff}
+		keys := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch),
+			fmt.Sprint(c.Accuracy.Mean), "", fmt.Sprint(c.EpochNS.Mean), fmt.Sprint(c.SamplesPerSec.Mean), fmt.Sprint(c.TimeToTargetNS.Mean),
+			fmt.Sprint(c.CommBytesPerSample.Mean), fmt.Sprint(c.ExposedNSPerSample.Mean), fmt.Sprint(c.BusBWGBps.Mean), fmt.Sprint(c.ScalingEfficiency)}
+		if c.Reached == 0 {
+			keys[9] = "Infinity"
+		}
+		if sw.ProjectRanks > 0 {
+			row = append(row, units.Duration(c.ProjectedStepNS))
+			keys = append(keys, fmt.Sprint(c.ProjectedStepNS))
+		}
+		row = append(row, strings.Join(runNames(c.Runs), ", "))
+		keys = append(keys, "")
+		t.Rows = append(t.Rows, row)
+		t.Keys = append(t.Keys, keys)
+	}
+	return t
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
