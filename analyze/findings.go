@@ -86,7 +86,8 @@ func findings(s *Summary) []string {
 		out = append(out, f)
 		out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
 			pct(h.CommFraction), pct(h.ExposedFrac), units.Duration(h.ExposedNS)))
-	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 {
+	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && s.Run.Config["program"] != "bench" {
+		// (A benchmark is all communication by design.)
 		out = append(out, fmt.Sprintf("communication takes %s of the run's %s on an average rank, %s of it exposed",
 			pct(h.CommFraction), units.Duration(float64(s.Run.SpanNS)), pct(h.ExposedFrac)))
 	}

@@ -329,7 +329,7 @@ func opSizeChart(s *analyze.Summary) (chartSpec, bool) {
 	h.SetGlobalOptions(charts.WithVisualMapOpts(opts.VisualMap{Min: 0, Max: float32(maxV), Dimension: "3", Orient: "vertical",
 		Right: "0", Top: "center", Text: []string{"more", "less (log scale)"}, InRange: &opts.VisualMapInRange{Color: blues}}))
 	v := variant("time", "ns", "opsize", h)
-	return chartSpec{ID: "chart-opsize", Title: "Collective time by op and size", Height: 100 + 40*len(ops),
+	return chartSpec{ID: "chart-opsize", Title: "Collective time by op and size", Height: max(230, 100+40*len(ops)),
 		Note: "total time over every rank's events", Variants: []chartVariant{v}}, true
 }
 
@@ -421,7 +421,7 @@ func busbwChart(s *analyze.Summary) (chartSpec, bool) {
 				}
 				data = append(data, opts.LineData{Value: []interface{}{n, round(float64(n) / t * 2 * float64(p-1) / float64(p))}, Symbol: "none"})
 			}
-			line.AddSeries("allreduce "+algo+" (model)", data, charts.WithLineChartOpts(opts.LineChart{Smooth: opts.Bool(true)}),
+			line.AddSeries("allreduce "+algo+" (model)", data, charts.WithLineChartOpts(opts.LineChart{Smooth: opts.Bool(false)}),
 				charts.WithLineStyleOpts(opts.LineStyle{Type: "dashed", Width: 1.5}))
 		}
 		sc.Overlap(line)

@@ -1,9 +1,7 @@
 package report
 
 import (
-	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
@@ -27,9 +25,25 @@ func diffSections(a, b *analyze.Summary, d *analyze.Diff) []section {
 	secs := []section{{ID: "time", Title: "Where the time goes, A and B", Charts: time}}
 	secs = append(secs, section{ID: "traffic", Title: "Traffic", Charts: []chartSpec{diffSizeChart(a, b, d), diffMatrixChart(a, b, d)}})
 	secs = append(secs, section{ID: "network", Title: "Bandwidth", Charts: []chartSpec{diffBusbwChart(a, b)}})
-	t := DiffTable(d, 0)
-	secs = append(secs, section{ID: "changes", Title: "Every change, largest first", Tables: []*Table{t},
-		Intro: fmt.Sprintf("Figures per %s; better and worse follow each figure's direction (lower times, higher bandwidth and accuracy). docs/metrics.md defines them.", d.Basis)})
+	// The per-step (or per-run) changes, then the per-epoch ones apart.
+	all := DiffTable(d, 0)
+	steps, epochs := &Table{Title: "Per " + d.Basis, Columns: all.Columns}, &Table{Title: "Per epoch", Columns: all.Columns,
+		Note: "Ops called less than once every other step in both runs: the first broadcast, an epoch's evaluation."}
+	for i, c := range d.Changes {
+		if c.Section == "epoch" {
+			epochs.Rows = append(epochs.Rows, all.Rows[i])
+		} else {
+			steps.Rows = append(steps.Rows, all.Rows[i])
+		}
+	}
+	eff := all.Columns[5].Name
+	steps.Defs = map[string]string{eff: "effect"}
+	tables := []*Table{steps}
+	if len(epochs.Rows) > 0 {
+		tables = append(tables, epochs)
+	}
+	secs = append(secs, section{ID: "changes", Title: "Every change", Tables: tables,
+		Intro: "Those that move the time per sample most first, then the rest by how much they changed, weighted by their share of the run; better and worse follow each figure's direction (lower times, higher bandwidth and accuracy)."})
 	return secs
 }
 
@@ -69,35 +83,46 @@ func diffStepChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 		Variants: []chartVariant{variant("time", "ns", "", bar)}}
 }
 
-// diffStepSeries: step time over the run, both runs on one axis.
+// diffStepSeries: each step's time and exposed communication over the
+// run, both runs on one axis of samples processed (per sample, when both
+// name their batch), so runs of different batch sizes line up.
 func diffStepSeries(a, b *analyze.Summary) (chartSpec, bool) {
 	if len(a.Steps) == 0 || len(b.Steps) == 0 {
 		return chartSpec{}, false
 	}
-	n := max(len(a.Steps), len(b.Steps))
+	perSample := a.Run.SamplesPerStep > 0 && b.Run.SamplesPerStep > 0
+	xName, note := "fraction of the run's steps", "each step's time and exposed communication (mean over ranks), against the fraction of the run's steps done"
+	if perSample {
+		xName, note = "samples processed", "each step's time and exposed communication per sample (mean over ranks), against the samples processed by the step's end"
+	}
 	l := charts.NewLine()
 	l.SetGlobalOptions(noAnimation(), tooltipAxis(), legendTop(), grid(),
-		charts.WithXAxisOpts(opts.XAxis{Type: "category", Name: "step"}), charts.WithYAxisOpts(opts.YAxis{Type: "value"}))
-	x := make([]string, n)
-	for i := range x {
-		x[i] = strconv.Itoa(i)
-	}
-	l.SetXAxis(x)
+		charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: xName}), charts.WithYAxisOpts(opts.YAxis{Type: "value"}))
 	for _, r := range []struct {
-		name string
-		s    *analyze.Summary
-	}{{"A step time", a}, {"B step time", b}, {"A exposed comm", a}, {"B exposed comm", b}} {
+		name    string
+		s       *analyze.Summary
+		exposed bool
+	}{{"A step", a, false}, {"B step", b, false}, {"A exposed comm", a, true}, {"B exposed comm", b, true}} {
+		n := float64(r.s.Run.SamplesPerStep)
 		data := make([]opts.LineData, len(r.s.Steps))
 		for i, st := range r.s.Steps {
 			v := st.TimeNS
-			if r.name[2:] == "exposed comm" {
+			if r.exposed {
 				v = st.ExposedNS
 			}
-			data[i] = opts.LineData{Value: round(v), Symbol: "none"}
+			x := float64(i+1) / float64(len(r.s.Steps))
+			if perSample {
+				x, v = float64(i+1)*n, v/n
+			}
+			data[i] = opts.LineData{Value: []interface{}{round(x), round(v)}, Symbol: "none"}
 		}
 		l.AddSeries(r.name, data)
 	}
-	return chartSpec{ID: "chart-diff-steps", Title: "Step by step", Height: 300, Note: "each step's time and exposed communication (mean over ranks), by step index",
+	title := "Step by step"
+	if perSample {
+		title = "Time per sample, step by step"
+	}
+	return chartSpec{ID: "chart-diff-steps", Title: title, Height: 300, Note: note,
 		Variants: []chartVariant{variant("time", "ns", "", l)}}, true
 }
 

@@ -26,6 +26,9 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 type card struct {
 	Label, Value, Detail string
 	Class                string // good, bad or ""
+	// Def is the slug of the figure's definition; finish turns it into
+	// the anchor the label links to, and Tip into its text.
+	Def, Tip string
 }
 
 // page is what the template draws: a run report or a diff report.
@@ -41,6 +44,7 @@ type page struct {
 	Config    [][2]string
 	ConfigA   [][2]string // diff: keys that differ, A and B
 	ConfigB   [][2]string
+	Lead      []section // sections before the timeline: a benchmark's table
 	Sections  []section
 	Timeline  template.JS // the timeline's data, JSON; empty for none
 	TLNote    string
@@ -51,12 +55,38 @@ type page struct {
 	Script    template.JS
 	Timeln    template.JS
 	CSS       template.CSS
+	// Defs are the definitions the page's figures link to, drawn at its
+	// end; MetricsURL has them all.
+	Defs       []definition
+	MetricsURL string
+}
+
+// finish links the page's cards and table headers to their definitions
+// and builds the tables as drawn.
+func (p *page) finish() {
+	g := &glossary{}
+	for i := range p.Cards {
+		if slug := p.Cards[i].Def; slug != "" {
+			p.Cards[i].Def, p.Cards[i].Tip = g.link(slug), definitions[slug].Text
+		}
+	}
+	for _, secs := range [][]section{p.Lead, p.Sections} {
+		for i := range secs {
+			secs[i].HTML = nil
+			for _, t := range secs[i].Tables {
+				secs[i].HTML = append(secs[i].HTML, g.html(t))
+			}
+		}
+	}
+	p.Defs, p.MetricsURL = g.used, MetricsURL
 }
 
 type section struct {
 	ID, Title, Intro string
 	Charts           []chartSpec
 	Tables           []*Table
+	HTML             []htmlTable // the tables as drawn, from finish
+	TablesFirst      bool        // tables above the charts
 }
 
 // jsonJS marshals v for a <script type="application/json"> element:
@@ -108,6 +138,9 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	}
 	assets(p)
 	p.Cards = runCards(s)
+	if isBench(s) {
+		p.Title, p.Cards = benchTitle(s), benchCards(s)
+	}
 	p.Config = sortedKV(s.Run.Config)
 	if tl != nil {
 		js, err := jsonJS(tl)
@@ -131,10 +164,14 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 		return err
 	}
 	p.Sections = runSections(s, o)
+	if len(p.Sections) > 0 && p.Sections[0].ID == "bandwidth" {
+		p.Lead, p.Sections = p.Sections[:1], p.Sections[1:]
+	}
 	return render(w, p)
 }
 
 func render(w io.Writer, p *page) error {
+	p.finish()
 	bw := bufio.NewWriterSize(w, 1<<20)
 	if err := pageTmpl.Execute(bw, p); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
@@ -195,7 +232,7 @@ func runCards(s *analyze.Summary) []card {
 		if h.SamplesPerSec > 0 {
 			d += fmt.Sprintf(" · %.0f samples/s", h.SamplesPerSec)
 		}
-		cs = append(cs, card{Label: "step time", Value: units.Duration(h.StepNS), Detail: d})
+		cs = append(cs, card{Label: "step time", Value: units.Duration(h.StepNS), Detail: d, Def: "step-time"})
 	} else {
 		cs = append(cs, card{Label: "run span", Value: units.Duration(float64(s.Run.SpanNS)), Detail: "no training steps recorded"})
 	}
@@ -203,13 +240,13 @@ func runCards(s *analyze.Summary) []card {
 	if h.CommFraction > 0.3 {
 		cls = "bad"
 	}
-	cs = append(cs, card{Label: "communication", Value: fmt.Sprintf("%.0f%%", 100*h.CommFraction), Class: cls,
+	cs = append(cs, card{Label: "communication", Value: fmt.Sprintf("%.0f%%", 100*h.CommFraction), Class: cls, Def: "communication",
 		Detail: map[bool]string{true: "of the step", false: "of the run, per rank"}[h.Steps > 0]})
 	cls = ""
 	if h.ExposedFrac > 0.5 {
 		cls = "bad"
 	}
-	cs = append(cs, card{Label: "exposed communication", Value: fmt.Sprintf("%.0f%%", 100*h.ExposedFrac), Class: cls,
+	cs = append(cs, card{Label: "exposed communication", Value: fmt.Sprintf("%.0f%%", 100*h.ExposedFrac), Class: cls, Def: "exposed",
 		Detail: units.Duration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
 	if h.BusBWGBps > 0 {
 		d := h.BusBWOp
@@ -219,12 +256,12 @@ func runCards(s *analyze.Summary) []card {
 		if h.LinkGBps > 0 {
 			d += fmt.Sprintf(" · %.0f%% of the modelled link (%s)", 100*h.BusBWOfLink, units.GBps(h.LinkGBps))
 		}
-		cs = append(cs, card{Label: "bus bandwidth", Value: units.GBps(h.BusBWGBps), Detail: d})
+		cs = append(cs, card{Label: "bus bandwidth", Value: units.GBps(h.BusBWGBps), Detail: d, Def: "busbw"})
 	}
 	if st := s.Stragglers; st.Replayed {
 		// The analyzer's verdict (analyze/whatif.go), not a re-derivation.
 		unit := map[bool]string{true: "step", false: "collective"}[st.Basis == "step"]
-		c := card{Label: "straggler", Value: "none stands out"}
+		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
 		if len(st.Ranks) > 0 {
 			rc := st.Ranks[0]
 			c.Detail = fmt.Sprintf("costliest: rank %d, %.1f%% of the run", rc.Rank, 100*rc.Share)
@@ -238,13 +275,22 @@ func runCards(s *analyze.Summary) []card {
 		cs = append(cs, c)
 	}
 	if acc, ok := s.Run.Metrics["test_accuracy"]; ok {
-		cs = append(cs, card{Label: "test accuracy", Value: fmt.Sprintf("%.2f%%", 100*acc), Detail: "final epoch"})
+		cs = append(cs, card{Label: "test accuracy", Value: fmt.Sprintf("%.2f%%", 100*acc), Detail: "final epoch", Def: "accuracy"})
 	}
 	return cs
 }
 
 func runSections(s *analyze.Summary, o Options) []section {
 	var secs []section
+	bench := isBench(s)
+	if bench {
+		// A benchmark's answer first: bandwidth by size, as its table.
+		sec := section{ID: "bandwidth", Title: "Bus bandwidth by size", Tables: []*Table{benchTable(s)}, TablesFirst: true}
+		if c, ok := busbwChart(s); ok {
+			sec.Charts = append(sec.Charts, c)
+		}
+		secs = append(secs, sec)
+	}
 	var time []chartSpec
 	time = append(time, rankChart(s))
 	if c, ok := stepChart(s); ok {
@@ -272,7 +318,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 		secs = append(secs, section{ID: "skew", Title: "Arrival skew", Charts: skew, Intro: intro})
 	}
 	var net []chartSpec
-	if c, ok := busbwChart(s); ok {
+	if c, ok := busbwChart(s); ok && !bench {
 		net = append(net, c)
 	}
 	if c, ok := projectionChart(s); ok {
@@ -289,17 +335,37 @@ func runSections(s *analyze.Summary, o Options) []section {
 	}
 	var tables []*Table
 	for _, by := range Views {
-		t, _ := View(s, by, false)
-		if len(t.Rows) > o.TableRows {
-			n := len(t.Rows)
-			t.Rows = t.Rows[:o.TableRows]
-			t.Title += fmt.Sprintf(" (first %d of %d rows; commprof stats --by %s prints all)", o.TableRows, n, by)
-		}
-		tables = append(tables, t)
+		tables = append(tables, pageView(s, by, o.TableRows))
 	}
 	secs = append(secs, section{ID: "tables", Title: "Tables", Tables: tables,
-		Intro: "The tables of commprof stats. Every number is defined in docs/metrics.md."})
+		Intro: "The tables of commprof stats, the costliest rows first; click a header to sort by it, a linked header for what it means."})
 	return secs
+}
+
+// viewOrder is the column a stats view is sorted by on a page, costliest
+// first ("" keeps the view's own order).
+var viewOrder = map[string]string{"op": "total", "size": "time", "step": "time", "peer": "bytes"}
+
+// pageView is a stats view for a page: sort keys, definitions, the
+// costliest rows first, at most limit rows.
+func pageView(s *analyze.Summary, by string, limit int) *Table {
+	t, _ := View(s, by, false)
+	raw, _ := View(s, by, true)
+	if len(raw.Rows) == len(t.Rows) {
+		t.Keys = raw.Rows
+	}
+	t.Defs = columnDefs[by]
+	if col := t.columnIndex(viewOrder[by]); col >= 0 {
+		t.sortBy(col, true)
+	}
+	if n := len(t.Rows); n > limit {
+		t.Rows = t.Rows[:limit]
+		if t.Keys != nil {
+			t.Keys = t.Keys[:limit]
+		}
+		t.Note = fmt.Sprintf("The %d costliest of %d rows; commprof stats --by %s prints all.", limit, n, by)
+	}
+	return t
 }
 
 func joinInts(l []int, n int) string {
@@ -319,7 +385,11 @@ func joinInts(l []int, n int) string {
 
 // WriteDiffHTML writes the self-contained HTML report of a diff.
 func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
-	p := &page{Kind: "diff", Title: fmt.Sprintf("%s → %s", runTitle(a.Run), runTitle(b.Run)),
+	title := d.Title
+	if title == "" || title == "same configuration" {
+		title = fmt.Sprintf("%s → %s", runTitle(a.Run), runTitle(b.Run))
+	}
+	p := &page{Kind: "diff", Title: title,
 		Subtitle: fmt.Sprintf("A: %s  ·  B: %s  ·  figures per %s", runSubtitle(a.Run), runSubtitle(b.Run), d.Basis)}
 	if d.PerSample {
 		p.Subtitle += " and per sample"
@@ -335,7 +405,10 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 		p.ConfigA = append(p.ConfigA, [2]string{c.Key, unset(c.A)})
 		p.ConfigB = append(p.ConfigB, [2]string{c.Key, unset(c.B)})
 	}
-	p.Cards = diffCards(a, b, d)
+	p.Cards = outcomeCards(d)
+	if len(p.Cards) == 0 {
+		p.Cards = diffCards(a, b, d)
+	}
 	p.Problems = append(append([]string{}, a.Problems...), b.Problems...)
 	for i, c := range d.Changes {
 		if i >= 6 {
@@ -350,7 +423,45 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 		return err
 	}
 	p.Sections = diffSections(a, b, d)
+	if len(d.Outcomes) > 0 {
+		t := OutcomeTable(d)
+		t.Title, t.Full = "", true
+		t.Defs = map[string]string{"metric": "outcome"}
+		p.Lead = []section{{ID: "outcomes", Title: "Outcomes", Tables: []*Table{t},
+			Intro: "What the configuration was changed for, B against A: " + FormatOutcomeBasis(d) + "."}}
+	}
 	return render(w, p)
+}
+
+// outcomeCards are the diff's outcomes as cards: B's figure, A's and the
+// change, coloured by the diff's verdict.
+func outcomeCards(d *analyze.Diff) []card {
+	defs := map[string]string{"throughput": "throughput", "time per epoch": "epoch-time", "test accuracy": "accuracy",
+		"communication bytes per sample": "bytes-per-sample", "exposed communication per sample": "exposed"}
+	var cs []card
+	for _, c := range d.Outcomes {
+		cd := card{Label: c.Metric, Value: FormatValue(c.B, c.Unit), Detail: "A " + FormatValue(c.A, c.Unit) + " · " + FormatRel(c),
+			Def: defs[c.Metric]}
+		if strings.HasPrefix(c.Metric, "time to ") {
+			cd.Def = "time-to-target"
+		}
+		switch c.Verdict {
+		case "better":
+			cd.Class = "good"
+		case "worse":
+			cd.Class = "bad"
+		}
+		cs = append(cs, cd)
+	}
+	return cs
+}
+
+// FormatOutcomeBasis says what a diff's per-sample figures are divided by.
+func FormatOutcomeBasis(d *analyze.Diff) string {
+	if d.PerSample {
+		return fmt.Sprintf("per-sample figures use the global batch, %d samples per step in A and %d in B", d.A.SamplesPerStep, d.B.SamplesPerStep)
+	}
+	return "the runs do not both name a batch size, so there are no per-sample figures"
 }
 
 // diffCards are the headline figures of B against A. A card is coloured

@@ -17,6 +17,18 @@ type Table struct {
 	Title   string
 	Columns []Column
 	Rows    [][]string
+
+	// For pages: a line under the title; each cell's sort key (the raw
+	// number behind it), row for row; the definition each column's
+	// header links to (by column name); the column the rows are sorted
+	// by; and Full to show every row rather than collapse a long table.
+	Note       string
+	Keys       [][]string
+	Defs       map[string]string
+	Sorted     bool
+	SortedBy   int
+	SortedDesc bool
+	Full       bool
 }
 
 // Column is a table column; numeric columns are right-aligned.

@@ -3,12 +3,17 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/internal/webtest"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
@@ -101,6 +106,61 @@ func TestReportInBrowser(t *testing.T) {
 	if st, err := os.Stat(shot); err != nil || st.Size() < 50_000 {
 		t.Fatalf("screenshot: %v", err)
 	}
+	checkFitsAndTables(t, page, true)
+}
+
+// tablesJS opens the steps table (collapsed to its slowest rows), then
+// sorts it by step twice, and says what the reader saw; with what is
+// clipped at the window's width.
+const tablesJS = `(() => {
+  const clipped = %s;
+  const t = [...document.querySelectorAll('#tables table')].find(t => t.tHead.rows[0].cells[0].textContent === 'step');
+  if (!t) return {clipped};
+  const rows = () => [...t.tBodies[0].rows];
+  const visible = () => rows().filter(r => r.offsetParent !== null).length;
+  const shown = visible(), firstTimes = rows().slice(0, 3).map(r => Number(r.cells[2].getAttribute('data-v')));
+  const button = t.parentNode.nextElementSibling;
+  const label = button ? button.textContent : '';
+  if (button) button.click();
+  const all = visible();
+  const th = t.tHead.rows[0].cells[0];
+  th.click();
+  const desc = rows()[0].cells[0].textContent;
+  th.click();
+  const asc = rows()[0].cells[0].textContent;
+  return {clipped, shown, label, all, rows: rows().length, desc, asc, firstTimes, maxTime: Math.max(...rows().map(r => Number(r.cells[2].getAttribute('data-v'))))};
+})()`
+
+// checkFitsAndTables opens a run report at 1280 px: nothing clipped, the
+// steps table collapsed to its slowest rows, opened and sorted on click.
+func checkFitsAndTables(t *testing.T, page string, steps bool) {
+	t.Helper()
+	res := webtest.CheckPage(t, page, webtest.Options{WaitFor: drawn, Viewport: "1280x800", Eval: fmt.Sprintf(tablesJS, webtest.ClippedJS)})
+	var got struct {
+		Clipped          []string
+		Shown, All, Rows int
+		Label, Desc, Asc string
+		FirstTimes       []float64
+		MaxTime          float64
+	}
+	if err := json.Unmarshal(res.Eval, &got); err != nil {
+		t.Fatalf("%s: %v (%s)", res.Eval, err, res.EvalError)
+	}
+	if len(got.Clipped) > 0 {
+		t.Errorf("at 1280 px the report draws outside its boxes: %q", got.Clipped)
+	}
+	if !steps {
+		return
+	}
+	if got.Rows <= 15 || got.Shown != 10 || got.Label != fmt.Sprintf("Show all %d rows", got.Rows) || got.All != got.Rows {
+		t.Errorf("steps table: %d rows, %d shown, button %q, %d shown after it", got.Rows, got.Shown, got.Label, got.All)
+	}
+	if len(got.FirstTimes) != 3 || got.FirstTimes[0] != got.MaxTime || got.FirstTimes[1] > got.FirstTimes[0] || got.FirstTimes[2] > got.FirstTimes[1] {
+		t.Errorf("the steps table does not open with the slowest: %v (slowest %v)", got.FirstTimes, got.MaxTime)
+	}
+	if got.Desc != fmt.Sprint(got.Rows-1) || got.Asc != "0" {
+		t.Errorf("sorting by step: %q then %q, want %d then 0", got.Desc, got.Asc, got.Rows-1)
+	}
 }
 
 func readFile(t *testing.T, path string) string {
@@ -131,15 +191,45 @@ func TestDiffReportInBrowser(t *testing.T) {
 		t.Fatalf("diff: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	shot := filepath.Join(webtest.ScreenshotDir(t), "diff.png")
-	res := webtest.CheckPage(t, page, webtest.Options{Screenshot: shot, FullPage: true, HoverEvent: -1, WaitFor: drawn, Viewport: "1400x900",
-		Eval: `[...document.querySelectorAll('table.cp-table tbody tr')].length`})
+	res := webtest.CheckPage(t, page, webtest.Options{Screenshot: shot, FullPage: true, HoverEvent: -1, WaitFor: drawn, Viewport: "1280x800",
+		Eval: `({rows: document.querySelectorAll('#changes table.cp-table tbody tr').length,
+			title: document.getElementById('title').textContent,
+			cards: [...document.querySelectorAll('.cp-card')].map(c => [c.querySelector('.cp-card-label').textContent, c.querySelector('.cp-card-value').textContent, c.getAttribute('data-tone') || '']),
+			outcomes: [...document.querySelectorAll('#outcomes tbody tr')].map(r => r.cells[0].textContent),
+			firstSection: document.querySelector('.cp-section').id,
+			clipped: ` + webtest.ClippedJS + `})`})
 	t.Logf("screenshot %s", shot)
 	if p := res.Problems(); len(p) > 0 {
 		t.Fatalf("the diff report has problems: %q", p)
 	}
-	var rows int
-	if err := json.Unmarshal(res.Eval, &rows); err != nil || rows < 20 || res.Charts.Total < 4 || res.Charts.Drawn != res.Charts.Total {
-		t.Fatalf("diff page: %d change rows (%v), charts %+v", rows, err, res.Charts)
+	var got struct {
+		Rows         int
+		Title        string
+		Cards        [][3]string
+		Outcomes     []string
+		FirstSection string
+		Clipped      []string
+	}
+	if err := json.Unmarshal(res.Eval, &got); err != nil || got.Rows < 20 || res.Charts.Total < 4 || res.Charts.Drawn != res.Charts.Total {
+		t.Fatalf("diff page: %s (%v), charts %+v", res.Eval, err, res.Charts)
+	}
+	// The page is titled by what differs and leads with the outcomes.
+	if got.Title != "batch 16 → 64" || got.FirstSection != "outcomes" || len(got.Outcomes) < 5 || got.Outcomes[0] != "throughput" {
+		t.Errorf("title %q, first section %q, outcomes %q", got.Title, got.FirstSection, got.Outcomes)
+	}
+	// Its cards are the outcomes, coloured by the diff's verdicts.
+	var d analyze.Diff
+	if r := commprof(t, nil, "diff", a, b, "--format", "json"); json.Unmarshal([]byte(r.stdout), &d) != nil || len(d.Outcomes) != len(got.Cards) {
+		t.Fatalf("%d outcomes in the diff, %d cards: %q", len(d.Outcomes), len(got.Cards), got.Cards)
+	}
+	for i, c := range d.Outcomes {
+		tone := map[string]string{"better": "good", "worse": "bad"}[c.Verdict]
+		if got.Cards[i][0] != c.Metric || got.Cards[i][1] != report.FormatValue(c.B, c.Unit) || got.Cards[i][2] != tone {
+			t.Errorf("card %d: %q, outcome %+v", i, got.Cards[i], c)
+		}
+	}
+	if len(got.Clipped) > 0 {
+		t.Errorf("at 1280 px the diff draws outside its boxes: %q", got.Clipped)
 	}
 }
 
@@ -245,5 +335,66 @@ func TestReportOpen(t *testing.T) {
 	r = commprof(t, []string{path, "BROWSER=okbrowser"}, "report", dir, "-o", out, "--open")
 	if got, err := os.ReadFile(filepath.Join(bin, "okbrowser.opened")); r.code != 0 || err != nil || strings.TrimSpace(string(got)) != out {
 		t.Errorf("a browser that opens it: exit %d, %q, opened %q (%v)", r.code, r.stderr, got, err)
+	}
+}
+
+// TestBenchReportInBrowser: a recorded benchmark's report is titled by its
+// program and opens with its bandwidth by size, the figures of the
+// benchmark's own table.
+func TestBenchReportInBrowser(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := commprof(t, nil, "record", "--ranks", "2", "--out", dir, "--", "bench", "allreduce", "-b", "1K", "-e", "1M", "-n", "10", "-w", "2")
+	if r.code != 0 {
+		t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	bench := map[string][]string{} // by size as the page prints it
+	for _, row := range tableRows(t, r.stdout) {
+		n, _ := strconv.ParseInt(row[0], 10, 64)
+		bench[units.Bytes(n)] = row
+	}
+	page := filepath.Join(t.TempDir(), "bench.html")
+	if r := commprof(t, nil, "report", dir, "-o", page); r.code != 0 {
+		t.Fatalf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	res := webtest.CheckPage(t, page, webtest.Options{WaitFor: drawn, Viewport: "1280x800",
+		Eval: `({title: document.getElementById('title').textContent,
+			first: document.querySelector('.cp-section').id,
+			cards: [...document.querySelectorAll('.cp-card-label')].map(e => e.textContent),
+			rows: [...document.querySelectorAll('#bandwidth tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+			clipped: ` + webtest.ClippedJS + `})`})
+	if p := res.Problems(); len(p) > 0 {
+		t.Fatalf("the bench report has problems: %q", p)
+	}
+	var got struct {
+		Title, First string
+		Cards        []string
+		Rows         [][]string
+		Clipped      []string
+	}
+	if err := json.Unmarshal(res.Eval, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Title != "bench allreduce" || got.First != "bandwidth" || slices.Contains(got.Cards, "communication") || !slices.Contains(got.Cards, "peak bus bandwidth") {
+		t.Errorf("title %q, first section %q, cards %q", got.Title, got.First, got.Cards)
+	}
+	if len(got.Rows) != len(bench) {
+		t.Fatalf("%d rows on the page, %d in the benchmark's table:\n%s", len(got.Rows), len(bench), r.stdout)
+	}
+	for _, row := range got.Rows {
+		b, ok := bench[row[1]]
+		if !ok {
+			t.Errorf("page row %q: no such size in the benchmark", row)
+			continue
+		}
+		// columns: op size algo ranks calls time algbw busbw wait; the
+		// benchmark's: size count type algo time(us) algbw busbw #wrong.
+		pb, _ := strconv.ParseFloat(row[7], 64)
+		bb, _ := strconv.ParseFloat(b[6], 64)
+		if row[2] != b[3] || row[4] != "10" || math.Abs(pb-bb) > 0.02*bb+0.0015 {
+			t.Errorf("size %s: page %q, benchmark %q", row[1], row, b)
+		}
+	}
+	if len(got.Clipped) > 0 {
+		t.Errorf("at 1280 px the bench report draws outside its boxes: %q", got.Clipped)
 	}
 }

@@ -1,0 +1,114 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
+)
+
+// isBench reports whether a run is a benchmark of collectives (commprof
+// bench, or nccl-tests' output imported): all communication by design, so
+// its report leads with bandwidth by size, and figures such as the
+// communication share of a step say nothing.
+func isBench(s *analyze.Summary) bool {
+	return s.Run.Config["program"] == "bench" || (s.Run.Source != nil && s.Run.Source.Format == "nccl-tests")
+}
+
+// benchTitle names a benchmark run by its program and op.
+func benchTitle(s *analyze.Summary) string {
+	if s.Run.Config["program"] == "bench" && s.Run.Config["op"] != "" {
+		return "bench " + s.Run.Config["op"]
+	}
+	return runTitle(s.Run)
+}
+
+// benchTable is the benchmark's table: one row per op, algorithm and
+// size, as `commprof bench` prints it (its time is the slowest rank's
+// time per call of the timed loop, its algbw and busbw the same figures).
+func benchTable(s *analyze.Summary) *Table {
+	t := &Table{Full: true,
+		Note: "One row per op, algorithm and size of the timed iterations: time is the slowest rank's mean time per call, as commprof bench and nccl-tests measure it.",
+		Columns: []Column{{Name: "op"}, {Name: "size", Numeric: true}, {Name: "algo"}, {Name: "ranks", Numeric: true}, {Name: "calls", Numeric: true},
+			{Name: "time", Numeric: true}, {Name: "algbw", Numeric: true}, {Name: "busbw", Numeric: true}, {Name: "wait", Numeric: true}},
+		Defs: map[string]string{"calls": "calls", "algbw": "algbw", "busbw": "busbw", "wait": "wait"}}
+	cs := append([]analyze.CollStats(nil), s.Collectives...)
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Op != cs[j].Op {
+			return cs[i].Op < cs[j].Op
+		}
+		return cs[i].Bytes/max(cs[i].Calls, 1) < cs[j].Bytes/max(cs[j].Calls, 1)
+	})
+	for _, c := range cs {
+		if c.Calls == 0 || c.Op == "barrier" {
+			continue
+		}
+		size := c.Bytes / c.Calls
+		perCall := "—"
+		if c.AlgBWGBps > 0 {
+			perCall = units.Duration(float64(size) / c.AlgBWGBps)
+		}
+		wait := 0.0
+		if c.Time.Sum > 0 {
+			wait = float64(c.WaitNS) / float64(c.Time.Sum)
+		}
+		t.Rows = append(t.Rows, []string{c.Op, units.Bytes(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), perCall,
+			fmt.Sprintf("%.3f", c.AlgBWGBps), fmt.Sprintf("%.3f", c.BusBWGBps), fmt.Sprintf("%.1f%%", 100*wait)})
+		t.Keys = append(t.Keys, []string{c.Op, fmt.Sprint(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), fmt.Sprintf("%.0f", float64(size)/max(c.AlgBWGBps, 1e-12)),
+			fmt.Sprint(c.AlgBWGBps), fmt.Sprint(c.BusBWGBps), fmt.Sprint(wait)})
+	}
+	return t
+}
+
+// benchCards are a benchmark's key numbers: its best busbw and where,
+// the busbw at its largest size, and the sizes it covered.
+func benchCards(s *analyze.Summary) []card {
+	var best, largest analyze.CollStats
+	var lo, hi int64 = -1, 0
+	ops := map[string]bool{}
+	for _, c := range s.Collectives {
+		if c.Calls == 0 || c.Op == "barrier" {
+			continue
+		}
+		ops[c.Op] = true
+		size := c.Bytes / c.Calls
+		if c.BusBWGBps > best.BusBWGBps {
+			best = c
+		}
+		if size >= largest.Bytes/max(largest.Calls, 1) {
+			largest = c
+		}
+		if lo < 0 || size < lo {
+			lo = size
+		}
+		hi = max(hi, size)
+	}
+	var cs []card
+	if best.Calls > 0 {
+		cs = append(cs, card{Label: "peak bus bandwidth", Value: units.GBps(best.BusBWGBps), Def: "busbw",
+			Detail: fmt.Sprintf("%s %s at %s", best.Op, best.Algo, units.Bytes(best.Bytes/best.Calls))})
+		cs = append(cs, card{Label: "at the largest size", Value: units.GBps(largest.BusBWGBps), Def: "busbw",
+			Detail: fmt.Sprintf("%s %s at %s; algbw %s", largest.Op, largest.Algo, units.Bytes(largest.Bytes/largest.Calls), units.GBps(largest.AlgBWGBps))})
+		var names []string
+		for op := range ops {
+			names = append(names, op)
+		}
+		sort.Strings(names)
+		cs = append(cs, card{Label: "sizes", Value: fmt.Sprintf("%s – %s", units.Bytes(lo), units.Bytes(hi)),
+			Detail: fmt.Sprintf("%s on %d ranks", strings.Join(names, ", "), s.Run.WorldSize)})
+	}
+	if h := s.Headline; h.LinkGBps > 0 {
+		cs = append(cs, card{Label: "link bandwidth", Value: units.GBps(h.LinkGBps), Def: "link", Detail: "1/β of the model fitted to the messages"})
+	}
+	if st := s.Stragglers; st.Replayed {
+		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
+		if h := s.Headline; h.Straggler >= 0 {
+			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
+			c.Detail = fmt.Sprintf("%.0f%% of the run", 100*h.StragglerShare)
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}

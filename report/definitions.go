@@ -1,0 +1,123 @@
+package report
+
+import (
+	"strings"
+	"unicode"
+)
+
+// MetricsURL is where the definitions of every figure live, in full.
+const MetricsURL = "https://github.com/commprof/commprof/blob/main/docs/metrics.md"
+
+// definition is what a figure on a page means, in a sentence, and the
+// section of docs/metrics.md that gives its formula.
+type definition struct {
+	Slug, Term, Text, Section string
+}
+
+// URL is the definition's section of docs/metrics.md.
+func (d definition) URL() string { return MetricsURL + "#" + headingAnchor(d.Section) }
+
+// Sections of docs/metrics.md, as their headings read.
+const (
+	secEvents   = "Events the figures come from"
+	secColl     = "Collectives (`stats --by op`, `collectives[]`, `ops[]`)"
+	secSkew     = "Arrival skew, wait and stragglers (`skew`, `ranks[]`)"
+	secRank     = "Per rank (`stats --by rank`, `ranks[]`)"
+	secStep     = "Per step (`stats --by step`, `steps[]`, `step_summary`)"
+	secHeadline = "Headline (`headline`) and findings"
+	secMatrix   = "Communication matrix (`stats --by peer`, `matrix`, `op_matrices[]`)"
+	secSizes    = "Message sizes (`stats --by size`, `message_sizes[]`)"
+	secModel    = "Alpha-beta-gamma model (`fit`) and projection (`projection`, `predict`)"
+	secDiff     = "Diff (`diff`)"
+	secEpochs   = "Epochs (`epochs[]`)"
+	secSweep    = "Sweep (`sweep`, `sweep.json`)"
+)
+
+// definitions are the figures the pages link to their meaning.
+var definitions = map[string]definition{}
+
+func init() {
+	for _, d := range []definition{
+		{"step-time", "step time", "The mean time of a training step over the steps and ranks; p95 over the steps' mean times.", secStep},
+		{"throughput", "throughput", "Samples per step (batch size × ranks) over the mean step time.", secStep},
+		{"communication", "communication", "With steps: exposed plus overlapped communication per step over the step time; without: the ranks' communication over the run.", secHeadline},
+		{"exposed", "exposed communication", "Communication the program had to wait for: the time it spent in collectives, point-to-point calls or waits on them, while they were moving data.", secRank},
+		{"overlapped", "overlapped communication", "Communication that went on while the program did something else: communication minus exposed.", secRank},
+		{"compute", "compute", "The length of the union of the rank's own work spans (forward, backward, optimizer, data).", secRank},
+		{"idle", "idle", "Step time neither computing nor blocked on communication.", secStep},
+		{"busbw", "bus bandwidth (busbw)", "algbw × the nccl-tests factor of the op on n ranks (allreduce 2(n−1)/n): what the program got, call to completion, in GB/s of 10⁹ bytes.", secColl},
+		{"algbw", "algbw", "The call's bytes over its mean time (for a benchmark's timed loop, over the slowest rank's loop time per call).", secColl},
+		{"transfer-bw", "transfer busbw", "busbw over the time from a call's last arrival to each rank's completion: what the transfer achieved once every rank was there.", secColl},
+		{"wait", "arrival wait", "Time a rank spent in a collective before the last rank arrived; as a fraction, of the communication time.", secSkew},
+		{"skew", "arrival skew", "How much later than the first rank each rank arrived at a collective.", secSkew},
+		{"last", "last arrivals", "How many calls the rank arrived at last (strictly later than the earliest).", secSkew},
+		{"late", "lateness", "The rank's start minus the mean start of the other ranks of a call, averaged over its calls (negative: early).", secSkew},
+		{"straggler", "straggler", "A rank the others lose time waiting for, found by replaying the run with each rank's own work held to the typical: named when that saves at least 3% of the run, 3× the other ranks' median, in at least 3 steps.", secSkew},
+		{"critical-path", "critical path", "The chain of work and waits, across ranks, that set the slowest step's length in the replay of the run.", secSkew},
+		{"accuracy", "test accuracy", "The test-set accuracy at the end of the last epoch, as the trainer recorded it.", secEpochs},
+		{"calls", "calls", "Collective calls matched across ranks by communicator and sequence number.", secEvents},
+		{"latency", "mean, p50, p95, p99, max", "Over every rank's event of the group: one sample per rank per call; percentiles are nearest-rank.", secColl},
+		{"link", "link bandwidth", "1/β of the alpha-beta-gamma model fitted to the run's messages (within a host) or calibrated.", secModel},
+		{"model", "model", "T = α per message step + β per byte moved + γ per byte reduced, fitted to the run's messages and calls.", secModel},
+		{"matrix", "traffic matrix", "Bytes, messages, time and bandwidth of the messages each rank received from each other, per op.", secMatrix},
+		{"sizes", "message sizes", "The messages grouped by op and log2 size bucket.", secSizes},
+		{"outcome", "outcomes", "What a configuration was changed for: throughput, time per epoch, accuracy, time to accuracy, time, bytes and exposed communication per sample.", secDiff},
+		{"effect", "effect per sample", "How much a change moves the time per sample (per step without batch sizes), signed: positive when B takes longer.", secDiff},
+		{"time-to-target", "time to target", "The time of the first epoch end whose test accuracy reached the target, since the run's first event.", secSweep},
+		{"bytes-per-sample", "bytes per sample", "The collective bytes a rank's calls carried in a step, over the samples of the step's global batch.", secSweep},
+		{"scaling", "scaling efficiency", "samples/s over (samples/s at the sweep's smallest rank count × the rank ratio): 1 is perfect.", secSweep},
+		{"epoch-time", "time per epoch", "The mean time between the ends of consecutive epochs.", secEpochs},
+	} {
+		definitions[d.Slug] = d
+	}
+}
+
+// headingAnchor is the anchor GitHub gives a Markdown heading: lower
+// case, spaces to hyphens, punctuation other than hyphens and
+// underscores dropped.
+func headingAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// columnDefs links the columns of the stats views to their definitions.
+var columnDefs = map[string]map[string]string{
+	"op": {"calls": "calls", "mean": "latency", "p50": "latency", "p95": "latency", "p99": "latency", "max": "latency",
+		"algbw": "algbw", "busbw": "busbw", "wait": "wait"},
+	"rank": {"compute": "compute", "exposed": "exposed", "overlapped": "overlapped", "wait": "wait", "last": "last", "late": "late"},
+	"size": {"transfer bw": "transfer-bw"},
+	"step": {"time": "step-time", "compute": "compute", "exposed comm": "exposed", "overlapped comm": "overlapped", "idle": "idle", "wait": "wait"},
+	"peer": {"GB/s": "matrix"},
+}
+
+// glossary collects the definitions a page links to, in order of first
+// use, for its definitions section.
+type glossary struct {
+	used []definition
+	seen map[string]bool
+}
+
+// link returns the anchor of slug's definition on the page, "" when
+// there is none, and records it as used.
+func (g *glossary) link(slug string) string {
+	d, ok := definitions[slug]
+	if !ok {
+		return ""
+	}
+	if g.seen == nil {
+		g.seen = map[string]bool{}
+	}
+	if !g.seen[slug] {
+		g.seen[slug] = true
+		g.used = append(g.used, d)
+	}
+	return "def-" + slug
+}
