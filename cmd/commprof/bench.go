@@ -10,6 +10,7 @@ import (
 	"github.com/commprof/commprof/bench"
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rankrun"
 )
 
@@ -32,7 +33,7 @@ type benchOptions struct {
 	stdout, stderr io.Writer
 }
 
-func newBenchCmd(argv []string) *cobra.Command {
+func newBenchCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
 	o := &benchOptions{argv: argv}
 	cmd := &cobra.Command{
 		Use:   "bench allreduce|broadcast|reduce|allgather|reducescatter",
@@ -52,7 +53,7 @@ and the average bus bandwidth. The one-letter flags are nccl-tests' own:
 		Args:      exactArgs(1),
 		ValidArgs: []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.stdout, o.stderr = ios.Out, ios.ErrOut
 			return runBench(cmd.Context(), o, args[0], cmd.Flags().Changed("ranks"))
 		},
 	}
@@ -72,7 +73,7 @@ and the average bus bandwidth. The one-letter flags are nccl-tests' own:
 	f.BoolVar(&o.json, "json", false, "print the results as JSON")
 	f.StringVar(&o.tune, "tune", "", "algorithm thresholds, e.g. allreduce_rd_max=32K,segment=1M (see docs/collectives.md)")
 	injectFlag(cmd, &o.inject)
-	cmd.AddCommand(newBenchReadCmd())
+	cmd.AddCommand(newBenchReadCmd(ios))
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/load"
 )
 
@@ -21,7 +22,7 @@ type benchReadOptions struct {
 	json    bool
 }
 
-func newBenchReadCmd() *cobra.Command {
+func newBenchReadCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &benchReadOptions{}
 	cmd := &cobra.Command{
 		Use:   "read RUN",
@@ -35,7 +36,7 @@ all decodes every column (what report, dump and export read).`,
   commprof bench read RUN --columns all --repeat 5`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBenchRead(cmd.Context(), cmd.OutOrStdout(), o, args[0])
+			return runBenchRead(cmd.Context(), ios.Out, o, args[0])
 		},
 	}
 	f := cmd.Flags()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 )
@@ -31,7 +32,7 @@ type calibrateOptions struct {
 	keep   string
 }
 
-func newCalibrateCmd() *cobra.Command {
+func newCalibrateCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &calibrateOptions{}
 	cmd := &cobra.Command{
 		Use:   "calibrate [--ranks 2,4] [-o model.json]",
@@ -47,7 +48,7 @@ the model leaves out.`,
   commprof predict runs/train-4r --model model.json --ranks 8,64,512`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runCalibrate(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			return runCalibrate(cmd.Context(), ios, o)
 		},
 	}
 	f := cmd.Flags()
@@ -62,7 +63,8 @@ the model leaves out.`,
 	return cmd
 }
 
-func runCalibrate(ctx context.Context, stdout, stderr io.Writer, o *calibrateOptions) error {
+func runCalibrate(ctx context.Context, ios *iostreams.IOStreams, o *calibrateOptions) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	var ranks []int
 	for _, f := range strings.Split(o.ranks, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -21,7 +22,7 @@ type diffOptions struct {
 	html   string
 }
 
-func newDiffCmd() *cobra.Command {
+func newDiffCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff RUN_A RUN_B",
@@ -35,7 +36,7 @@ batch size), so runs with different batch sizes or rank counts compare.`,
   commprof diff A B --format json | jq '.changes[:5]'`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDiff(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0], args[1])
+			return runDiff(cmd.Context(), ios, o, args[0], args[1])
 		},
 	}
 	f := cmd.Flags()
@@ -45,7 +46,8 @@ batch size), so runs with different batch sizes or rank counts compare.`,
 	return cmd
 }
 
-func runDiff(ctx context.Context, stdout, stderr io.Writer, o *diffOptions, dirA, dirB string) error {
+func runDiff(ctx context.Context, ios *iostreams.IOStreams, o *diffOptions, dirA, dirB string) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	if o.format != "table" && o.format != "json" {
 		return usagef("--format %q: want table or json", o.format)
 	}

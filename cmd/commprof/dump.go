@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/export"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -23,7 +24,7 @@ type dumpOptions struct {
 	format string
 }
 
-func newDumpCmd() *cobra.Command {
+func newDumpCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &dumpOptions{}
 	cmd := &cobra.Command{
 		Use:   "dump RUN",
@@ -35,7 +36,7 @@ stream, a missing rank) are reported on standard error.`,
   commprof dump RUN --rank 0 --format csv > rank0.csv`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDump(cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0], cmd.Flags().Changed("rank"))
+			return runDump(ios, o, args[0], cmd.Flags().Changed("rank"))
 		},
 	}
 	f := cmd.Flags()
@@ -46,7 +47,8 @@ stream, a missing rank) are reported on standard error.`,
 	return cmd
 }
 
-func runDump(stdout, stderr io.Writer, o *dumpOptions, dir string, rankSet bool) error {
+func runDump(ios *iostreams.IOStreams, o *dumpOptions, dir string, rankSet bool) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	switch o.format {
 	case "table", "json", "csv":
 	default:

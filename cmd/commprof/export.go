@@ -11,6 +11,7 @@ import (
 
 	"github.com/commprof/commprof/export"
 	"github.com/commprof/commprof/internal/atomicfile"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
@@ -39,7 +40,7 @@ var exportFormats = []exportFormat{
 		}},
 }
 
-func newExportCmd() *cobra.Command {
+func newExportCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &exportOptions{}
 	cmd := &cobra.Command{
 		Use:   "export RUN --format perfetto|pprof|csv [-o FILE]",
@@ -63,7 +64,7 @@ format.`,
   commprof export runs/bs64 --format csv -o - | head`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0])
+			return runExport(cmd.Context(), ios, o, args[0])
 		},
 	}
 	f := cmd.Flags()
@@ -72,7 +73,8 @@ format.`,
 	return cmd
 }
 
-func runExport(ctx context.Context, stdout, stderr io.Writer, o *exportOptions, dir string) error {
+func runExport(ctx context.Context, ios *iostreams.IOStreams, o *exportOptions, dir string) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	var names []string
 	var format *exportFormat
 	for i := range exportFormats {

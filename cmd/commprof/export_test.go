@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"os"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -199,8 +199,8 @@ func TestExportLeavesNoPartialFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(target, "x"), 0o755); err != nil { // a non-empty directory cannot be renamed over
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	err = runExport(t.Context(), &stdout, &stderr, &exportOptions{format: "csv", out: target}, dir)
+	ios, _, stdout, _ := iostreams.Test()
+	err = runExport(t.Context(), ios, &exportOptions{format: "csv", out: target}, dir)
 	if err == nil {
 		t.Fatal("exporting over a directory succeeded")
 	}
@@ -212,7 +212,7 @@ func TestExportLeavesNoPartialFile(t *testing.T) {
 	}
 	// The same export to a free path works and says what it wrote.
 	stdout.Reset()
-	if err := runExport(t.Context(), &stdout, &stderr, &exportOptions{format: "csv", out: target + ".csv"}, dir); err != nil {
+	if err := runExport(t.Context(), ios, &exportOptions{format: "csv", out: target + ".csv"}, dir); err != nil {
 		t.Fatal(err)
 	}
 	if b := mustRead(t, target+".csv"); !strings.HasSuffix(string(b), "\n0,compute,forward,0,10,0,-1,-1,-1,,,-1,-1,,0,0,\n") {

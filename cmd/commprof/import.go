@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/importers"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -24,7 +25,7 @@ type importOptions struct {
 	force  bool
 }
 
-func newImportCmd() *cobra.Command {
+func newImportCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &importOptions{}
 	cmd := &cobra.Command{
 		Use:   "import [--format FORMAT] [--out DIR] FILE_OR_DIR...",
@@ -48,7 +49,7 @@ the input records that were damaged. docs/import.md describes each format.`,
   commprof import --format kineto profiler_traces/ --out runs/step12
   commprof import all_reduce_perf.out --op allreduce --out runs/nccl-tests`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runImport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args)
+			return runImport(cmd.Context(), ios, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -61,7 +62,8 @@ the input records that were damaged. docs/import.md describes each format.`,
 	return cmd
 }
 
-func runImport(ctx context.Context, stdout, stderr io.Writer, o *importOptions, args []string) error {
+func runImport(ctx context.Context, ios *iostreams.IOStreams, o *importOptions, args []string) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	if len(args) == 0 {
 		return usagef("import needs at least one file or directory, e.g. commprof import timeline.json --out runs/hvd")
 	}

@@ -2,6 +2,10 @@
 // training. See docs/cli.md.
 package main
 
-import "os"
+import (
+	"os"
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+	"github.com/commprof/commprof/internal/iostreams"
+)
+
+func main() { os.Exit(run(os.Args[1:], iostreams.System())) }

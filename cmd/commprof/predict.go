@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -27,7 +28,7 @@ type predictOptions struct {
 	model  string
 }
 
-func newPredictCmd() *cobra.Command {
+func newPredictCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &predictOptions{}
 	cmd := &cobra.Command{
 		Use:   "predict RUN [FIT_RUN...]",
@@ -47,7 +48,7 @@ against what was measured. docs/metrics.md gives the formulas.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runPredict(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args)
+			return runPredict(cmd.Context(), ios, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -75,7 +76,8 @@ type predictCheck struct {
 	Calls       []analyze.CallSize `json:"calls"`
 }
 
-func runPredict(ctx context.Context, stdout, stderr io.Writer, o *predictOptions, dirs []string) error {
+func runPredict(ctx context.Context, ios *iostreams.IOStreams, o *predictOptions, dirs []string) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	if o.format != "table" && o.format != "json" {
 		return usagef("--format %q: want table or json", o.format)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
@@ -35,6 +36,7 @@ type recordOptions struct {
 	force  bool
 	inject []string
 	mpi    string
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -42,7 +44,7 @@ type recordOptions struct {
 // rankCommands are commprof's own commands that run as ranks.
 var rankCommands = map[string]bool{"bench": true, "train": true}
 
-func newRecordCmd(argv []string) *cobra.Command {
+func newRecordCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
 	o := &recordOptions{argv: argv}
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesProgram: "yes"},
@@ -63,7 +65,7 @@ records each MPI call (docs/mpi.md).`,
   commprof record --out runs/mpi -- mpirun -np 4 commprof bench allreduce
   commprof record --out runs/mine -- mpirun -np 4 python3 train.py`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.stdin, o.stdout, o.stderr = ios.In, ios.Out, ios.ErrOut
 			if len(args) == 0 {
 				return usagef("record needs a command after --, e.g. commprof record --ranks 4 -- bench allreduce")
 			}
@@ -172,7 +174,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 		c := exec.Command(argv[0], argv[1:]...)
 		c.Env = append(append(os.Environ(), env...), envMPI...)
-		c.Stdin, c.Stdout, c.Stderr = os.Stdin, o.stdout, o.stderr
+		c.Stdin, c.Stdout, c.Stderr = o.stdin, o.stdout, o.stderr
 		if err := c.Start(); err != nil {
 			return fmt.Errorf("starting %s: %w", args[0], err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -30,7 +31,7 @@ type reportOptions struct {
 	memory string
 }
 
-func newReportCmd() *cobra.Command {
+func newReportCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &reportOptions{}
 	cmd := &cobra.Command{
 		Use:   "report RUN",
@@ -54,7 +55,7 @@ needs), and report says so.`,
   commprof report RUN -o /tmp/run.html --open`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0])
+			return runReport(cmd.Context(), ios, o, args[0])
 		},
 	}
 	f := cmd.Flags()
@@ -67,7 +68,8 @@ needs), and report says so.`,
 	return cmd
 }
 
-func runReport(ctx context.Context, stdout, stderr io.Writer, o *reportOptions, dir string) error {
+func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, dir string) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	if o.detail < 0 || o.bins < 0 || o.bins > 100_000 {
 		return usagef("--detail %d --bins %d: want --detail 0 or more and --bins from 0 (automatic) to 100000", o.detail, o.bins)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/launch"
 )
 
@@ -36,10 +36,11 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 
 // run builds the command tree, runs it and maps its error to an exit
 // status. Errors are printed here, once.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, ios *iostreams.IOStreams) int {
+	stderr := ios.ErrOut
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := newRootCmd(args, stdout, stderr)
+	root := newRootCmd(args, ios)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -66,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitError
 }
 
-func newRootCmd(args []string, stdout, stderr io.Writer) *cobra.Command {
+func newRootCmd(args []string, ios *iostreams.IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "commprof",
 		Short: "Communication profiler for distributed deep-learning training",
@@ -76,18 +77,18 @@ tables and diffs.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetIn(ios.In)
+	root.SetOut(ios.Out)
+	root.SetErr(ios.ErrOut)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		if hint := programFlagsHint(c, args); hint != "" {
 			return usagef("%v\n%s", err, hint)
 		}
 		return usageError{err}
 	})
-	root.AddCommand(newVersionCmd(), newBenchCmd(args), newRecordCmd(args), newDumpCmd(), newTrainCmd(args), newStatsCmd(), newDiffCmd(), newPredictCmd(), newReportCmd())
-	root.AddCommand(newExportCmd())
-	root.AddCommand(newServeCmd(), newCalibrateCmd(), newSweepCmd())
-	root.AddCommand(newImportCmd())
+	root.AddCommand(newVersionCmd(ios), newBenchCmd(args, ios), newRecordCmd(args, ios), newDumpCmd(ios), newTrainCmd(args, ios),
+		newStatsCmd(ios), newDiffCmd(ios), newPredictCmd(ios), newReportCmd(ios), newExportCmd(ios), newServeCmd(),
+		newCalibrateCmd(ios), newSweepCmd(ios), newImportCmd(ios))
 	root.AddCommand(&cobra.Command{Use: inject.HelperArg, Hidden: true, DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error { return inject.RunHelper(cmd.Context(), args) }})
 	return root

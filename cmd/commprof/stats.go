@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 )
@@ -20,7 +20,7 @@ type statsOptions struct {
 	format string
 }
 
-func newStatsCmd() *cobra.Command {
+func newStatsCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &statsOptions{}
 	cmd := &cobra.Command{
 		Use:   "stats RUN",
@@ -45,7 +45,7 @@ docs/metrics.md defines every figure.`,
   commprof stats RUN --format json | jq .headline`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runStats(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, args[0])
+			return runStats(cmd.Context(), ios, o, args[0])
 		},
 	}
 	f := cmd.Flags()
@@ -54,7 +54,8 @@ docs/metrics.md defines every figure.`,
 	return cmd
 }
 
-func runStats(ctx context.Context, stdout, stderr io.Writer, o *statsOptions, dir string) error {
+func runStats(ctx context.Context, ios *iostreams.IOStreams, o *statsOptions, dir string) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	switch o.format {
 	case "table", "json", "csv":
 	default:

@@ -18,9 +18,9 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -39,10 +39,11 @@ type sweepOptions struct {
 	project    int
 	stdout     io.Writer
 	stderr     io.Writer
+	tty        bool // stderr is a terminal: a progress bar
 	trainFlags []string
 }
 
-func newSweepCmd() *cobra.Command {
+func newSweepCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &sweepOptions{}
 	cmd := &cobra.Command{
 		Annotations: map[string]string{takesProgram: "yes"},
@@ -62,7 +63,7 @@ finished runs are kept, not redone.`,
 		Example: `  commprof sweep --out runs/bs --batch-sizes 64,128,256,512,1024,2048 -- train --data /usr/share/datasets/fashion-mnist --epochs 3
   commprof sweep --out runs/lr --batch-sizes 256,1024 --lr-scaling none,linear,sqrt --warmup-epochs 0,1 -- train --epochs 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.stdout, o.stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.stdout, o.stderr, o.tty = ios.Out, ios.ErrOut, ios.IsStderrTTY()
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 || args[0] != "train" {
 				return usagef("sweep runs the trainer: commprof sweep [flags] -- train [train flags]")
 			}
@@ -205,7 +206,7 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 		todo = append(todo, r)
 	}
 	fmt.Fprintf(o.stderr, "sweep: %d runs, %d already recorded in %s\n", len(plan), len(plan)-len(todo), o.out)
-	prog := newSweepProgress(o.stderr, len(todo))
+	prog := newSweepProgress(o.stderr, o.tty, len(todo))
 	var failed []string
 	for _, r := range todo {
 		if ctx.Err() != nil {
@@ -285,9 +286,9 @@ type sweepProgress struct {
 	t0    time.Time
 }
 
-func newSweepProgress(w io.Writer, of int) *sweepProgress {
+func newSweepProgress(w io.Writer, tty bool, of int) *sweepProgress {
 	p := &sweepProgress{w: w, of: of}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && of > 0 {
+	if tty && of > 0 {
 		p.bar = progressbar.NewOptions(of, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
 			progressbar.OptionSetPredictTime(true), progressbar.OptionSetElapsedTime(true), progressbar.OptionFullWidth(),
 			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/trainer"
 )
@@ -44,7 +45,7 @@ type trainOptions struct {
 	stdout, errw io.Writer
 }
 
-func newTrainCmd(argv []string) *cobra.Command {
+func newTrainCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
 	o := &trainOptions{argv: argv}
 	cmd := &cobra.Command{
 		Use:   "train",
@@ -60,7 +61,7 @@ accuracy are recorded with the communication.`,
   commprof train --ranks 2 --data /usr/share/datasets/fashion-mnist --epochs 5`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.stdout, o.errw = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			o.stdout, o.errw = ios.Out, ios.ErrOut
 			return runTrain(cmd.Context(), o, cmd.Flags().Changed("ranks"))
 		},
 	}

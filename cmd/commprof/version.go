@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/commprof/commprof/internal/iostreams"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -23,13 +25,13 @@ func versionString() string {
 	return v
 }
 
-func newVersionCmd() *cobra.Command {
+func newVersionCmd(ios *iostreams.IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of commprof",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "commprof %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(ios.Out, "commprof %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}
