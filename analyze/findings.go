@@ -84,12 +84,19 @@ func findings(s *Summary) []string {
 			f += fmt.Sprintf(", %.0f samples/s over %d ranks", h.SamplesPerSec, s.Run.WorldSize)
 		}
 		out = append(out, f)
-		out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
-			pct(h.CommFraction), pct(h.ExposedFrac), units.Duration(h.ExposedNS)))
+		if !s.IsUnknown("exposed") {
+			out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
+				pct(h.CommFraction), pct(h.ExposedFrac), units.Duration(h.ExposedNS)))
+		}
 	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && s.Run.Config["program"] != "bench" {
 		// (A benchmark is all communication by design.)
-		out = append(out, fmt.Sprintf("communication takes %s of the run's %s on an average rank, %s of it exposed",
-			pct(h.CommFraction), units.Duration(float64(s.Run.SpanNS)), pct(h.ExposedFrac)))
+		f := fmt.Sprintf("communication takes %s of the run's %s on an average rank", pct(h.CommFraction), units.Duration(float64(s.Run.SpanNS)))
+		if s.IsUnknown("exposed") {
+			f += "; how much of it the program waited for, the source cannot say"
+		} else {
+			f += fmt.Sprintf(", %s of it exposed", pct(h.ExposedFrac))
+		}
+		out = append(out, f)
 	}
 	out = append(out, stragglerFinding(s)...)
 	if h.WaitFraction > 0 {

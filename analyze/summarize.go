@@ -380,6 +380,9 @@ func (s *Summarizer) Finalize() *Summary {
 	sum.Fit = sum.fitAcc.solve()
 	sum.stepCalls = s.stepCalls(calls, inst, waits, len(sum.Steps))
 	sum.Projection = sum.Project(DefaultProjectionRanks(world), nil)
+	if src := sum.Run.Source; src != nil && src.ToolPhases {
+		sum.forgetProgramWork()
+	}
 	sum.Headline = headline(sum)
 	sum.Findings = findings(sum)
 	return sum

@@ -31,6 +31,10 @@ type Summary struct {
 	Marks         []Mark      `json:"marks"`
 	Epochs        []Epoch     `json:"epochs"`
 	Problems      []string    `json:"problems"`
+	// Unknown names the figures the run's source cannot give ("compute",
+	// "exposed", "overlapped"): they read 0, and pages show them as
+	// unknown rather than as zero.
+	Unknown []string `json:"unknown,omitempty"`
 
 	fitAcc    *fitSums   // the fit's inputs, for fits pooled over runs
 	stepCalls []callSize // world allreduces per step, for projections
@@ -307,4 +311,29 @@ type Mark struct {
 	AtNS  int64        `json:"at_ns"`
 	Step  int          `json:"step"`
 	Value trace.Number `json:"value"` // NaN and infinities are null in JSON
+}
+
+// IsUnknown reports whether the run's source cannot give figure.
+func (s *Summary) IsUnknown(figure string) bool {
+	for _, u := range s.Unknown {
+		if u == figure {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetProgramWork drops the figures that need the program's own work
+// when the run's compute spans are a tool's phases: the overlap of
+// communication with them, or its exposure, says nothing about the
+// program.
+func (s *Summary) forgetProgramWork() {
+	s.Unknown = append(s.Unknown, "compute", "exposed", "overlapped")
+	for i := range s.Ranks {
+		s.Ranks[i].ComputeNS, s.Ranks[i].ExposedNS, s.Ranks[i].OverlappedNS = 0, 0, 0
+	}
+	for i := range s.Steps {
+		s.Steps[i].ComputeNS, s.Steps[i].ExposedNS, s.Steps[i].OverlappedNS = 0, 0, 0
+	}
+	s.StepSummary.ComputeNS, s.StepSummary.ExposedNS, s.StepSummary.OverlappedNS = 0, 0, 0
 }

@@ -527,6 +527,7 @@ func (h *horovod) finish(c *chromeReader) error {
 	}
 	sort.Strings(backends)
 	r.tool = "Horovod timeline (HOROVOD_TIMELINE, written by rank 0)"
+	r.phases = true
 	if len(backends) > 0 {
 		r.tool += " over " + strings.Join(backends, ", ")
 		r.config["horovod_backend"] = strings.Join(backends, ",")

@@ -72,6 +72,7 @@ type Result struct {
 type run struct {
 	format  string
 	tool    string
+	phases  bool // the compute spans are the tool's phases (Source.ToolPhases)
 	world   int
 	start   time.Time
 	clock   trace.Clock
@@ -236,7 +237,7 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 		FormatVersion: trace.FormatVersion, CommprofVersion: opt.CommprofVersion, RunID: runID, Name: name,
 		WorldSize: r.world, Launcher: "import", Command: opt.Command, Config: r.config, Metrics: r.metrics,
 		Codec: opt.Codec, Start: r.start, Status: trace.StatusComplete, Clock: r.clock, Ranks: entries,
-		Source: &trace.Source{Format: format, Tool: r.tool, Files: files, CollectiveMessages: false,
+		Source: &trace.Source{Format: format, Tool: r.tool, Files: files, CollectiveMessages: false, ToolPhases: r.phases,
 			Missing: r.missing, Skipped: r.skipped},
 	}
 	if m.WorldSize < len(entries) {

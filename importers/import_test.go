@@ -105,7 +105,7 @@ func TestImportHorovodTimeline(t *testing.T) {
 	if got := m.Start.UnixMicro(); got != 1700000000000000 {
 		t.Errorf("start %v, want the timeline's start_time_since_epoch_in_micros", m.Start)
 	}
-	if m.Source.Format != Horovod || m.Source.CollectiveMessages || m.Config["horovod_backend"] != "MPI,NCCL" || m.Config["tensors"] != "4" {
+	if m.Source.Format != Horovod || m.Source.CollectiveMessages || !m.Source.ToolPhases || m.Config["horovod_backend"] != "MPI,NCCL" || m.Config["tensors"] != "4" {
 		t.Errorf("source %+v config %v", m.Source, m.Config)
 	}
 	if n := run.NumEvents(); n != 31 {

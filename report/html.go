@@ -128,6 +128,9 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	}
 	p.Problems = append(p.Problems, s.Problems...)
 	p.Injected = s.Run.Injected
+	if s.IsUnknown("compute") {
+		p.Notes = append(p.Notes, "The compute spans of this run are the tool's own phases, not the program's work: compute, and how much communication the program waited for (exposed) or hid behind its work (overlapped), are unknown and shown as —.")
+	}
 	if src := s.Run.Source; src != nil {
 		if !src.CollectiveMessages {
 			p.Notes = append(p.Notes, fmt.Sprintf("This run was recorded from %s: it holds the program's calls, not the messages inside the collectives, so the traffic matrix, message sizes and patterns show only the program's own point-to-point messages.", sourceName(src.Format)))
@@ -246,8 +249,13 @@ func runCards(s *analyze.Summary) []card {
 	if h.ExposedFrac > 0.5 {
 		cls = "bad"
 	}
-	cs = append(cs, card{Label: "exposed communication", Value: fmt.Sprintf("%.0f%%", 100*h.ExposedFrac), Class: cls, Def: "exposed",
-		Detail: units.Duration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
+	if s.IsUnknown("exposed") {
+		cs = append(cs, card{Label: "exposed communication", Value: "unknown", Def: "exposed",
+			Detail: "the source does not record when the program waited"})
+	} else {
+		cs = append(cs, card{Label: "exposed communication", Value: fmt.Sprintf("%.0f%%", 100*h.ExposedFrac), Class: cls, Def: "exposed",
+			Detail: units.Duration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
+	}
 	if h.BusBWGBps > 0 {
 		d := h.BusBWOp
 		if h.TransferBusBWGBps > 1.05*h.BusBWGBps {

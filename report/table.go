@@ -113,13 +113,22 @@ func rankTable(s *analyze.Summary, f formatter) *Table {
 		{Name: "wait", Numeric: true, Unit: "ns"}, {Name: "last", Numeric: true}, {Name: "late", Numeric: true, Unit: "ns"},
 		{Name: "sent", Numeric: true, Unit: "bytes"}, {Name: "recv", Numeric: true, Unit: "bytes"},
 		{Name: "msgs sent", Numeric: true}, {Name: "msgs recv", Numeric: true}}}
+	work := func(figure string, ns int64) string {
+		switch {
+		case s.IsUnknown(figure) && f.raw:
+			return "" // the source cannot say (Summary.Unknown)
+		case s.IsUnknown(figure):
+			return "—"
+		}
+		return f.dur(float64(ns))
+	}
 	for _, r := range s.Ranks {
 		host := r.Host
 		if r.Truncated {
 			host += " (cut)"
 		}
-		t.Rows = append(t.Rows, []string{f.int(int64(r.Rank)), host, f.int(r.Events), f.dur(float64(r.ComputeNS)), f.dur(float64(r.CommNS)),
-			f.dur(float64(r.ExposedNS)), f.dur(float64(r.OverlappedNS)), f.dur(float64(r.WaitNS)), f.int(r.LastArrivals), f.dur(r.MeanLateNS),
+		t.Rows = append(t.Rows, []string{f.int(int64(r.Rank)), host, f.int(r.Events), work("compute", r.ComputeNS), f.dur(float64(r.CommNS)),
+			work("exposed", r.ExposedNS), work("overlapped", r.OverlappedNS), f.dur(float64(r.WaitNS)), f.int(r.LastArrivals), f.dur(r.MeanLateNS),
 			f.bytes(float64(r.BytesSent)), f.bytes(float64(r.BytesRecv)), f.int(r.MsgsSent), f.int(r.MsgsRecv)})
 	}
 	return t

@@ -146,6 +146,11 @@ type Source struct {
 	// collectives were recorded; a PMPI or imported run sees only the
 	// calls, and a report must say so rather than show zeros.
 	CollectiveMessages bool `json:"collective_messages"`
+	// ToolPhases is true when the compute spans are the tool's own phases
+	// (a Horovod timeline's negotiation and fusion-buffer copies), not
+	// the program's work: compute, overlap and exposed communication are
+	// then unknown.
+	ToolPhases bool `json:"tool_phases,omitempty"`
 	// Missing lists what the source could not recover, in words for a
 	// report ("message sizes: the timeline holds none").
 	Missing []string `json:"missing,omitempty"`

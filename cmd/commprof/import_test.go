@@ -54,6 +54,22 @@ func TestImportHorovodStats(t *testing.T) {
 	if calls != 4 || len(ranking) == 0 || ranking[0] != 3.0 {
 		t.Errorf("skew over %v calls, ranking %v; want 4 calls and rank 3 first", calls, ranking)
 	}
+	// Its compute spans are Horovod's phases: no figure of the program's
+	// work is claimed.
+	if u, _ := s["unknown"].([]any); len(u) != 3 || u[0] != "compute" || u[1] != "exposed" {
+		t.Errorf("unknown figures %v, want compute, exposed, overlapped", s["unknown"])
+	}
+	for _, r := range s["ranks"].([]any) {
+		rk := r.(map[string]any)
+		if rk["compute_ns"] != 0.0 || rk["exposed_ns"] != 0.0 || rk["comm_ns"] == 0.0 {
+			t.Errorf("rank %v: compute %v, exposed %v, comm %v", rk["rank"], rk["compute_ns"], rk["exposed_ns"], rk["comm_ns"])
+		}
+	}
+	for _, f := range s["findings"].([]any) {
+		if strings.Contains(f.(string), "exposed") {
+			t.Errorf("a finding claims exposure: %q", f)
+		}
+	}
 	path := "../../../shared/data/horovod/atpesc_tf2_keras_cpu_8ranks.json"
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("the real timeline is not here: %v", err)
