@@ -106,22 +106,22 @@ func (m *Metrics) UnmarshalJSON(b []byte) error {
 
 // Manifest describes a run; it is run.json beside the rank streams.
 type Manifest struct {
-	FormatVersion   int                `json:"format_version"`
-	CommprofVersion string             `json:"commprof_version"`
-	RunID           string             `json:"run_id"`
-	Name            string             `json:"name"`
-	WorldSize       int                `json:"world_size"`
-	Launcher        string             `json:"launcher"`
-	Command         []string           `json:"command"`
-	Config          map[string]string  `json:"config,omitempty"`
-	Metrics         Metrics            `json:"metrics,omitempty"`
-	Codec           Codec              `json:"codec"`
-	Start           time.Time          `json:"start"`
-	End             time.Time          `json:"end,omitzero"`
-	Status          string             `json:"status"`
-	Error           string             `json:"error,omitempty"`
-	Clock           Clock              `json:"clock"`
-	Ranks           []RankEntry        `json:"ranks"`
+	FormatVersion   int               `json:"format_version"`
+	CommprofVersion string            `json:"commprof_version"`
+	RunID           string            `json:"run_id"`
+	Name            string            `json:"name"`
+	WorldSize       int               `json:"world_size"`
+	Launcher        string            `json:"launcher"`
+	Command         []string          `json:"command"`
+	Config          map[string]string `json:"config,omitempty"`
+	Metrics         Metrics           `json:"metrics,omitempty"`
+	Codec           Codec             `json:"codec"`
+	Start           time.Time         `json:"start"`
+	End             time.Time         `json:"end,omitzero"`
+	Status          string            `json:"status"`
+	Error           string            `json:"error,omitempty"`
+	Clock           Clock             `json:"clock"`
+	Ranks           []RankEntry       `json:"ranks"`
 	// Source says where the events came from when commprof's own
 	// collective layer did not record them; nil for commprof's ranks.
 	Source *Source `json:"source,omitempty"`
