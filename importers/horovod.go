@@ -574,7 +574,7 @@ func (h *horovod) finish(c *chromeReader) error {
 	if h.unsized > 0 {
 		r.missingf("message size and dtype of %d collectives: the timeline gives no dtype and shape at their end", h.unsized)
 	}
-	r.missingf("training compute: the timeline holds none; the compute spans named horovod/* are Horovod's own phases on rank 0 (negotiation, fusion-buffer copies, the MPI or NCCL call), so overlap and exposed-communication figures describe those phases, not the model's work")
+	r.missingf("training compute: the timeline holds none; the compute spans named horovod/* are Horovod's own phases on rank 0 (negotiation, fusion-buffer copies, the MPI or NCCL call), so compute, overlap and exposed communication are unknown")
 	r.missingf("steps, hosts and process ids: not in the timeline")
 	r.missingf("the messages of the MPI or NCCL library inside each collective: not in the timeline")
 	return nil

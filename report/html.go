@@ -198,6 +198,13 @@ func runSubtitle(r analyze.RunInfo) string {
 	if r.Status != "" {
 		parts = append(parts, r.Status)
 	}
+	if src := r.Source; src != nil {
+		from := "from " + sourceName(src.Format)
+		if src.Tool != "" && src.Format == "pmpi" {
+			from += " (" + src.Tool + ")"
+		}
+		parts = append(parts, from)
+	}
 	if c := clockNote(r); c != "" {
 		parts = append(parts, c)
 	}
