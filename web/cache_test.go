@@ -107,3 +107,62 @@ func TestServeCacheRetriesAbandonedFill(t *testing.T) {
 		t.Fatalf("the waiting request got %q", v)
 	}
 }
+
+// The cache keeps values of at most its byte budget in all, dropping the
+// least recently used first, and never keeps a value larger than the
+// budget by itself (its callers still get it).
+func TestServeCacheByteBudget(t *testing.T) {
+	ctx := context.Background()
+	c := newSizedCache(100, 1000, func(b []byte) int64 { return int64(len(b)) })
+	fills := map[string]int{}
+	get := func(key string, n int) []byte {
+		t.Helper()
+		v, err := c.get(ctx, key, func(context.Context) ([]byte, error) {
+			fills[key]++
+			return make([]byte, n), nil
+		})
+		if err != nil || len(v) != n {
+			t.Fatalf("%s: %d bytes, %v", key, len(v), err)
+		}
+		if _, b := c.usage(); b > 1000 {
+			t.Fatalf("after %s: %d bytes kept, budget 1000", key, b)
+		}
+		return v
+	}
+	get("a", 400)
+	get("b", 400)
+	get("a", 400) // a is the most recent
+	get("c", 400) // 1200 > 1000: b goes
+	if items, b := c.usage(); items != 2 || b != 800 {
+		t.Fatalf("kept %d values of %d bytes, want 2 of 800", items, b)
+	}
+	get("a", 400)
+	get("b", 400)
+	if fills["a"] != 1 || fills["b"] != 2 {
+		t.Fatalf("fills %v: a should have stayed, b been dropped", fills)
+	}
+	// Larger than the whole budget: answered, not kept, nothing evicted
+	// for it.
+	_, before := c.usage()
+	get("huge", 5000)
+	get("huge", 5000)
+	if _, b := c.usage(); fills["huge"] != 2 || b != before {
+		t.Fatalf("huge filled %d times, %d bytes kept (before %d)", fills["huge"], b, before)
+	}
+	// Many values: the accounting stays within the budget and equals the
+	// sum of what is kept.
+	for i := range 200 {
+		get(fmt.Sprint("k", i), 1+i%300)
+	}
+	items, b := c.usage()
+	if b > 1000 || items == 0 {
+		t.Fatalf("%d values, %d bytes", items, b)
+	}
+	var sum int64
+	for el := c.order.Front(); el != nil; el = el.Next() {
+		sum += el.Value.(*cacheEntry[[]byte]).size
+	}
+	if sum != b {
+		t.Fatalf("accounted %d bytes, the values kept hold %d", b, sum)
+	}
+}
