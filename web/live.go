@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
@@ -23,14 +24,20 @@ func (s *server) live(ctx context.Context, r *run) (*report.Live, error) {
 		l.Problem = err.Error()
 	}
 	if m != nil {
-		l.Title, l.Status, l.WorldSize, l.Error = m.Name, m.Status, m.WorldSize, m.Error
+		l.Title, l.Status, l.WorldSize, l.Error = m.Name, rundir.Status(r.dir, m), m.WorldSize, m.Error
+		if l.Status == trace.StatusAbandoned && l.Error == "" {
+			l.Error = "Its recorder is gone (killed, or its machine stopped) before it could finish run.json, which still says running; the events it wrote are kept."
+		}
 		if l.Title == "" {
 			l.Title = r.name
 		}
 		if !m.Start.IsZero() {
 			l.Start = m.Start.Format(time.RFC3339)
 			end := now
-			if m.Status != trace.StatusRunning && !m.End.IsZero() {
+			switch {
+			case l.Status == trace.StatusAbandoned:
+				end = r.fp.modTime // its last write
+			case l.Status != trace.StatusRunning && !m.End.IsZero():
 				end = m.End
 			}
 			l.ElapsedNS = max(0, end.Sub(m.Start).Nanoseconds())
@@ -93,7 +100,7 @@ func (s *server) live(ctx context.Context, r *run) (*report.Live, error) {
 }
 
 func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {
-	run := s.lookupOrFail(w, r, r.PathValue("name"))
+	run := s.lookupOrFail(w, r)
 	if run == nil {
 		return
 	}

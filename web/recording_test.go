@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -46,6 +47,7 @@ func stepEvents(r, world int, from, to int32) []trace.Event {
 // recording is a run being written: its streams stay open until finish.
 type recording struct {
 	t     *testing.T
+	rd    *rundir.Dir // held while the run is recorded, as a recorder holds it
 	dir   string
 	world int
 	steps int32
@@ -58,14 +60,15 @@ type recording struct {
 // "running") and writes steps steps on every rank.
 func startRun(t *testing.T, dir string, world int, m trace.Manifest, steps int32) *recording {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	rd, err := rundir.Take(dir, false)
+	if err != nil {
 		t.Fatal(err)
 	}
 	m.FormatVersion, m.WorldSize, m.Status = trace.FormatVersion, world, trace.StatusRunning
 	if m.Start.IsZero() {
 		m.Start = time.Now().Add(-90 * time.Second)
 	}
-	rec := &recording{t: t, dir: dir, world: world, m: &m}
+	rec := &recording{t: t, rd: rd, dir: dir, world: world, m: &m}
 	for r := range world {
 		f, err := os.Create(filepath.Join(dir, trace.RankFile(r)))
 		if err != nil {
@@ -85,6 +88,7 @@ func startRun(t *testing.T, dir string, world int, m trace.Manifest, steps int32
 		for _, f := range rec.files {
 			f.Close()
 		}
+		rd.Release()
 	})
 	rec.add(steps)
 	return rec
@@ -125,6 +129,17 @@ func (rec *recording) finish(status string) {
 	if err := trace.WriteManifest(rec.dir, rec.m); err != nil {
 		rec.t.Fatal(err)
 	}
+	rec.rd.Release()
+}
+
+// abandon leaves the run as a killed recorder does: its streams cut
+// where they are, run.json saying running, no recorder.
+func (rec *recording) abandon() {
+	rec.t.Helper()
+	for _, f := range rec.files {
+		f.Close()
+	}
+	rec.rd.Release()
 }
 
 // writeRun writes a finished run.

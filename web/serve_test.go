@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
@@ -125,10 +126,14 @@ func TestServeIndexListsAndEscapes(t *testing.T) {
 	if strings.Contains(page, evilName) || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Errorf("the run named %s is not escaped on the index", evilName)
 	}
-	for _, bad := range []string{secret, `data-run="empty"`, `data-run=".hidden"`, "notes.txt", `data-run="link"`, `data-run="mixed"`, "<script", " src=", `href="http`} {
+	for _, bad := range []string{secret, `data-run="empty"`, `data-run=".hidden"`, "notes.txt", `data-run="link"`, `data-run="mixed"`, " src=", `href="http`} {
 		if strings.Contains(page, bad) {
 			t.Errorf("the index contains %q", bad)
 		}
+	}
+	// One script, the page's own, and nothing from a trace in it.
+	if n := strings.Count(page, "<script"); n != 1 || strings.Contains(page, "<script>alert") {
+		t.Errorf("the index holds %d scripts, want 1", n)
 	}
 	b, a := strings.Index(page, `data-run="beta"`), strings.Index(page, `data-run="alpha"`)
 	if a < 0 || b < 0 || b > a {
@@ -560,7 +565,9 @@ func TestServeLive(t *testing.T) {
 func TestServeLiveBeforeFirstEvents(t *testing.T) {
 	runs := t.TempDir()
 	dir := filepath.Join(runs, "starting")
-	must(t, os.MkdirAll(dir, 0o755))
+	rd, err := rundir.Take(dir, false)
+	must(t, err)
+	defer rd.Release()
 	must(t, trace.WriteManifest(dir, &trace.Manifest{FormatVersion: trace.FormatVersion, Name: "starting", WorldSize: 2, Status: trace.StatusRunning, Start: time.Now()}))
 	s := newTestServer(t, Config{RunsDir: runs})
 	res := get(t, s, "/runs/starting/live.json")

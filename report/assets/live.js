@@ -82,7 +82,7 @@
 
     if (!d.running) {
       state.done = true;
-      var text = "The run has finished: " + (d.status || "no status") + ".";
+      var text = d.status === "abandoned" ? "The recording was abandoned." : "The run has finished: " + (d.status || "no status") + ".";
       if (d.error) text += " " + d.error;
       setText("done-text", text);
       $("report-link").setAttribute("href", d.report);
@@ -90,6 +90,7 @@
       setText("subtitle", "recorded " + F.elapsed(d.elapsed_ns) + " · " + F.int(d.events) + " events");
       setText("findings-title", "Findings");
       setText("rate", "the recording has ended");
+      if (d.status === "abandoned") $("done").setAttribute("data-tone", "bad");
     }
   }
 
