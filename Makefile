@@ -84,10 +84,14 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Every test, with the race detector; the launcher tests run real mpirun.
+# The truth tests (cmd/commprof/truth_test.go, netns_test.go) check
+# measured times against faults injected on purpose, so they run after the
+# rest, alone on the machine and without the detector's slowdown.
 # Allocation counts are checked again without it (the detector allocates,
 # so those tests skip themselves under -race).
 test: deps vet build
-	COMMPROF_REQUIRE_DEPS=1 $(GO) test -race -count=1 -timeout 20m ./...
+	COMMPROF_REQUIRE_DEPS=1 $(GO) test -race -count=1 -timeout 20m -skip '^TestTruth' ./...
+	COMMPROF_REQUIRE_DEPS=1 $(GO) test -count=1 -timeout 10m -run '^TestTruth' ./cmd/commprof
 	$(GO) test -count=1 -run 'Allocs' ./...
 
 bench: bench-go
