@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,8 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -163,5 +167,338 @@ func TestServeBadInvocations(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, want %d with %q\n%s", tc.args, r.code, tc.code, tc.want, r.stderr)
 		}
+	}
+}
+
+// BenchmarkServeTimelineLoad hammers `commprof serve` with 50 clients
+// asking for timeline.json of a run of about a million events, as a page
+// zoomed around by 50 people (or a hostile page in 50 tabs) would, and
+// reports the server's peak RSS (VmHWM, over its whole life: reading the
+// run, every build, the caches), the answers per second, the share
+// answered 503 (busy; the clients ignore Retry-After and ask again at
+// once), the latency of the 200s, and that of a person's requests for
+// the list of runs and a run's stats.json meanwhile. The modes: "narrow"
+// windows a tenth of the run wide, 90 distinct ones; "wide" windows of
+// the whole run, every one distinct; "same", every client the same
+// window. One op is one request.
+//
+//	go test ./cmd/commprof -run '^$' -bench ServeTimelineLoad -benchtime 400x
+//
+// COMMPROF_LOAD_RUN names a run directory to use instead of recording
+// one (`commprof record --ranks 4 --out DIR -- bench allreduce -n 5100
+// --max 64K`, 1,001,384 events).
+func BenchmarkServeTimelineLoad(b *testing.B) {
+	dir := os.Getenv("COMMPROF_LOAD_RUN")
+	if dir == "" {
+		dir = filepath.Join(b.TempDir(), "runs", "bench1m")
+		out, err := exec.Command(bin, "record", "--ranks", "4", "--out", dir, "--", "bench", "allreduce", "-n", "5100", "--max", "64K").CombinedOutput()
+		if err != nil {
+			b.Fatalf("record: %v\n%s", err, out)
+		}
+	}
+	out, err := exec.Command(bin, "stats", dir, "--format", "json").Output()
+	if err != nil {
+		b.Fatalf("stats %s: %v", dir, err)
+	}
+	var sum struct {
+		Run struct {
+			Events int64 `json:"events"`
+			SpanNS int64 `json:"span_ns"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal(out, &sum); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s: %d events over %.2fs", dir, sum.Run.Events, float64(sum.Run.SpanNS)/1e9)
+	span := sum.Run.SpanNS
+	for _, mode := range []string{"narrow", "wide", "same"} {
+		b.Run(mode, func(b *testing.B) {
+			window := func(i int64) (int64, int64) {
+				switch mode {
+				case "narrow":
+					from := span / 100 * (i % 90)
+					return from, from + span/10
+				case "wide":
+					return i, span + 1
+				}
+				return span / 3, span/3 + span/10
+			}
+			serveLoad(b, filepath.Dir(dir), filepath.Base(dir), window)
+		})
+	}
+}
+
+func serveLoad(b *testing.B, runs, name string, window func(i int64) (int64, int64)) {
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", runs)
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}()
+	br := bufio.NewReader(stdout)
+	line, _ := br.ReadString('\n')
+	_, raw, found := strings.Cut(strings.TrimSpace(line), " at ")
+	if !found {
+		b.Fatalf("serve printed %q", line)
+	}
+	base := strings.TrimSuffix(raw, "/")
+	go func() { _, _ = io.Copy(io.Discard, br) }()
+	c := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer c.CloseIdleConnections()
+	fetch := func(u string) (int, time.Duration) {
+		t0 := time.Now()
+		res, err := c.Get(u)
+		if err != nil {
+			b.Error(err)
+			return 0, 0
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode, time.Since(t0)
+	}
+	if code, _ := fetch(base + "/runs/" + name + "/stats.json"); code != 200 {
+		b.Fatalf("stats.json: %d", code)
+	}
+	var (
+		mu            sync.Mutex
+		lat, probes   []time.Duration
+		ok, busy, bad int
+		next          atomic.Int64
+		done          = make(chan struct{})
+	)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				from, to := window(i)
+				code, d := fetch(fmt.Sprintf("%s/runs/%s/timeline.json?from=%d&to=%d", base, name, from, to))
+				mu.Lock()
+				switch code {
+				case 200:
+					ok++
+					lat = append(lat, d)
+				case http.StatusServiceUnavailable:
+					busy++
+				default:
+					bad++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	// A person meanwhile: the list of runs and a run's stats.
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			for _, p := range []string{"/", "/runs/" + name + "/stats.json"} {
+				if code, d := fetch(base + p); code == 200 {
+					mu.Lock()
+					probes = append(probes, d)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(done)
+	<-probeDone
+	took := time.Since(start)
+	b.StopTimer()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	hwm := int64(0)
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmHWM:" {
+			hwm, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	if bad > 0 {
+		b.Errorf("%d answers neither 200 nor 503", bad)
+	}
+	pct := func(d []time.Duration, p float64) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		slices.Sort(d)
+		return float64(d[min(len(d)-1, int(p*float64(len(d))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(hwm)/1024, "peak-RSS-MB")
+	b.ReportMetric(float64(ok)/took.Seconds(), "200/s")
+	b.ReportMetric(float64(busy)/float64(max(1, ok+busy)), "503-share")
+	b.ReportMetric(pct(lat, 0.5), "p50-ms")
+	b.ReportMetric(pct(lat, 0.99), "p99-ms")
+	b.ReportMetric(pct(probes, 0.99), "probe-p99-ms")
+}
+
+// The list of runs says what the runs' own summaries say: every
+// configuration column of every run (train runs, and the runs of a real
+// sweep) is checked against `commprof stats --format json`, the sweep's
+// row against its sweep.json, and a run whose recorder was killed reads
+// "abandoned".
+func TestServeListMatchesStats(t *testing.T) {
+	runs := t.TempDir()
+	train := []string{"--", "train", "--epochs", "1", "--synthetic-size", "3000"}
+	for _, r := range []struct {
+		name string
+		args []string
+	}{
+		{"bs32", []string{"--ranks", "2"}},
+		{"bs128-linear", []string{"--ranks", "4"}},
+	} {
+		args := append([]string{"record", "--out", filepath.Join(runs, r.name)}, r.args...)
+		args = append(args, train...)
+		if r.name == "bs32" {
+			args = append(args, "--batch-size", "32")
+		} else {
+			args = append(args, "--batch-size", "128", "--lr-scaling", "linear", "--warmup-epochs", "0.5")
+		}
+		if res := commprof(t, nil, args...); res.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, res.code, res.stderr)
+		}
+	}
+	if res := commprof(t, nil, "sweep", "--out", filepath.Join(runs, "sw"), "--batch-sizes", "64,256", "--ranks", "2", "--", "train", "--epochs", "1",
+		"--synthetic-size", "3000"); res.code != 0 {
+		t.Fatalf("sweep: exit %d\n%s", res.code, res.stderr)
+	}
+	// A recording killed halfway: run.json keeps saying running.
+	killed := filepath.Join(runs, "killed")
+	rec := exec.Command(bin, "record", "--ranks", "2", "--out", killed, "--", "train", "--epochs", "50")
+	rec.Env = cleanEnv()
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if fi, err := os.Stat(filepath.Join(killed, "rank-00000.arrows")); err == nil && fi.Size() > 4096 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = rec.Process.Kill()
+			t.Fatal("the recording wrote nothing in 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = rec.Process.Kill()
+	_ = rec.Wait()
+
+	_, u, stderr := startServe(t, "--addr", "127.0.0.1:0", runs)
+	c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	base := u.Scheme + "://" + u.Host
+	code, page := fetchURL(t, c, base+"/api/runs")
+	if code != 200 {
+		t.Fatalf("/api/runs: %d\n%s", code, stderr.String())
+	}
+	type info struct {
+		Name          string   `json:"name"`
+		Kind          string   `json:"kind"`
+		Status        string   `json:"status"`
+		WorldSize     int      `json:"world_size"`
+		BatchSize     int      `json:"batch_size"`
+		GlobalBatch   int      `json:"global_batch"`
+		LRScaling     string   `json:"lr_scaling"`
+		WarmupEpochs  string   `json:"warmup_epochs"`
+		SamplesPerSec float64  `json:"samples_per_sec"`
+		Accuracy      *float64 `json:"accuracy"`
+		Configs       int      `json:"configs"`
+		Runs          []info   `json:"runs"`
+	}
+	var list struct{ Runs []info }
+	if err := json.Unmarshal(page, &list); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]info{}
+	for _, r := range list.Runs {
+		byName[r.Name] = r
+		for _, c := range r.Runs {
+			byName[c.Name] = c
+		}
+	}
+	checked := 0
+	for name, ri := range byName {
+		if ri.Kind == "sweep" {
+			continue
+		}
+		var sum struct {
+			Run struct {
+				Status         string             `json:"status"`
+				WorldSize      int                `json:"world_size"`
+				Config         map[string]string  `json:"config"`
+				Metrics        map[string]float64 `json:"metrics"`
+				SamplesPerStep int                `json:"samples_per_step"`
+			} `json:"run"`
+			StepSummary struct {
+				SamplesPerSec float64 `json:"samples_per_sec"`
+			} `json:"step_summary"`
+		}
+		out := commprof(t, nil, "stats", filepath.Join(runs, name), "--format", "json")
+		if err := json.Unmarshal([]byte(out.stdout), &sum); err != nil {
+			t.Fatalf("stats %s: %v\n%s", name, err, out.stderr)
+		}
+		cfg := sum.Run.Config
+		warm := cfg["warmup_epochs"]
+		if warm == "0" {
+			warm = ""
+		}
+		if fmt.Sprint(ri.BatchSize) != cfg["batch_size"] || ri.GlobalBatch != sum.Run.SamplesPerStep || ri.WorldSize != sum.Run.WorldSize ||
+			ri.LRScaling != cfg["lr_scaling"] || ri.WarmupEpochs != warm || ri.SamplesPerSec != sum.StepSummary.SamplesPerSec || ri.SamplesPerSec <= 0 {
+			t.Errorf("%s: listed %+v\nstats: config %v, samples/step %d, samples/s %v", name, ri, cfg, sum.Run.SamplesPerStep, sum.StepSummary.SamplesPerSec)
+		}
+		if acc, ok := sum.Run.Metrics["test_accuracy"]; ok != (ri.Accuracy != nil) || ok && acc != *ri.Accuracy {
+			t.Errorf("%s: accuracy %v, stats %v", name, ri.Accuracy, sum.Run.Metrics)
+		}
+		wantStatus := sum.Run.Status
+		if name == "killed" {
+			wantStatus = "abandoned"
+		}
+		if ri.Status != wantStatus {
+			t.Errorf("%s: status %q, want %q", name, ri.Status, wantStatus)
+		}
+		checked++
+	}
+	if checked != 5 {
+		t.Errorf("checked %d runs, want 5: %v", checked, byName)
+	}
+	var sw struct {
+		Configs []json.RawMessage `json:"configs"`
+	}
+	b, err := os.ReadFile(filepath.Join(runs, "sw", "sweep.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sw); err != nil {
+		t.Fatal(err)
+	}
+	if s := byName["sw"]; s.Kind != "sweep" || s.Configs != len(sw.Configs) || s.Configs != 2 || len(s.Runs) != 2 {
+		t.Errorf("the sweep: %+v", s)
+	}
+	if code, page := fetchURL(t, c, base+"/runs/sw/"); code != 200 || !bytes.Contains(page, []byte(`data-kind="sweep"`)) {
+		t.Errorf("the sweep's page: %d", code)
+	}
+	if code, page := fetchURL(t, c, base+"/diff?a=sw/r2-bs64-lrnone-wu0&b=bs128-linear"); code != 200 || !bytes.Contains(page, []byte(`data-kind="diff"`)) {
+		t.Errorf("a diff: %d", code)
 	}
 }
