@@ -146,19 +146,62 @@ func resolveShm(c ShmConfig, tc TCPConfig, localRanks int) shmConfig {
 // (at once when ranks outnumber cores), the other processes on this core,
 // among them, perhaps, the rank being waited for. A rank polling without
 // yielding keeps its core from a peer that shares it, or from a process
-// that crowds the machine: measured on 2 cores beside other work, 2 ranks
-// took 60 µs per 8-byte allreduce polling without yielding, 7-19 µs
-// yielding (docs/collectives.md).
-func (c *shmConfig) pause(waited time.Duration) {
+// that crowds the machine.
+func (t *shmTransport) pause(waited time.Duration) {
 	runtime.Gosched()
-	if c.yield || waited >= shmPureSpin {
+	if t.cfg.yield || waited >= shmPureSpin {
+		t0 := t.clock.now()
 		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		if t.clock.now()-t0 > int64(shmLongYield) {
+			t.spinScore.Store(0) // the core went to long work: stop polling
+		}
 	}
 }
 
-// shmPureSpin is how long a rank with a core of its own polls without
-// yielding it.
-const shmPureSpin = 5 * time.Microsecond
+// Polling pays when waits are short: a peer answers within the spin time
+// (a benchmark of small messages, a step of a collective between ranks
+// that arrived together). It is waste when they are long (ranks that
+// arrive at a collective milliseconds apart, as a trainer's do while they
+// compute), and worse than waste on a crowded machine, where a task that
+// yields goes behind every other for a whole slice while one that sleeps
+// and is woken gets its core back soon. So a rank polls as long as its
+// recent polls mostly ended in work (an adaptive spin, as adaptive
+// mutexes do): each poll that found work raises a score, each that ran
+// out of time lowers it four times as much, a yield that kept the core
+// away for more than shmLongYield (it went to a program that computes, or
+// a peer that does) zeroes it, and below shmSpinMin the rank sleeps at
+// once, polling only one wait in shmSpinProbe to find out whether polling
+// pays again.
+const (
+	shmPureSpin  = 5 * time.Microsecond // how long a rank with a core of its own polls without yielding it
+	shmLongYield = time.Millisecond
+	shmSpinMax   = 16
+	shmSpinMin   = 4
+	shmSpinProbe = 16
+)
+
+// pollsNow decides whether the wait starting now polls first.
+func (t *shmTransport) pollsNow() bool {
+	if t.cfg.spin <= 0 {
+		return false
+	}
+	if t.spinScore.Load() >= shmSpinMin {
+		return true
+	}
+	t.probes++
+	return t.probes%shmSpinProbe == 0
+}
+
+// polled scores a poll that found work (ok) or ran out of time.
+func (t *shmTransport) polled(ok bool) {
+	s := t.spinScore.Load()
+	if ok {
+		s = min(s+1, shmSpinMax)
+	} else {
+		s = max(s-4, 0)
+	}
+	t.spinScore.Store(s)
+}
 
 // monoClock converts between this process's time.Time and the machine's
 // CLOCK_MONOTONIC, which every process on it reads alike: senders stamp a
@@ -211,10 +254,14 @@ type shmTransport struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
+	spinScore atomic.Int32 // how well polling has paid lately (written by the progress goroutine)
+
 	// The progress goroutine's own.
 	slept    bool
 	nextBeat int64 // on clock
 	idleFrom int64 // on clock; -1 while busy
+	polling  bool  // this idle time polls before it sleeps
+	probes   int
 }
 
 // shmLink is the link to one peer.
@@ -305,6 +352,7 @@ func (t *shmTransport) start() {
 	t.pollFn = t.poll
 	now := t.clock.now()
 	t.nextBeat, t.idleFrom = now, -1
+	t.spinScore.Store(shmSpinMax)
 	for _, l := range t.active {
 		l.hbSeen, l.hbAt = l.peerBeat.Load(), now
 		t.wg.Add(1)
@@ -437,10 +485,10 @@ func (l *shmLink) waitOut(space, acks uint64) error {
 	if ready() {
 		return nil
 	}
-	if spin := l.t.cfg.spin; spin > 0 {
+	if l.t.cfg.spin > 0 && l.t.spinScore.Load() >= shmSpinMin {
 		start := l.t.clock.now()
-		for now := start; now-start < int64(spin); now = l.t.clock.now() {
-			l.t.cfg.pause(time.Duration(now - start))
+		for now := start; now-start < int64(l.t.cfg.spin); now = l.t.clock.now() {
+			l.t.pause(time.Duration(now - start))
 			if ready() {
 				return nil
 			}
@@ -524,16 +572,24 @@ func (t *shmTransport) poll(fd uintptr) bool {
 			// Let the goroutines whose receives just completed run (a
 			// rank often has one scheduler slot): the next message can
 			// wait the few hundred nanoseconds.
+			if t.idleFrom >= 0 && t.polling {
+				t.polled(true)
+			}
 			t.idleFrom = -1
 			runtime.Gosched()
 			continue
 		}
 		if t.idleFrom < 0 {
 			t.idleFrom = now
+			t.polling = t.pollsNow()
 		}
-		if waited := time.Duration(now - t.idleFrom); waited < t.cfg.spin {
-			t.cfg.pause(waited)
+		if waited := time.Duration(now - t.idleFrom); t.polling && waited < t.cfg.spin {
+			t.pause(waited)
 			continue
+		}
+		if t.polling {
+			t.polled(false)
+			t.polling = false
 		}
 		for _, l := range t.active {
 			l.in.sleeping.Store(1)
