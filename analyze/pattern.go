@@ -36,7 +36,7 @@ func (rs *RankSummarizer) pattern(comm, name, algo int32, seq int64, peer int32)
 		}
 		rs.lastPat, rs.lastPatKey = a, k
 	}
-	if rs.s.str(algo) == "direct" {
+	if algo == rs.s.direct {
 		seq = -1
 	}
 	i := slices.Index(a.seqs, seq)

@@ -33,11 +33,12 @@ const PointToPoint = "sendrecv"
 type Summarizer struct {
 	meta Meta
 
-	mu     sync.Mutex
+	mu     sync.RWMutex // guards strs, strIdx and ranks: ranks are fed in parallel
 	strs   []string
 	strIdx map[string]int32
 	ranks  map[int]*RankSummarizer
 	p2p    int32 // the name of point-to-point messages, which belong to no collective
+	direct int32 // the algorithm "direct" (point-to-point collectives, whose patterns are by call)
 }
 
 // NewSummarizer starts a summary of a run.
@@ -45,6 +46,7 @@ func NewSummarizer(meta Meta) *Summarizer {
 	s := &Summarizer{meta: meta, strIdx: map[string]int32{}, ranks: map[int]*RankSummarizer{}}
 	s.intern("")
 	s.p2p = s.intern(PointToPoint)
+	s.direct = s.intern("direct")
 	return s
 }
 
@@ -60,7 +62,13 @@ func (s *Summarizer) intern(str string) int32 {
 	return i
 }
 
-func (s *Summarizer) str(i int32) string { return s.strs[i] }
+// str is the string interned as i. Other ranks' goroutines may be
+// interning as it reads.
+func (s *Summarizer) str(i int32) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.strs[i]
+}
 
 // Rank returns the accumulator of rank r's events, creating it. Each
 // RankSummarizer must be fed from one goroutine at a time.
