@@ -38,6 +38,7 @@ type htmlRow struct {
 
 type htmlCell struct {
 	Text  string
+	Links []Link // drawn in place of Text when set
 	Key   string // sort key: the raw number behind a formatted cell
 	Class string // num or verdict
 }
@@ -77,13 +78,22 @@ func (t *Table) sortBy(col int, desc bool) {
 	if t.Keys != nil {
 		keys = make([][]string, len(idx))
 	}
+	var links map[[2]int][]Link
+	if t.Links != nil {
+		links = map[[2]int][]Link{}
+	}
 	for i, j := range idx {
 		rows[i] = t.Rows[j]
 		if keys != nil {
 			keys[i] = t.Keys[j]
 		}
+		for c := range t.Columns {
+			if l, ok := t.Links[[2]int{j, c}]; ok {
+				links[[2]int{i, c}] = l
+			}
+		}
 	}
-	t.Rows, t.Keys = rows, keys
+	t.Rows, t.Keys, t.Links = rows, keys, links
 	t.Sorted, t.SortedBy, t.SortedDesc = true, col, desc
 }
 
@@ -117,7 +127,7 @@ func (g *glossary) html(t *Table) htmlTable {
 	for r, row := range t.Rows {
 		hr := htmlRow{}
 		for i, cell := range row {
-			hc := htmlCell{Text: cell}
+			hc := htmlCell{Text: cell, Links: t.Links[[2]int{r, i}]}
 			if t.Keys != nil && r < len(t.Keys) && i < len(t.Keys[r]) {
 				hc.Key = t.Keys[r][i]
 			}

@@ -123,7 +123,7 @@ func TestSweepPage(t *testing.T) {
 		"at global batch 2048, lr sqrt reaches 84.30% test accuracy (-2.5 points against batch 64 without a rule)",
 		"of the learning-rate rules, lr sqrt keeps the most accuracy at global batch 2048: 84.30%",
 		"76.8 → 86.8", // accuracy per epoch
-		"r4-bs512-lrlinear-wu0",
+		`<a href="r4-bs512-lrlinear-wu0/">r4-bs512-lrlinear-wu0</a>`,
 		`id="chart-sweep-accuracy"`, `id="chart-sweep-epochs"`, `id="def-time-to-target"`,
 	} {
 		if !strings.Contains(page, want) {

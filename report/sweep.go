@@ -457,6 +457,15 @@ func sweepTable(sw *analyze.Sweep) *Table {
 		}
 		row = append(row, strings.Join(runNames(c.Runs), ", "))
 		keys = append(keys, "")
+		// Each run's directory, beside sweep.html: served, its page.
+		var links []Link
+		for _, n := range runNames(c.Runs) {
+			links = append(links, Link{Text: n, URL: n + "/"})
+		}
+		if t.Links == nil {
+			t.Links = map[[2]int][]Link{}
+		}
+		t.Links[[2]int{len(t.Rows), len(row) - 1}] = links
 		t.Rows = append(t.Rows, row)
 		t.Keys = append(t.Keys, keys)
 	}

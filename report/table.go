@@ -29,6 +29,9 @@ type Table struct {
 	SortedBy   int
 	SortedDesc bool
 	Full       bool
+	// Links turn cells into links on a page: by row and column, the
+	// cell's links, drawn in place of its text.
+	Links map[[2]int][]Link
 }
 
 // Column is a table column; numeric columns are right-aligned.

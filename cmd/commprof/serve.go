@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/web"
 )
 
@@ -24,7 +24,7 @@ type serveOptions struct {
 	token string
 }
 
-func newServeCmd() *cobra.Command {
+func newServeCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve [RUNS_DIR]",
@@ -62,7 +62,7 @@ wait up to 10 seconds, then get 503 with Retry-After (docs/web.md).`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			return runServe(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, dir)
+			return runServe(cmd.Context(), ios, o, dir)
 		},
 	}
 	f := cmd.Flags()
@@ -71,7 +71,8 @@ wait up to 10 seconds, then get 503 with Retry-After (docs/web.md).`,
 	return cmd
 }
 
-func runServe(ctx context.Context, stdout, stderr io.Writer, o *serveOptions, dir string) error {
+func runServe(ctx context.Context, ios *iostreams.IOStreams, o *serveOptions, dir string) error {
+	stdout, stderr := ios.Out, ios.ErrOut
 	host, port, err := net.SplitHostPort(o.addr)
 	if n, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || (port != "0" && n == 0) {
 		return usagef("--addr %q: want host:port with a port from 0 to 65535, such as 127.0.0.1:7070", o.addr)
