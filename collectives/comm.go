@@ -348,9 +348,12 @@ type call struct {
 	seg int // pipelining segment in bytes
 }
 
-func (c *Comm) begin(ctx context.Context, op Op, d DType, bytes int) *call {
+// begin starts a collective: it takes the communicator's next sequence
+// number. The call is returned by value, so that a blocking collective
+// keeps it on its stack.
+func (c *Comm) begin(ctx context.Context, op Op, d DType, bytes int) call {
 	h := Header{Comm: c.id, Seq: c.seq.Add(1) - 1, Op: op, Algo: c.Algorithm(op, bytes), DType: d}
-	return &call{c: c, ctx: ctx, h: h, seg: c.tune.SegmentBytes}
+	return call{c: c, ctx: ctx, h: h, seg: c.tune.SegmentBytes}
 }
 
 func (k *call) wrap(err error) error {
@@ -435,7 +438,8 @@ func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error {
 	if err := errors.Join(validBuffer(buf), validOp(op)); err != nil {
 		return fmt.Errorf("allreduce: %w", err)
 	}
-	return c.allReduce(c.begin(ctx, OpAllReduce, buf.dtype, len(buf.b)), buf, op)
+	k := c.begin(ctx, OpAllReduce, buf.dtype, len(buf.b))
+	return c.allReduce(&k, buf, op)
 }
 
 // IAllReduce implements Communicator.
@@ -444,7 +448,7 @@ func (c *Comm) IAllReduce(ctx context.Context, buf Buffer, op ReduceOp) Request 
 		return failed(fmt.Errorf("allreduce: %w", err))
 	}
 	k := c.begin(ctx, OpAllReduce, buf.dtype, len(buf.b))
-	return start(func() error { return c.allReduce(k, buf, op) })
+	return start(func() error { return c.allReduce(&k, buf, op) })
 }
 
 func (c *Comm) allReduce(k *call, buf Buffer, op ReduceOp) error {
@@ -474,7 +478,8 @@ func (c *Comm) Broadcast(ctx context.Context, buf Buffer, root int) error {
 	if err := errors.Join(validBuffer(buf), c.validRoot(root)); err != nil {
 		return fmt.Errorf("broadcast: %w", err)
 	}
-	return c.broadcast(c.begin(ctx, OpBroadcast, buf.dtype, len(buf.b)), buf, root)
+	k := c.begin(ctx, OpBroadcast, buf.dtype, len(buf.b))
+	return c.broadcast(&k, buf, root)
 }
 
 // IBroadcast implements Communicator.
@@ -483,7 +488,7 @@ func (c *Comm) IBroadcast(ctx context.Context, buf Buffer, root int) Request {
 		return failed(fmt.Errorf("broadcast: %w", err))
 	}
 	k := c.begin(ctx, OpBroadcast, buf.dtype, len(buf.b))
-	return start(func() error { return c.broadcast(k, buf, root) })
+	return start(func() error { return c.broadcast(&k, buf, root) })
 }
 
 func (c *Comm) broadcast(k *call, buf Buffer, root int) error {

@@ -12,7 +12,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // Environment variables read by JobFromEnv. The local launcher sets the
@@ -28,7 +31,7 @@ const (
 	EnvJobID         = "COMMPROF_JOB_ID"
 	EnvSecret        = "COMMPROF_SECRET"
 	EnvPeerTimeout   = "COMMPROF_PEER_TIMEOUT"
-	EnvJoinTimeout   = "COMMPROF_JOIN_TIMEOUT"
+	EnvJoinTimeout   = envnames.JoinTimeout // the PMPI library reads it too
 	EnvAdvertise     = "COMMPROF_ADVERTISE"
 	EnvRawIO         = "COMMPROF_RAW_IO"
 	EnvCongestion    = "COMMPROF_TCP_CONGESTION"
@@ -76,10 +79,15 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 			return job, true, fmt.Errorf("%s launched this process with %s=%q and %s=%q: not a rank of a world", l.name, l.rank, rs, l.size, ss)
 		}
 		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(EnvSecret), Advertise: getenv(EnvAdvertise)}}
-		if job.Secret != "" {
+		switch {
+		case job.Secret != "":
 			job.SecretFrom = EnvSecret
-		} else if job.Secret, job.SecretFrom, err = UserSecret(); err != nil {
-			return job, true, err
+		case size == 1:
+			// No other rank to prove anything to.
+		default:
+			if job.Secret, job.SecretFrom, err = UserSecret(); err != nil {
+				return job, true, fmt.Errorf("%s started this process as rank %d of %d without %s: %w", l.name, rank, size, EnvSecret, err)
+			}
 		}
 		if l.localSize != "" {
 			job.LocalSize, _ = strconv.Atoi(getenv(l.localSize))
@@ -160,7 +168,7 @@ func duration(getenv func(string) string, key string) (time.Duration, error) {
 	return d, nil
 }
 
-// shmSpin reads COMMPROF_SHM_SPIN: unset to decide by ranks per core
+// shmSpin reads COMMPROF_SHM_SPIN: unset for the default
 // (ShmConfig.Spin), 0 or off never to poll, else a duration.
 func shmSpin(v string) (time.Duration, error) {
 	switch strings.ToLower(v) {
@@ -221,22 +229,27 @@ func rawIO(v string, localSize, cores int) (RawIO, error) {
 // only the user can read ($XDG_CONFIG_HOME/commprof/secret, or
 // ~/.config/commprof/secret), created on first use. Every rank of a job the
 // user starts reads the same one through a shared home directory, and no
-// other user can learn it. Without a home directory it returns "" and no
-// error: the job then has no secret (docs/launching.md).
+// other user can learn it. Without a home directory, or in a read-only
+// one, there is no secret to share: it fails, saying how to give the
+// job one (docs/launching.md), rather than leave the job open to anyone.
 func UserSecret() (secret, path string, err error) {
+	noFile := func(why error) error {
+		return fmt.Errorf("no job secret: the per-user secret file cannot be made (%w); set %s to the same random value on every rank "+
+			"(export %s=$(openssl rand -hex 32), passed on by the launcher: mpirun -x %s), or set XDG_CONFIG_HOME to a private directory every rank can write", why, EnvSecret, EnvSecret, EnvSecret)
+	}
 	dir, err := os.UserConfigDir()
 	if err != nil {
-		return "", "", nil
+		return "", "", noFile(err)
 	}
 	dir = filepath.Join(dir, "commprof")
 	path = filepath.Join(dir, "secret")
 	if s, err := readSecretFile(path); err == nil {
 		return s, path, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 		return "", "", err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", nil // a read-only home: no secret, as before
+		return "", "", noFile(err)
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -244,7 +257,7 @@ func UserSecret() (secret, path string, err error) {
 	}
 	tmp, err := os.CreateTemp(dir, "secret-*")
 	if err != nil {
-		return "", "", nil
+		return "", "", noFile(err)
 	}
 	defer os.Remove(tmp.Name())
 	_, werr := tmp.WriteString(hex.EncodeToString(key) + "\n")

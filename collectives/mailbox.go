@@ -43,16 +43,33 @@ type msgList struct{ head, tail *message }
 // mailbox matches the messages from one peer to the receives posted for
 // them. Both transports use it: the in-process one delivers from the
 // sender's goroutine, the TCP one from the connection's reader.
+//
+// Receives and early messages wait in order per key. Most of the time a
+// peer has a single one of either in flight, as in every step of a
+// collective: it waits in req or msg, which are used only while their
+// map is empty, so that each is always the oldest of its key, and no key
+// is hashed.
 type mailbox struct {
 	peer   int
 	mu     sync.Mutex
+	req    *recvReq
 	posted map[mkey]reqList
+	msg    *message
 	unexp  map[mkey]msgList
 	err    error // set once the peer has failed
+	// poller, if set, waits for the receives instead of Wait (shared
+	// memory, where the waiting goroutine polls for its message and
+	// copies it itself); it calls wait to block.
+	poller interface {
+		waitFor(ctx context.Context, r *recvReq) (RecvInfo, error)
+	}
+	// now stamps the receives the mailbox completes itself: time.Now,
+	// or a transport's cheaper clock.
+	now func() time.Time
 }
 
 func newMailbox(peer int) *mailbox {
-	return &mailbox{peer: peer, posted: make(map[mkey]reqList), unexp: make(map[mkey]msgList)}
+	return &mailbox{peer: peer, posted: make(map[mkey]reqList), unexp: make(map[mkey]msgList), now: time.Now}
 }
 
 var reqPool = sync.Pool{New: func() any { return &recvReq{done: make(chan struct{}, 1)} }}
@@ -115,14 +132,7 @@ func (m *mailbox) post(h Header, p []byte) *recvReq {
 	r.box, r.h, r.buf, r.next, r.err = m, h, p, nil, nil
 	k := keyOf(h)
 	m.mu.Lock()
-	if l := m.unexp[k]; l.head != nil {
-		msg := l.head
-		l.head = msg.next
-		if l.head == nil {
-			delete(m.unexp, k)
-		} else {
-			m.unexp[k] = l
-		}
+	if msg := m.takeMessage(k); msg != nil {
 		m.mu.Unlock()
 		err := check(m.peer, h, len(p), msg.h, len(msg.data))
 		if err == nil {
@@ -130,13 +140,18 @@ func (m *mailbox) post(h Header, p []byte) *recvReq {
 		}
 		arrived := msg.arrived
 		freeMessage(msg)
-		complete(r, arrived, err)
+		completeAt(r, arrived, m.now(), err)
 		return r
 	}
 	if m.err != nil {
 		err := m.err
 		m.mu.Unlock()
 		complete(r, time.Time{}, err)
+		return r
+	}
+	if m.req == nil && len(m.posted) == 0 {
+		m.req = r
+		m.mu.Unlock()
 		return r
 	}
 	pl := m.posted[k]
@@ -151,8 +166,40 @@ func (m *mailbox) post(h Header, p []byte) *recvReq {
 	return r
 }
 
+// takeMessage takes the oldest message that arrived for k, or returns nil.
+func (m *mailbox) takeMessage(k mkey) *message {
+	if msg := m.msg; msg != nil && keyOf(msg.h) == k {
+		m.msg = nil
+		return msg
+	}
+	if len(m.unexp) == 0 {
+		return nil
+	}
+	l := m.unexp[k]
+	msg := l.head
+	if msg == nil {
+		return nil
+	}
+	l.head = msg.next
+	if l.head == nil {
+		delete(m.unexp, k)
+	} else {
+		m.unexp[k] = l
+	}
+	return msg
+}
+
 // Wait implements Receive.
 func (r *recvReq) Wait(ctx context.Context) (RecvInfo, error) {
+	if p := r.box.poller; p != nil {
+		return p.waitFor(ctx, r)
+	}
+	return r.wait(ctx)
+}
+
+// wait blocks until r is complete, or ctx ends and withdraws it, and
+// releases r.
+func (r *recvReq) wait(ctx context.Context) (RecvInfo, error) {
 	select {
 	case <-r.done:
 	default:
@@ -180,6 +227,10 @@ func (r *recvReq) release() {
 func (m *mailbox) unpost(k mkey, r *recvReq) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.req == r {
+		m.req = nil
+		return true
+	}
 	l := m.posted[k]
 	var prev *recvReq
 	for q := l.head; q != nil; prev, q = q, q.next {
@@ -214,6 +265,13 @@ func (m *mailbox) claim(h Header) *recvReq {
 }
 
 func (m *mailbox) claimLocked(k mkey) *recvReq {
+	if r := m.req; r != nil && keyOf(r.h) == k {
+		m.req = nil
+		return r
+	}
+	if len(m.posted) == 0 {
+		return nil
+	}
 	l, ok := m.posted[k]
 	if !ok {
 		return nil
@@ -232,9 +290,14 @@ func (m *mailbox) claimLocked(k mkey) *recvReq {
 // complete finishes r; the caller has just copied the message into r's
 // buffer (or failed to), so this is where its completion is stamped.
 func complete(r *recvReq, arrived time.Time, err error) {
+	completeAt(r, arrived, time.Now(), err)
+}
+
+// completeAt is complete with the time of completion read by the caller.
+func completeAt(r *recvReq, arrived, done time.Time, err error) {
 	r.info = RecvInfo{Arrived: arrived}
 	if err == nil {
-		r.info.Done = time.Now()
+		r.info.Done = done
 	}
 	r.err = err
 	r.done <- struct{}{}
@@ -263,7 +326,7 @@ func (m *mailbox) deliver(h Header, data []byte, pooled *[]byte, arrived time.Ti
 		if pooled != nil {
 			putPayload(pooled)
 		}
-		complete(r, arrived, err)
+		completeAt(r, arrived, m.now(), err)
 		return
 	}
 	if pooled == nil {
@@ -272,6 +335,11 @@ func (m *mailbox) deliver(h Header, data []byte, pooled *[]byte, arrived time.Ti
 	}
 	msg := msgPool.Get().(*message)
 	msg.h, msg.data, msg.pooled, msg.arrived, msg.next = h, *pooled, pooled, arrived, nil
+	if m.msg == nil && len(m.unexp) == 0 {
+		m.msg = msg
+		m.mu.Unlock()
+		return
+	}
 	l := m.unexp[k]
 	if l.tail == nil {
 		l.head = msg
@@ -299,6 +367,10 @@ func (m *mailbox) fail(err error) {
 	}
 	m.err = err
 	var rs []*recvReq
+	if m.req != nil {
+		rs = append(rs, m.req)
+		m.req = nil
+	}
 	for k, l := range m.posted {
 		for r := l.head; r != nil; {
 			next := r.next

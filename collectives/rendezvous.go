@@ -52,6 +52,9 @@ type JoinConfig struct {
 	// machine, when set, stands for this rank's machine identity
 	// (machineID): tests put ranks of one process on different machines.
 	machine string
+	// meshListener, when set, is the listener for the peers' connections
+	// (tests that must know its address before the job is in).
+	meshListener net.Listener
 }
 
 // Peer describes one rank of a joined job.
@@ -89,11 +92,13 @@ type hello struct {
 
 // Handshake limits: a connection has this long to prove it belongs to the
 // job, and its hello this many bytes. Connections are handled side by
-// side, so one that never speaks delays no one.
+// side, so one that never speaks delays no one; at most the ranks
+// expected and strangerSlots more are in their handshake at once.
 const (
 	handshakeTimeout = 5 * time.Second
 	maxHello         = 64 << 10
 	nonceLen         = 16
+	strangerSlots    = 64
 )
 
 // mac is the proof that the sender of (rank, size) knows the secret,
@@ -140,9 +145,12 @@ func Join(ctx context.Context, cfg JoinConfig) (*Mesh, []Peer, error) {
 	// it again, for connections made elsewhere).
 	control := congestionControl(cfg.TCP.Congestion)
 	lc := net.ListenConfig{Control: control}
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(meshHost(cfg), "0"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("rank %d: listening for peers: %w", cfg.Rank, err)
+	ln := cfg.meshListener
+	var err error
+	if ln == nil {
+		if ln, err = lc.Listen(ctx, "tcp", net.JoinHostPort(meshHost(cfg), "0")); err != nil {
+			return nil, nil, fmt.Errorf("rank %d: listening for peers: %w", cfg.Rank, err)
+		}
 	}
 	defer ln.Close()
 
@@ -302,19 +310,13 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret [32]byte)
 	members := make([]*member, size)
 	have := 0
 	arrived := make(chan *member)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	pending := map[net.Conn]bool{} // connections still in their handshake
 	done := make(chan struct{})
+	acc := newAcceptor(ln, size+strangerSlots)
+	accepted := make(chan error, 1)
 	defer func() {
 		close(done)
-		ln.Close()
-		mu.Lock()
-		for c := range pending {
-			c.Close() // strangers still saying nothing: cut them off
-		}
-		mu.Unlock()
-		wg.Wait()
+		acc.close() // strangers still saying nothing are cut off
+		<-acc.stopped
 		for _, m := range members {
 			if m != nil {
 				m.conn.Close()
@@ -325,41 +327,26 @@ func coordinate(ctx context.Context, ln net.Listener, size int, secret [32]byte)
 		_ = json.NewEncoder(c).Encode(roster{Error: msg})
 		c.Close()
 	}
-	accepted := make(chan error, 1)
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
+		accepted <- acc.run(func(c net.Conn) {
+			h, err := readHello(c, secret, size)
+			if !acc.handshaken(c) {
+				return // cut off meanwhile: its slot went to a newer connection
+			}
 			if err != nil {
-				accepted <- err
+				if errors.Is(err, errWrongSecret) {
+					reject(c, "wrong job secret (is COMMPROF_SECRET the same on every rank?)")
+				} else {
+					c.Close() // not one of ours
+				}
 				return
 			}
-			mu.Lock()
-			pending[c] = true
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				h, err := readHello(c, secret, size)
-				mu.Lock()
-				delete(pending, c)
-				mu.Unlock()
-				if err != nil {
-					if errors.Is(err, errWrongSecret) {
-						reject(c, "wrong job secret (is COMMPROF_SECRET the same on every rank?)")
-					} else {
-						c.Close() // not one of ours
-					}
-					return
-				}
-				select {
-				case arrived <- &member{h, c}:
-				case <-done:
-					c.Close()
-				}
-			}()
-		}
+			select {
+			case arrived <- &member{h, c}:
+			case <-done:
+				c.Close()
+			}
+		})
 	}()
 	for have < size {
 		var m *member
@@ -582,42 +569,26 @@ func connectMesh(ctx context.Context, rank int, ln net.Listener, peers []Peer, s
 func acceptPeers(ln net.Listener, rank, size, want int, secret [32]byte, mu *sync.Mutex, conns []*net.TCPConn) error {
 	got := make(chan struct{}, want)
 	acceptDone := make(chan error, 1)
-	pending := map[net.Conn]bool{}
-	var hw sync.WaitGroup
+	acc := newAcceptor(ln, want+strangerSlots)
 	defer func() {
-		ln.Close()
-		mu.Lock()
-		for c := range pending {
-			c.Close()
-		}
-		mu.Unlock()
-		hw.Wait()
+		acc.close()
+		<-acc.stopped
 	}()
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				acceptDone <- err
+		acceptDone <- acc.run(func(c net.Conn) {
+			r, err := readGreeting(c, secret, size)
+			if !acc.handshaken(c) {
 				return
 			}
 			mu.Lock()
-			pending[c] = true
-			mu.Unlock()
-			hw.Add(1)
-			go func() {
-				defer hw.Done()
-				r, err := readGreeting(c, secret, size)
-				mu.Lock()
-				defer mu.Unlock()
-				delete(pending, c)
-				if err != nil || r <= rank || conns[r] != nil {
-					c.Close()
-					return
-				}
-				conns[r] = c.(*net.TCPConn)
-				got <- struct{}{}
-			}()
-		}
+			defer mu.Unlock()
+			if err != nil || r <= rank || conns[r] != nil {
+				c.Close()
+				return
+			}
+			conns[r] = c.(*net.TCPConn)
+			got <- struct{}{}
+		})
 	}()
 	for n := 0; n < want; {
 		select {
@@ -626,12 +597,7 @@ func acceptPeers(ln net.Listener, rank, size, want int, secret [32]byte, mu *syn
 		case err := <-acceptDone:
 			// The listener closed (the job failed or was cancelled): count
 			// the greetings that made it, and say how many are missing.
-			mu.Lock()
-			for c := range pending {
-				c.Close()
-			}
-			mu.Unlock()
-			hw.Wait()
+			acc.close()
 			n += len(got)
 			if n >= want {
 				return nil
@@ -640,6 +606,142 @@ func acceptPeers(ln net.Listener, rank, size, want int, secret [32]byte, mu *syn
 		}
 	}
 	return nil
+}
+
+// acceptor accepts a listener's connections for their handshakes, each
+// on its own goroutine, so that one that never speaks delays no one. At
+// most slots are in their handshake at once: one more makes the oldest
+// give way (a rank's handshake takes a round trip, so the oldest is a
+// stranger's), so connections by the thousand cost the job neither its
+// file descriptors nor its memory. An accept that fails for want of a
+// resource (EMFILE: this process is out of file descriptors) is tried
+// again after a pause, an oldest handshake cut to make room, rather than
+// ending the job.
+type acceptor struct {
+	ln    net.Listener
+	slots int
+
+	mu      sync.Mutex
+	pending map[net.Conn]uint64 // connections in their handshake, by arrival
+	next    uint64
+	closed  chan struct{}
+	stopped chan struct{} // closed when run has returned
+	once    sync.Once
+	wg      sync.WaitGroup
+}
+
+func newAcceptor(ln net.Listener, slots int) *acceptor {
+	return &acceptor{ln: ln, slots: slots, pending: map[net.Conn]uint64{}, closed: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// Accept retry pauses: doubled from the first to the last, as net/http's
+// server does.
+const (
+	acceptPauseMin = 5 * time.Millisecond
+	acceptPauseMax = time.Second
+)
+
+// run accepts until the listener is closed, which it returns, and calls
+// handshake(c) on a goroutine of its own for each connection. handshake
+// must call handshaken(c) once it is done reading.
+func (a *acceptor) run(handshake func(c net.Conn)) error {
+	defer close(a.stopped)
+	pause := time.Duration(0)
+	for {
+		c, err := a.ln.Accept()
+		if err != nil {
+			if !temporary(err) {
+				return err
+			}
+			// Out of descriptors or buffers: make room and try again.
+			a.cutOldest()
+			pause = min(max(2*pause, acceptPauseMin), acceptPauseMax)
+			select {
+			case <-a.closed:
+				return err
+			case <-time.After(pause):
+			}
+			continue
+		}
+		pause = 0
+		a.mu.Lock()
+		select {
+		case <-a.closed:
+			a.mu.Unlock()
+			c.Close()
+			return net.ErrClosed
+		default:
+		}
+		if len(a.pending) >= a.slots {
+			a.cutOldestLocked()
+		}
+		a.pending[c] = a.next
+		a.next++
+		a.wg.Add(1)
+		a.mu.Unlock()
+		go func() {
+			defer a.wg.Done()
+			handshake(c)
+		}()
+	}
+}
+
+// temporary reports whether an accept failed for want of a resource that
+// may come back, not because the listener is closed.
+func temporary(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// handshaken takes c out of the handshakes in progress: false if it was
+// cut off meanwhile (it is closed; the caller must leave it).
+func (a *acceptor) handshaken(c net.Conn) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.pending[c]; !ok {
+		return false
+	}
+	delete(a.pending, c)
+	return true
+}
+
+func (a *acceptor) cutOldest() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cutOldestLocked()
+}
+
+func (a *acceptor) cutOldestLocked() {
+	var oldest net.Conn
+	for c, at := range a.pending {
+		if oldest == nil || at < a.pending[oldest] {
+			oldest = c
+		}
+	}
+	if oldest != nil {
+		delete(a.pending, oldest)
+		oldest.Close()
+	}
+}
+
+// close stops accepting, cuts off the handshakes in progress and waits
+// for their goroutines.
+func (a *acceptor) close() {
+	a.once.Do(func() {
+		a.mu.Lock()
+		close(a.closed)
+		a.ln.Close()
+		for c := range a.pending {
+			c.Close()
+		}
+		clear(a.pending)
+		a.mu.Unlock()
+	})
+	a.wg.Wait()
 }
 
 // readGreeting sends a connecting rank a nonce and checks its greeting:

@@ -52,21 +52,28 @@ func ParseTransportMode(v string) (TransportMode, error) {
 
 // ShmConfig tunes the shared-memory links.
 type ShmConfig struct {
-	// Spin is how long a rank with nothing to do polls its links before it
-	// sleeps until a peer wakes it. Zero decides by the machine: 50 µs
-	// when the ranks on it have a core each, never when they outnumber
-	// its cores (polling would take the core from the rank being waited
-	// for, or from the program's own computation). Negative: never.
+	// Spin is how long a rank with nothing to do may poll its links
+	// before it sleeps until a peer wakes it. Zero means 50 µs. A rank
+	// that polls yields its core at every turn after the first 5 µs (from
+	// the first turn when the machine's ranks outnumber its cores), so
+	// that it does not keep the core from the rank it waits for or from
+	// the program's computation; and it polls only while polling pays:
+	// when its recent polls mostly ran out of time, or a yield kept the
+	// core away for over a millisecond, its waits sleep at once, one in
+	// 16 polling to learn whether polling pays again
+	// (docs/collectives.md). Negative: never.
 	Spin time.Duration
 	// RingBytes is the size of each direction's ring, a power of two
 	// (default 1 MiB, less when a machine has more than 16 ranks).
 	RingBytes int
 	// CopyOnceMin is the smallest message the receiver copies straight
 	// from the sender's memory, once, instead of through the ring. Zero
-	// decides by the machine: 1 MiB when its ranks have a core each,
-	// 512 KiB when they outnumber its cores (a message through the ring
-	// costs a second copy, but no round trip: its Send returns before the
-	// receiver has run; measured in docs/benchmarks.md). Negative: never.
+	// decides by the machine, measured at set-up: never where the kernel
+	// copies between processes more slowly than memcpy (the ring's two
+	// copies then cost less); otherwise 1 MiB when its ranks have a core
+	// each, 512 KiB when they outnumber its cores (a message through the
+	// ring costs a second copy, but no round trip: its Send returns before
+	// the receiver has run; docs/collectives.md). Negative: never.
 	CopyOnceMin int
 }
 
@@ -87,8 +94,8 @@ const (
 // them. It is a hash: the roster does not carry the boot id. "" means
 // this process cannot tell, and offers no shared memory.
 func machineID(hostname string) string {
-	parts := machineParts()
-	if parts == "" {
+	parts, err := machineParts()
+	if err != nil {
 		return ""
 	}
 	sum := sha256.Sum256([]byte("commprof-machine\x00" + parts + "\x00" + hostname))
@@ -106,14 +113,23 @@ type Mesh struct {
 	tcp        *TCP
 	shm        *shmTransport // nil when no peer is reached through shared memory
 	viaShm     []bool
+	fallback   error // why peers that could share memory are reached through TCP
 }
 
 var _ Transport = (*Mesh)(nil)
 
-// newMesh puts tcp and shm (not started yet; nil when no peer is reached
-// through shared memory) behind one transport, and starts shm.
+// newMesh puts tcp and shm (not started yet; nil, or without links, when
+// no peer is reached through shared memory) behind one transport, and
+// starts shm.
 func newMesh(tcp *TCP, shm *shmTransport) *Mesh {
-	m := &Mesh{rank: tcp.rank, size: tcp.size, tcp: tcp, shm: shm, viaShm: make([]bool, tcp.size)}
+	m := &Mesh{rank: tcp.rank, size: tcp.size, tcp: tcp, viaShm: make([]bool, tcp.size)}
+	if shm != nil {
+		m.fallback = shm.fallback
+		if len(shm.active) == 0 {
+			shm = nil
+		}
+	}
+	m.shm = shm
 	if shm != nil {
 		for r := range m.viaShm {
 			m.viaShm[r] = shm.links[r] != nil
@@ -151,7 +167,7 @@ func (m *Mesh) Send(ctx context.Context, to int, h Header, p []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return m.shm.send(to, h, p)
+		return m.shm.send(ctx, to, h, p)
 	}
 	return m.tcp.Send(ctx, to, h, p)
 }
@@ -176,7 +192,8 @@ func (m *Mesh) Link(peer int) string {
 }
 
 // Describe says how this rank reaches its peers, for benchmark headers:
-// how many through shared memory and how many through TCP, and how.
+// how many through shared memory and how many through TCP, how, and why
+// none through shared memory that could have been (ShmFallback).
 func (m *Mesh) Describe() string {
 	var shm int
 	for _, v := range m.viaShm {
@@ -190,12 +207,29 @@ func (m *Mesh) Describe() string {
 		parts = append(parts, fmt.Sprintf("%s through shared memory (%s)", peersN(shm), m.shm.describe()))
 	}
 	if tcp > 0 {
-		parts = append(parts, fmt.Sprintf("%s through TCP (%s)", peersN(tcp), m.tcp.cfg.Describe()))
+		parts = append(parts, fmt.Sprintf("%s through TCP (%s)", peersN(tcp), strings.TrimPrefix(m.tcp.cfg.Describe(), "TCP ")))
 	}
 	if len(parts) == 0 {
-		return "no peers"
+		parts = append(parts, "no peers")
 	}
-	return strings.Join(parts, ", ")
+	s := strings.Join(parts, ", ")
+	if m.fallback != nil {
+		s += "; not through shared memory: " + m.fallback.Error()
+	}
+	return s
+}
+
+// ShmFallback says why this rank reaches through TCP peers that could
+// have shared memory with it under TransportAuto: it cannot tell which
+// ranks share its machine, or the set-up with some of them failed. It is
+// nil when there are none such (and always under TransportTCP; under
+// TransportShm, Join fails instead). The job runs, more slowly: programs
+// warn with it.
+func (m *Mesh) ShmFallback() error {
+	if m.fallback == nil {
+		return nil
+	}
+	return fmt.Errorf("TCP instead of shared memory: %w (%s=tcp chooses TCP without this warning)", m.fallback, EnvTransport)
 }
 
 func peersN(n int) string {

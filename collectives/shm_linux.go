@@ -3,6 +3,7 @@
 package collectives
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -57,12 +58,12 @@ import (
 
 const (
 	shmMagic      = "CPSHM001"
-	shmVersion    = 1
+	shmVersion    = 2
 	shmHeaderSize = 4096
 	shmRecHdr     = hdrLen + 16 // a frame header, the sender's clock and the aux word
 	frameRTS      = 5           // a message for the receiver to pull from the sender's memory
 
-	shmPullChunk = 4 << 20 // the most one process_vm_readv copies
+	shmPullChunk = 256 << 10 // the most one process_vm_readv copies: the sender sees progress after each
 )
 
 // shmCtl is one direction's control block in the segment; each word that
@@ -72,7 +73,8 @@ type shmCtl struct {
 	_        [120]byte
 	head     atomic.Uint64 // written by the consumer: bytes ever consumed
 	acks     atomic.Uint64 // written by the consumer: announced messages pulled
-	_        [112]byte
+	pulled   atomic.Uint64 // written by the consumer: bytes of announced messages pulled, as it goes
+	_        [104]byte
 	sleeping atomic.Uint32 // the consumer sleeps: the producer rings its doorbell
 	_        [124]byte
 	waiting  atomic.Uint32 // the producer waits for space or an ack: the consumer rings its doorbell
@@ -106,14 +108,18 @@ func init() {
 type shmConfig struct {
 	ring          int
 	spin          time.Duration
-	yield         bool // ranks outnumber cores: every poll while spinning first yields the core
-	copyOnceMin   int  // 0: never
+	yield         bool       // ranks outnumber cores: every poll while spinning first yields the core
+	copyOnceMin   int        // 0: never
+	rates         *copyRates // measured, when ShmConfig left single copy to the machine
 	heartbeat     time.Duration
 	peerTimeout   time.Duration
 	maxUnexpected int
 }
 
-func resolveShm(c ShmConfig, tc TCPConfig, localRanks int) shmConfig {
+// resolveShm fills in c's defaults for a rank among localRanks on its
+// machine; measure, called only when c leaves single copy to the
+// machine, says how fast it copies.
+func resolveShm(c ShmConfig, tc TCPConfig, localRanks int, measure func() copyRates) shmConfig {
 	tc = tc.withDefaults()
 	r := shmConfig{ring: c.RingBytes, spin: c.Spin, copyOnceMin: c.CopyOnceMin,
 		heartbeat: tc.Heartbeat, peerTimeout: tc.PeerTimeout, maxUnexpected: tc.MaxUnexpected}
@@ -131,30 +137,123 @@ func resolveShm(c ShmConfig, tc TCPConfig, localRanks int) shmConfig {
 		r.spin = 0
 	}
 	switch {
-	case r.copyOnceMin == 0 && r.yield:
-		r.copyOnceMin = defaultShmCopyOnceMinCrowded
 	case r.copyOnceMin == 0:
-		r.copyOnceMin = defaultShmCopyOnceMin
+		rates := measure()
+		r.rates = &rates
+		switch {
+		case !rates.pay():
+			r.copyOnceMin = 0
+		case r.yield:
+			r.copyOnceMin = defaultShmCopyOnceMinCrowded
+		default:
+			r.copyOnceMin = defaultShmCopyOnceMin
+		}
 	case r.copyOnceMin < 0:
 		r.copyOnceMin = 0
 	}
 	return r
 }
 
-// pause is one beat of polling, polled for waited so far: it lets this
-// process's other goroutines run and, after the first few microseconds
-// (at once when ranks outnumber cores), the other processes on this core,
-// among them, perhaps, the rank being waited for. A rank polling without
-// yielding keeps its core from a peer that shares it, or from a process
-// that crowds the machine.
-func (t *shmTransport) pause(waited time.Duration) {
-	runtime.Gosched()
-	if t.cfg.yield || waited >= shmPureSpin {
-		t0 := t.clock.now()
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-		if t.clock.now()-t0 > int64(shmLongYield) {
-			t.spinScore.Store(0) // the core went to long work: stop polling
+// copyRates says how fast this machine copies, in bytes per ns: the
+// kernel between processes (process_vm_readv), and memcpy.
+type copyRates struct {
+	kernel, memcpy float64
+	err            error // the kernel's copy could not be measured
+}
+
+// pay says whether a single copy by the kernel costs less than the two
+// copies of a message through a ring: when the kernel copies at least as
+// fast as memcpy. With a core per rank the sender copies into the ring
+// while the receiver copies out, so a message takes about one memcpy's
+// time. When ranks outnumber cores two memcpys cost twice the CPU time of
+// one, but a single copy makes its sender wait until the receiver is
+// scheduled and has copied it all; on a machine whose kernel copied at
+// half memcpy's speed, 4 ranks on 2 cores were as fast through the ring
+// at 1 MiB and faster above (docs/collectives.md).
+func (c copyRates) pay() bool {
+	return c.err == nil && c.kernel > 0 && c.memcpy > 0 && c.kernel >= c.memcpy
+}
+
+func (c copyRates) String() string {
+	if c.err != nil {
+		return "the kernel's copy between processes failed: " + c.err.Error()
+	}
+	return fmt.Sprintf("the kernel copies %.1f GB/s between processes, memcpy %.1f GB/s", c.kernel, c.memcpy)
+}
+
+// shmProbeBytes is what measureCopies copies: the size from which single
+// copy would be used, and that fits in a core's cache, as a ring does.
+const shmProbeBytes = 1 << 20
+
+// measureCopies times, on this machine, a copy by process_vm_readv (of
+// this process's own memory: the kernel's work is the same as from a
+// peer's) and a memcpy of shmProbeBytes, each the fastest of a few, so
+// that a moment of contention does not decide. It takes about a
+// millisecond.
+func measureCopies() copyRates {
+	src, dst := make([]byte, shmProbeBytes), make([]byte, shmProbeBytes)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src) // the pages are touched before they are timed
+	pid := os.Getpid()
+	liov := []unix.Iovec{{Base: &dst[0]}}
+	liov[0].SetLen(len(dst))
+	riov := []unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&src[0])), Len: len(src)}}
+	best := func(f func() error) (time.Duration, error) {
+		b := time.Duration(1 << 62)
+		for range 6 {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			b = min(b, time.Since(t0))
 		}
+		return max(b, 1), nil
+	}
+	mem, _ := best(func() error { copy(dst, src); return nil })
+	kern, err := best(func() error {
+		n, err := unix.ProcessVMReadv(pid, liov, riov, 0)
+		if err == nil && n != len(dst) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	})
+	runtime.KeepAlive(src)
+	if err != nil {
+		return copyRates{err: err}
+	}
+	return copyRates{kernel: float64(shmProbeBytes) / float64(kern), memcpy: float64(shmProbeBytes) / float64(mem)}
+}
+
+// pause is the turn-th beat of polling, polled for waited so far: it
+// lets this process's other goroutines run and, after the first few
+// microseconds (at once when ranks outnumber cores), the other processes
+// on this core, among them, perhaps, the rank being waited for. A rank
+// polling without yielding keeps its core from a peer that shares it, or
+// from a process that crowds the machine. While it yields the core, it
+// enters the Go scheduler only every shmSchedEvery turns: a turn of the
+// Go scheduler costs a quarter of a yield, and mostly finds nothing else
+// to run. It reports whether it yielded the core; the caller, which reads
+// the clock before each poll, passes the gap it saw after such a pause
+// to resumed.
+func (t *shmTransport) pause(waited time.Duration, turn int) bool {
+	yield := t.cfg.yield || waited >= shmPureSpin
+	if !yield || turn%shmSchedEvery == 0 {
+		runtime.Gosched()
+	}
+	if yield {
+		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+	return yield
+}
+
+// resumed takes the time between two polls with a yield between them:
+// a yield that kept the core away for over shmLongYield means the core
+// went to long work, and polling stops paying.
+func (t *shmTransport) resumed(gap int64) {
+	if gap > int64(shmLongYield) {
+		t.spinScore.Store(0)
 	}
 }
 
@@ -165,19 +264,24 @@ func (t *shmTransport) pause(waited time.Duration) {
 // compute), and worse than waste on a crowded machine, where a task that
 // yields goes behind every other for a whole slice while one that sleeps
 // and is woken gets its core back soon. So a rank polls as long as its
-// recent polls mostly ended in work (an adaptive spin, as adaptive
-// mutexes do): each poll that found work raises a score, each that ran
-// out of time lowers it four times as much, a yield that kept the core
-// away for more than shmLongYield (it went to a program that computes, or
-// a peer that does) zeroes it, and below shmSpinMin the rank sleeps at
-// once, polling only one wait in shmSpinProbe to find out whether polling
-// pays again.
+// recent waits were mostly short (an adaptive spin, as adaptive mutexes
+// do): each wait (for a message, ring space, an ack) that ended within
+// shmLongWait raises a score, whether it polled or slept, and each that
+// lasted longer lowers it four times as much, as does an idle time of the
+// progress goroutine that polled until its spin ran out; a yield that
+// kept the core away for more than shmLongYield (it went to a program
+// that computes, or a peer that does) zeroes it. Below shmSpinMin the
+// rank sleeps at once; its progress goroutine polls one idle time in
+// shmSpinProbe.
 const (
-	shmPureSpin  = 5 * time.Microsecond // how long a rank with a core of its own polls without yielding it
-	shmLongYield = time.Millisecond
-	shmSpinMax   = 16
-	shmSpinMin   = 4
-	shmSpinProbe = 16
+	shmPureSpin   = 5 * time.Microsecond // how long a rank with a core of its own polls without yielding it
+	shmPollBurst  = 4                    // polls between pauses while it does not yield
+	shmSchedEvery = 4                    // yields of the core per turn of the Go scheduler
+	shmLongYield  = time.Millisecond
+	shmLongWait   = time.Millisecond
+	shmSpinMax    = 16
+	shmSpinMin    = 4
+	shmSpinProbe  = 16
 )
 
 // pollsNow decides whether the wait starting now polls first.
@@ -190,6 +294,20 @@ func (t *shmTransport) pollsNow() bool {
 	}
 	t.probes++
 	return t.probes%shmSpinProbe == 0
+}
+
+// waited scores a wait that lasted d ns until what it waited for came (a
+// message's arrival, ring space, an ack): up to shmLongWait, the peer was
+// at the transport, and polling pays; longer, the peer was away (it
+// computes), and a wait that polls wastes its spin. A wait's length is
+// known whether it polled or slept, so a rank that sleeps at once learns
+// as soon as one that polls when polling pays again; and a peer's wake-up
+// latency, which makes this rank's waits longer while the peer sleeps, is
+// far below shmLongWait, so sleeping ranks do not keep each other asleep.
+func (t *shmTransport) waited(d int64) {
+	if t.cfg.spin > 0 {
+		t.polled(d <= int64(shmLongWait))
+	}
 }
 
 // polled scores a poll that found work (ok) or ran out of time.
@@ -234,6 +352,10 @@ func (c *monoClock) now() int64 { return c.mono + int64(time.Since(c.base)) }
 
 func (c *monoClock) time(mono int64) time.Time { return c.base.Add(time.Duration(mono - c.mono)) }
 
+// stamp is the time now as a time.Time, read with one clock reading (where
+// time.Now reads two clocks).
+func (t *shmTransport) stamp() time.Time { return t.clock.time(t.clock.now()) }
+
 // shmTransport is a rank's shared-memory links.
 type shmTransport struct {
 	rank, size int
@@ -254,14 +376,36 @@ type shmTransport struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	spinScore atomic.Int32 // how well polling has paid lately (written by the progress goroutine)
+	spinScore atomic.Int32 // how well polling has paid lately
+
+	// prog is held by whichever goroutine polls the incoming rings: the
+	// progress goroutine, or one that waits for a message or a peer and
+	// polls while it spins (pollWhile), so that what it waits for is
+	// done on its own goroutine, without a hand-off. It guards each
+	// link's receiving side and the heartbeats.
+	prog sync.Mutex
+	// pollers counts the waiting goroutines that poll; while there are
+	// any, and none is blocked, the progress goroutine stands aside
+	// (parked on resume).
+	pollers atomic.Int32
+	blocked atomic.Int32  // goroutines blocked on shared memory: the progress goroutine polls for them
+	resume  chan struct{} // capacity 1: a goroutine blocks, or the transport stops
+
+	// fallback says why peers that could share memory with this rank
+	// are reached through TCP (TransportAuto), for Mesh.ShmFallback.
+	fallback error
 
 	// The progress goroutine's own.
-	slept    bool
-	nextBeat int64 // on clock
-	idleFrom int64 // on clock; -1 while busy
-	polling  bool  // this idle time polls before it sleeps
-	probes   int
+	aside      bool // it stands aside: waiting goroutines poll
+	asideTimer *time.Timer
+	slept      bool
+	nextBeat   atomic.Int64 // on clock; written under prog
+	idleFrom   int64        // on clock; -1 while busy
+	polling    bool         // this idle time polls before it sleeps
+	yielded    bool         // it yielded the core after the poll at lastPoll
+	lastPoll   int64        // on clock
+	turn       int          // pauses in this idle time
+	probes     int
 }
 
 // shmLink is the link to one peer.
@@ -285,11 +429,12 @@ type shmLink struct {
 	box      *mailbox
 
 	// The sending side, under wmu.
-	wmu     sync.Mutex
-	tail    uint64
-	tickets uint64 // announced messages
-	rec     [shmRecHdr]byte
-	pin     runtime.Pinner
+	wmu      sync.Mutex
+	tail     uint64
+	headSeen uint64 // the consumer's head as last read
+	tickets  uint64 // announced messages
+	rec      [shmRecHdr]byte
+	pin      runtime.Pinner
 
 	waiting  atomic.Bool   // a sender sleeps on wake
 	wake     chan struct{} // capacity 1
@@ -300,7 +445,7 @@ type shmLink struct {
 	bye      atomic.Bool // the peer said goodbye on the control socket
 	ctrlDone chan struct{}
 
-	// The receiving side: the progress goroutine's own.
+	// The receiving side, under t.prog.
 	head     uint64
 	busy     bool // inside a message whose payload streams through the ring
 	cur      *recvReq
@@ -344,14 +489,24 @@ func (t *shmTransport) describe() string {
 			once += fmt.Sprintf(" from %d of them", pull)
 		}
 	}
+	if t.cfg.rates != nil {
+		once += " (" + t.cfg.rates.String() + ")"
+	}
 	return fmt.Sprintf("%d KiB rings, single copy %s, spin %s", t.cfg.ring>>10, once, spin)
 }
 
 // start runs the transport's goroutines.
 func (t *shmTransport) start() {
 	t.pollFn = t.poll
+	t.resume = make(chan struct{}, 1)
+	t.asideTimer = time.NewTimer(t.cfg.heartbeat)
+	t.asideTimer.Stop()
+	for _, l := range t.active {
+		l.box.poller, l.box.now = t, t.stamp
+	}
 	now := t.clock.now()
-	t.nextBeat, t.idleFrom = now, -1
+	t.nextBeat.Store(now)
+	t.idleFrom = -1
 	t.spinScore.Store(shmSpinMax)
 	for _, l := range t.active {
 		l.hbSeen, l.hbAt = l.peerBeat.Load(), now
@@ -387,8 +542,13 @@ func ringBell(fd int) {
 	}
 }
 
-// send sends p to peer to.
-func (t *shmTransport) send(to int, h Header, p []byte) error {
+// send sends p to peer to. It returns ctx's error when ctx ends while it
+// waits for space in the ring or for the peer to pull the message: at
+// once if nothing of the message is in the ring yet (the link goes on as
+// if it had not been called); otherwise the peer has part of it, or may
+// still read p, and would wait for the rest forever, so this rank's
+// transport fails first, telling every peer that it was interrupted.
+func (t *shmTransport) send(ctx context.Context, to int, h Header, p []byte) error {
 	l := t.links[to]
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -403,10 +563,20 @@ func (t *shmTransport) send(to int, h Header, p []byte) error {
 		return l.deadErr
 	default:
 	}
-	if l.push && t.cfg.copyOnceMin > 0 && len(p) >= t.cfg.copyOnceMin {
-		return l.sendOnce(h, p)
+	if err := ctx.Err(); err != nil {
+		return err // it waited for the lock
 	}
-	return l.sendRing(h, p)
+	if l.push && t.cfg.copyOnceMin > 0 && len(p) >= t.cfg.copyOnceMin {
+		return l.sendOnce(ctx, h, p)
+	}
+	return l.sendRing(ctx, h, p)
+}
+
+// interrupted fails the transport for a send that ctx ended in the middle
+// of a message, and returns ctx's error.
+func (l *shmLink) interrupted(ctx context.Context) error {
+	l.t.fail(&PeerError{Rank: l.t.rank, Reporter: -1, Reason: fmt.Sprintf("interrupted in the middle of a message to rank %d", l.peer), Err: ctx.Err()})
+	return ctx.Err()
 }
 
 // putRecord writes a record header at the producer's tail without
@@ -431,11 +601,23 @@ func (l *shmLink) publish() {
 	}
 }
 
+// free reports whether the outgoing ring has space bytes free, reading
+// the consumer's head (a cache line the peer writes) only when the head
+// seen last does not leave enough.
+func (l *shmLink) free(space uint64) bool {
+	size := uint64(len(l.outRing))
+	if size-(l.tail-l.headSeen) >= space {
+		return true
+	}
+	l.headSeen = l.out.head.Load()
+	return size-(l.tail-l.headSeen) >= space
+}
+
 // sendRing copies the message into the ring, in parts as space frees up
 // when it does not fit.
-func (l *shmLink) sendRing(h Header, p []byte) error {
+func (l *shmLink) sendRing(ctx context.Context, h Header, p []byte) error {
 	size := uint64(len(l.outRing))
-	if err := l.waitOut(shmRecHdr, 0); err != nil {
+	if err := l.waitOut(ctx, shmRecHdr, 0); err != nil {
 		return err
 	}
 	l.putRecord(frameData, h, len(p), 0)
@@ -443,7 +625,10 @@ func (l *shmLink) sendRing(h Header, p []byte) error {
 	// start copying out while the rest is copied in.
 	part := int(size / 8)
 	for off := 0; ; {
-		free := size - (l.tail - l.out.head.Load())
+		if size-(l.tail-l.headSeen) < uint64(min(part, len(p)-off)) {
+			l.headSeen = l.out.head.Load()
+		}
+		free := size - (l.tail - l.headSeen)
 		if k := min(int(free), len(p)-off, part); k > 0 {
 			ringCopyIn(l.outRing, l.mask, l.tail, p[off:off+k])
 			l.tail += uint64(k)
@@ -454,7 +639,10 @@ func (l *shmLink) sendRing(h Header, p []byte) error {
 			return nil
 		}
 		if free == 0 {
-			if err := l.waitOut(1, 0); err != nil {
+			if err := l.waitOut(ctx, 1, 0); err != nil {
+				if ctx.Err() != nil {
+					return l.interrupted(ctx)
+				}
 				return err
 			}
 		}
@@ -463,8 +651,8 @@ func (l *shmLink) sendRing(h Header, p []byte) error {
 
 // sendOnce announces the message for the peer to copy out of p, and waits
 // until it has.
-func (l *shmLink) sendOnce(h Header, p []byte) error {
-	if err := l.waitOut(shmRecHdr, 0); err != nil {
+func (l *shmLink) sendOnce(ctx context.Context, h Header, p []byte) error {
+	if err := l.waitOut(ctx, shmRecHdr, 0); err != nil {
 		return err
 	}
 	l.pin.Pin(&p[0])
@@ -472,32 +660,68 @@ func (l *shmLink) sendOnce(h Header, p []byte) error {
 	l.putRecord(frameRTS, h, len(p), uint64(uintptr(unsafe.Pointer(&p[0]))))
 	l.publish()
 	l.tickets++
-	return l.waitOut(0, l.tickets)
+	if err := l.waitOut(ctx, 0, l.tickets); err != nil {
+		if ctx.Err() != nil {
+			return l.interrupted(ctx)
+		}
+		return err
+	}
+	return nil
 }
 
 // waitOut waits until the outgoing ring has space bytes free and the peer
-// has pulled acks announced messages, polling for the spin time first.
-func (l *shmLink) waitOut(space, acks uint64) error {
-	size := uint64(len(l.outRing))
-	ready := func() bool {
-		return size-(l.tail-l.out.head.Load()) >= space && l.out.acks.Load() >= acks
-	}
+// has pulled acks announced messages, polling for the spin time first,
+// or until the peer fails or ctx ends.
+func (l *shmLink) waitOut(ctx context.Context, space, acks uint64) error {
+	ready := func() bool { return l.free(space) && (acks == 0 || l.out.acks.Load() >= acks) }
 	if ready() {
 		return nil
 	}
-	if l.t.cfg.spin > 0 && l.t.spinScore.Load() >= shmSpinMin {
-		start := l.t.clock.now()
-		for now := start; now-start < int64(l.t.cfg.spin); now = l.t.clock.now() {
-			l.t.pause(time.Duration(now - start))
-			if ready() {
-				return nil
-			}
-			select {
-			case <-l.dead:
-				return l.deadErr
-			default:
-			}
+	start := l.t.clock.now()
+	err := l.waitOutLong(ctx, ready)
+	if err == nil {
+		l.t.waited(l.t.clock.now() - start)
+	}
+	return err
+}
+
+// waitOutLong is waitOut once the ring is not ready at once.
+func (l *shmLink) waitOutLong(ctx context.Context, ready func() bool) error {
+	// While it waits for the peer, this goroutine polls the incoming
+	// rings: in an exchange, the peer's message is copied by the time
+	// the peer has taken this one.
+	stopped := false
+	seen := [3]uint64{l.out.head.Load(), l.out.acks.Load(), l.out.pulled.Load()}
+	ok := l.t.pollWhile(ctx, func() bool {
+		if ready() {
+			return true
 		}
+		select {
+		case <-l.dead:
+			stopped = true
+		case <-ctx.Done():
+			stopped = true
+		default:
+		}
+		return stopped
+	}, func() bool {
+		// The peer drains the ring, or copies the announced message.
+		now := [3]uint64{l.out.head.Load(), l.out.acks.Load(), l.out.pulled.Load()}
+		moved := now != seen
+		seen = now
+		return moved
+	})
+	if ok && !stopped {
+		return nil
+	}
+	l.t.blocking(1)
+	defer l.t.blocking(-1)
+	select {
+	case <-l.dead:
+		return l.deadErr
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
 	}
 	for {
 		l.waiting.Store(true)
@@ -512,6 +736,10 @@ func (l *shmLink) waitOut(space, acks uint64) error {
 		case <-l.dead:
 			l.waiting.Store(false)
 			return l.deadErr
+		case <-ctx.Done():
+			l.waiting.Store(false)
+			l.out.waiting.Store(0)
+			return ctx.Err()
 		}
 		l.waiting.Store(false)
 		if ready() {
@@ -533,7 +761,23 @@ func (l *shmLink) markDead(err error) {
 func (t *shmTransport) run() {
 	defer t.wg.Done()
 	for !t.stopping.Load() {
-		_ = t.bell.SetReadDeadline(t.clock.time(t.nextBeat))
+		if t.aside {
+			// Goroutines that wait poll for themselves. One that gives
+			// up and blocks wakes this one, which takes over; meanwhile
+			// it keeps the heartbeats.
+			t.asideTimer.Reset(t.cfg.heartbeat)
+			select {
+			case <-t.resume:
+				t.aside = false
+			case <-t.asideTimer.C:
+				t.prog.Lock()
+				t.beat(t.clock.now())
+				t.prog.Unlock()
+				t.aside = t.standAside()
+			}
+			continue
+		}
+		_ = t.bell.SetReadDeadline(t.clock.time(t.nextBeat.Load()))
 		err := t.bellRC.Read(t.pollFn)
 		if t.stopping.Load() {
 			return
@@ -542,10 +786,137 @@ func (t *shmTransport) run() {
 			t.fail(&PeerError{Rank: t.rank, Reporter: -1, Reason: "its shared-memory doorbell failed", Err: err})
 			return
 		}
-		if now := t.clock.now(); now >= t.nextBeat {
+		if now := t.clock.now(); now >= t.nextBeat.Load() {
+			t.prog.Lock()
 			t.beat(now)
+			t.prog.Unlock()
 		}
 	}
+}
+
+// pollWhile polls the incoming rings on a goroutine that waits, until
+// done says its wait is over or the spin time has passed since the wait
+// began or anything moved (messages in, or what moving reports); it
+// returns done's last answer. A message that arrives meanwhile is copied by the
+// waiter itself, which is then already running: no hand-off from the
+// progress goroutine (a channel operation and two turns of the Go
+// scheduler, which cost more than the copy of a small message). It polls
+// only while polling pays (pollsNow's score), and stops when ctx ends.
+func (t *shmTransport) pollWhile(ctx context.Context, done, moving func() bool) bool {
+	if done() {
+		return true
+	}
+	if t.cfg.spin <= 0 || t.spinScore.Load() < shmSpinMin {
+		return false
+	}
+	t.pollers.Add(1)
+	defer t.pollers.Add(-1)
+	if t.prog.TryLock() {
+		if !t.stopping.Load() {
+			t.progress()
+		}
+		t.prog.Unlock()
+		if done() {
+			return true
+		}
+	}
+	start := t.clock.now()
+	var last int64
+	yielded, turn := false, 0
+	cancelled := ctx.Done()
+	for now := start; ; now = t.clock.now() {
+		if yielded {
+			t.resumed(now - last)
+		}
+		waited := time.Duration(now - start)
+		// Between yields of the core, a few polls per turn of the clock
+		// and the Go scheduler, which cost more than a poll.
+		polls := 1
+		if !t.cfg.yield && waited < shmPureSpin {
+			polls = shmPollBurst
+		}
+		moved := false
+		for range polls {
+			if t.prog.TryLock() {
+				if !t.stopping.Load() {
+					moved = t.progress() || moved
+					if now >= t.nextBeat.Load() {
+						t.beat(now)
+					}
+				}
+				t.prog.Unlock()
+			}
+			if done() {
+				return true
+			}
+		}
+		if moved || moving != nil && moving() {
+			// What it waits for is on its way, or other messages move:
+			// the peers are at work, and polling pays. The spin time
+			// counts from the last movement.
+			start, waited = now, 0
+		}
+		if waited >= t.cfg.spin {
+			return false
+		}
+		select {
+		case <-cancelled:
+			return false
+		default:
+		}
+		if t.stopping.Load() {
+			return false
+		}
+		last, yielded = now, t.pause(waited, turn)
+		turn++
+	}
+}
+
+// wakeProgress makes the progress goroutine poll (if it stands aside):
+// a goroutine that waits is about to block without polling.
+func (t *shmTransport) wakeProgress() {
+	select {
+	case t.resume <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor is the mailbox's poller: it waits for the receive r, polling
+// first, and scores the wait by when its message arrived after the wait
+// began (waited), which is known whether this wait polled or slept.
+func (t *shmTransport) waitFor(ctx context.Context, r *recvReq) (RecvInfo, error) {
+	if len(r.done) != 0 {
+		return r.wait(ctx)
+	}
+	start := t.clock.now()
+	var info RecvInfo
+	var err error
+	if t.pollWhile(ctx, func() bool { return len(r.done) != 0 }, nil) {
+		info, err = r.wait(ctx)
+	} else {
+		t.blocking(1)
+		info, err = r.wait(ctx)
+		t.blocking(-1)
+	}
+	if err == nil {
+		t.waited(int64(info.Arrived.Sub(t.clock.time(start))))
+	}
+	return info, err
+}
+
+// blocking counts the goroutines blocked on shared memory (n = 1: one
+// blocks; -1: it resumes). While there are any, the progress goroutine
+// polls: a goroutine that polls for itself may stop at any time.
+func (t *shmTransport) blocking(n int32) {
+	if t.blocked.Add(n) > 0 && n > 0 {
+		t.wakeProgress()
+	}
+}
+
+// standAside says whether the progress goroutine may leave the polling
+// to the goroutines that wait: some poll, and none is blocked.
+func (t *shmTransport) standAside() bool {
+	return t.pollers.Load() > 0 && t.blocked.Load() == 0
 }
 
 // poll is the doorbell's poller callback: it returns false to sleep until
@@ -563,9 +934,18 @@ func (t *shmTransport) poll(fd uintptr) bool {
 		if t.stopping.Load() {
 			return true
 		}
+		if t.standAside() {
+			t.aside, t.idleFrom = true, -1
+			return true
+		}
+		if !t.prog.TryLock() {
+			runtime.Gosched() // a waiting goroutine is polling
+			continue
+		}
 		busy := t.progress()
+		t.prog.Unlock()
 		now := t.clock.now()
-		if now >= t.nextBeat {
+		if now >= t.nextBeat.Load() {
 			return true
 		}
 		if busy {
@@ -580,11 +960,16 @@ func (t *shmTransport) poll(fd uintptr) bool {
 			continue
 		}
 		if t.idleFrom < 0 {
-			t.idleFrom = now
+			t.idleFrom, t.turn = now, 0
 			t.polling = t.pollsNow()
 		}
+		if t.yielded {
+			t.resumed(now - t.lastPoll)
+			t.yielded = false
+		}
 		if waited := time.Duration(now - t.idleFrom); t.polling && waited < t.cfg.spin {
-			t.pause(waited)
+			t.lastPoll, t.yielded = now, t.pause(waited, t.turn)
+			t.turn++
 			continue
 		}
 		if t.polling {
@@ -594,7 +979,10 @@ func (t *shmTransport) poll(fd uintptr) bool {
 		for _, l := range t.active {
 			l.in.sleeping.Store(1)
 		}
-		if t.progress() {
+		t.prog.Lock()
+		busy = t.progress()
+		t.prog.Unlock()
+		if busy || t.standAside() {
 			for _, l := range t.active {
 				l.in.sleeping.Store(0)
 			}
@@ -728,7 +1116,7 @@ func (l *shmLink) finishMessage() {
 		if l.curBuf != nil {
 			putPayload(l.curBuf)
 		}
-		complete(l.cur, l.arrived, l.curErr)
+		completeAt(l.cur, l.arrived, l.t.stamp(), l.curErr)
 	default:
 		l.box.deliver(l.curH, *l.curBuf, l.curBuf, l.arrived)
 	}
@@ -771,6 +1159,14 @@ func (l *shmLink) pullMessage(h Header, n int, addr uint64, arrived time.Time) b
 		pe := &PeerError{Rank: l.peer, Reporter: -1, Reason: "its message could not be copied from its memory", Err: err}
 		if errors.Is(err, syscall.ESRCH) {
 			pe.Reason, pe.Err = "connection closed (the process exited or was killed)", nil
+			// The peer may have exited because it aborted for another
+			// rank's failure: its abort frame, then waiting on the
+			// control socket before the socket's end, names the real
+			// culprit.
+			select {
+			case <-l.ctrlDone:
+			case <-time.After(time.Second):
+			}
 		}
 		l.t.fail(pe)
 		if r != nil {
@@ -779,7 +1175,7 @@ func (l *shmLink) pullMessage(h Header, n int, addr uint64, arrived time.Time) b
 		return false
 	}
 	if r != nil {
-		complete(r, arrived, merr)
+		completeAt(r, arrived, l.t.stamp(), merr)
 		return true
 	}
 	l.box.deliver(h, *buf, buf, arrived)
@@ -793,7 +1189,15 @@ func (l *shmLink) pullInto(dst []byte, addr uint64) error {
 		l.liov[0].Base = &dst[off]
 		l.liov[0].SetLen(k)
 		l.riov[0] = unix.RemoteIovec{Base: uintptr(addr) + uintptr(off), Len: k}
-		n, err := unix.ProcessVMReadv(l.pid, l.liov[:], l.riov[:], 0)
+		// A raw system call: Go's ordinary one would hand this rank's
+		// scheduler slot to another thread after 20 µs of copying, and
+		// take it back after (docs/collectives.md).
+		r, _, e := syscall.RawSyscall6(unix.SYS_PROCESS_VM_READV, uintptr(l.pid),
+			uintptr(unsafe.Pointer(&l.liov[0])), 1, uintptr(unsafe.Pointer(&l.riov[0])), 1, 0)
+		n, err := int(r), error(nil)
+		if e != 0 {
+			err = e
+		}
 		switch {
 		case err == syscall.EINTR:
 			continue
@@ -803,6 +1207,7 @@ func (l *shmLink) pullInto(dst []byte, addr uint64) error {
 			return io.ErrUnexpectedEOF
 		}
 		off += n
+		l.in.pulled.Add(uint64(n)) // the sender sees its message on its way
 	}
 	l.liov[0].Base = nil
 	return nil
@@ -810,7 +1215,7 @@ func (l *shmLink) pullInto(dst []byte, addr uint64) error {
 
 // beat bumps this rank's heartbeats and checks its peers'.
 func (t *shmTransport) beat(now int64) {
-	t.nextBeat = now + int64(t.cfg.heartbeat)
+	t.nextBeat.Store(now + int64(t.cfg.heartbeat))
 	for _, l := range t.active {
 		l.myBeat.Add(1)
 		if l.gone || l.bye.Load() {
@@ -930,6 +1335,9 @@ func (t *shmTransport) fail(pe *PeerError) {
 // close says goodbye to every peer, stops the goroutines and releases the
 // segments and descriptors.
 func (t *shmTransport) close() {
+	if t.bell == nil {
+		return // it links no peer: it only says why (joinShm)
+	}
 	t.closeOnce.Do(func() {
 		if t.err() == nil {
 			var bye [hdrLen]byte
@@ -951,10 +1359,16 @@ func (t *shmTransport) close() {
 		}
 		t.stopping.Store(true)
 		ringBell(t.bellFD)
+		select {
+		case t.resume <- struct{}{}:
+		default:
+		}
 		for _, l := range t.active {
 			_ = l.ctrl.Close()
 		}
 		t.wg.Wait()
+		t.prog.Lock() // no waiting goroutine is inside the rings
+		defer t.prog.Unlock()
 		for _, l := range t.active {
 			l.abandon(ErrClosed)
 			l.box.fail(ErrClosed)
@@ -996,15 +1410,22 @@ func (l *shmLink) abandon(err error) {
 }
 
 // machineParts is what identifies a machine whose processes can share
-// memory: the user, the running kernel, the network namespace.
-func machineParts() string {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+// memory: the user, the running kernel, the network namespace. It fails
+// when /proc does not say (a sandbox that hides it): without the boot id,
+// ranks on two machines could take each other for neighbours.
+func machineParts() (string, error) {
+	const bootID = "/proc/sys/kernel/random/boot_id"
+	b, err := os.ReadFile(bootID)
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("reading the kernel's boot id: %w", err)
+	}
+	boot := strings.TrimSpace(string(b))
+	if boot == "" {
+		return "", fmt.Errorf("reading the kernel's boot id: %s is empty", bootID)
 	}
 	netns, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("reading the network namespace: %w", err)
 	}
-	return fmt.Sprintf("uid %d boot %s net %s", os.Getuid(), strings.TrimSpace(string(boot)), netns)
+	return fmt.Sprintf("uid %d boot %s net %s", os.Getuid(), boot, netns), nil
 }

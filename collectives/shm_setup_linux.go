@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -67,10 +68,18 @@ type shmAccepted struct {
 // joinShm links this rank through shared memory with every peer on its
 // machine that wants it, over their TCP connections, and clears conns[p]
 // for every peer p it links. It returns nil when it links none.
+//
+// Under TransportAuto, peers that could share memory with this rank but
+// do not are reached through TCP, and the transport returned (without
+// links, if it has none) says why in its fallback; under TransportShm
+// that is an error.
 func joinShm(ctx context.Context, cfg JoinConfig, peers []Peer, conns []*net.TCPConn, secret [32]byte) (*shmTransport, error) {
 	me := peers[cfg.Rank]
-	if me.Machine == "" || me.Shm == "" {
-		return nil, nil
+	if me.Shm == "" {
+		return nil, nil // this rank asked for TCP
+	}
+	if me.Machine == "" {
+		return unknownMachine(cfg, peers)
 	}
 	var pairs []int
 	local := 0
@@ -86,18 +95,19 @@ func joinShm(ctx context.Context, cfg JoinConfig, peers []Peer, conns []*net.TCP
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	t := &shmTransport{rank: cfg.Rank, size: len(peers), cfg: resolveShm(cfg.Shm, cfg.TCP, local),
+	t := &shmTransport{rank: cfg.Rank, size: len(peers), cfg: resolveShm(cfg.Shm, cfg.TCP, local, measureCopies),
 		clock: newMonoClock(), links: make([]*shmLink, len(peers))}
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
-		return nil, shmSetupError(cfg, fmt.Errorf("creating a doorbell (eventfd): %w", err))
+		return shmSetupError(cfg, fmt.Errorf("creating a doorbell (eventfd): %w", err))
 	}
-	t.bell = os.NewFile(uintptr(efd), "commprof-doorbell")
-	t.bellFD = efd
-	if t.bellRC, err = t.bell.SyscallConn(); err != nil {
-		t.bell.Close()
-		return nil, shmSetupError(cfg, err)
+	bell := os.NewFile(uintptr(efd), "commprof-doorbell")
+	rc, err := bell.SyscallConn()
+	if err != nil {
+		bell.Close()
+		return shmSetupError(cfg, err)
 	}
+	t.bell, t.bellFD, t.bellRC = bell, efd, rc
 
 	// The TCP connections carry the offers and verdicts until the job's
 	// deadline.
@@ -180,7 +190,7 @@ func joinShm(ctx context.Context, cfg JoinConfig, peers []Peer, conns []*net.TCP
 		t.bell.Close()
 		return nil, fmt.Errorf("rank %d: setting up shared memory: %w", cfg.Rank, err)
 	}
-	var failed error
+	var failed, fallback error
 	for _, p := range pairs {
 		if links[p] == nil {
 			if errs[p] == nil {
@@ -188,6 +198,8 @@ func joinShm(ctx context.Context, cfg JoinConfig, peers []Peer, conns []*net.TCP
 			}
 			if me.Shm == TransportShm.String() || peers[p].Shm == TransportShm.String() {
 				failed = errors.Join(failed, fmt.Errorf("rank %d: shared memory with rank %d on the same machine: %w", cfg.Rank, p, errs[p]))
+			} else {
+				fallback = errors.Join(fallback, fmt.Errorf("setting up shared memory with rank %d: %w", p, errs[p]))
 			}
 		}
 	}
@@ -208,18 +220,52 @@ func joinShm(ctx context.Context, cfg JoinConfig, peers []Peer, conns []*net.TCP
 			conns[p] = nil
 		}
 	}
+	t.fallback = fallback
 	if len(t.active) == 0 {
 		t.bell.Close()
-		return nil, nil
+		t.bell = nil
 	}
 	return t, nil // newMesh starts it
 }
 
-func shmSetupError(cfg JoinConfig, err error) error {
+// shmSetupError is joinShm's answer when this rank cannot set up shared
+// memory with any peer: an error with TransportShm, TCP saying why with
+// TransportAuto.
+func shmSetupError(cfg JoinConfig, err error) (*shmTransport, error) {
 	if cfg.Transport == TransportShm {
-		return fmt.Errorf("rank %d: setting up shared memory: %w", cfg.Rank, err)
+		return nil, fmt.Errorf("rank %d: setting up shared memory: %w", cfg.Rank, err)
 	}
-	return nil // auto: the pairs stay on TCP
+	return &shmTransport{fallback: fmt.Errorf("setting up shared memory: %w", err)}, nil
+}
+
+// unknownMachine is joinShm's answer when this rank cannot tell which
+// ranks share its machine (machineParts failed): it offers no shared
+// memory, and if any rank has its host name, says why (TransportAuto) or
+// fails (TransportShm).
+func unknownMachine(cfg JoinConfig, peers []Peer) (*shmTransport, error) {
+	me := peers[cfg.Rank]
+	var near []string
+	for _, p := range peers {
+		if p.Rank != me.Rank && p.Host == me.Host {
+			near = append(near, fmt.Sprint(p.Rank))
+		}
+	}
+	if len(near) == 0 {
+		return nil, nil // no neighbour to miss
+	}
+	_, why := machineParts()
+	if why == nil {
+		why = errors.New("its machine identity is unknown")
+	}
+	who := "rank " + near[0]
+	if len(near) > 1 {
+		who = "ranks " + strings.Join(near, ", ")
+	}
+	err := fmt.Errorf("this rank cannot tell which ranks share its machine (%s on host %q may): %w", who, me.Host, why)
+	if cfg.Transport == TransportShm {
+		return nil, fmt.Errorf("rank %d: %s=shm: %w", cfg.Rank, EnvTransport, err)
+	}
+	return &shmTransport{fallback: err}, nil
 }
 
 // shmAccept accepts the higher ranks' connections, checks each one's
@@ -398,7 +444,9 @@ func (t *shmTransport) offerSegment(a shmAccepted, hi int, secret [32]byte) (*sh
 	var m4 [2 + 16]byte
 	fds, n, err := readRights(a.c, m4[:], 1)
 	runtime.KeepAlive(cookie)
-	if err == nil && (n != len(m4) || m4[0] != 1) {
+	if err != nil {
+		err = fmt.Errorf("rank %d did not take the segment (if it refused it, it says why): %w", hi, err)
+	} else if n != len(m4) || m4[0] != 1 {
 		closeAll(fds)
 		err = fmt.Errorf("rank %d refused the segment", hi)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,58 @@ var shmConfigs = []struct {
 	{"ring-4K", ShmConfig{RingBytes: 4 << 10, CopyOnceMin: -1}},
 	{"copy-once-always", ShmConfig{CopyOnceMin: 1}},
 	{"no-spin", ShmConfig{Spin: -1}},
+}
+
+// copiedOnce reports whether rank 0 of ms announces its large messages to
+// rank 1 for it to copy once (the kernel lets it read rank 0's memory),
+// and how many messages the ranks of ms have copied once so far.
+func copiedOnce(ms []*Mesh) (can bool, pulled uint64) {
+	for _, m := range ms {
+		for _, l := range m.shm.active {
+			pulled += l.in.acks.Load()
+		}
+	}
+	return ms[0].shm.links[1].push, pulled
+}
+
+// TestShmSingleCopyFollowsTheMachine: left to the machine, single copy is
+// used only where the kernel copies between processes at least as fast as
+// memcpy, from 1 MiB (512 KiB when ranks outnumber cores); a threshold set
+// in ShmConfig is used as set, without measuring.
+func TestShmSingleCopyFollowsTheMachine(t *testing.T) {
+	cores := runtime.NumCPU()
+	for _, tc := range []struct {
+		name  string
+		cfg   ShmConfig
+		rates copyRates
+		local int
+		want  int
+	}{
+		{"kernel slower", ShmConfig{}, copyRates{kernel: 9, memcpy: 25}, 1, 0},
+		{"kernel slower, crowded", ShmConfig{}, copyRates{kernel: 13, memcpy: 25}, cores + 1, 0},
+		{"kernel as fast", ShmConfig{}, copyRates{kernel: 25, memcpy: 25}, 1, 1 << 20},
+		{"kernel faster, crowded", ShmConfig{}, copyRates{kernel: 30, memcpy: 25}, cores + 1, 512 << 10},
+		{"kernel copy refused", ShmConfig{}, copyRates{err: unix.EPERM}, 1, 0},
+		{"set", ShmConfig{CopyOnceMin: 4096}, copyRates{kernel: 1, memcpy: 25}, 1, 4096},
+		{"never", ShmConfig{CopyOnceMin: -1}, copyRates{kernel: 99, memcpy: 25}, 1, 0},
+	} {
+		measured := false
+		r := resolveShm(tc.cfg, TCPConfig{}, tc.local, func() copyRates { measured = true; return tc.rates })
+		if r.copyOnceMin != tc.want {
+			t.Errorf("%s: single copy from %d bytes, want %d", tc.name, r.copyOnceMin, tc.want)
+		}
+		if set := tc.cfg.CopyOnceMin != 0; measured == set || (r.rates != nil) == set {
+			t.Errorf("%s: measured %v, with rates %v, though the threshold was set: %v", tc.name, measured, r.rates, set)
+		}
+	}
+	// The measurement itself gives two rates.
+	c := measureCopies()
+	if c.err != nil {
+		t.Skipf("this process cannot use process_vm_readv: %v", c.err)
+	}
+	if c.kernel <= 0 || c.memcpy <= 0 || !strings.Contains(c.String(), "GB/s") {
+		t.Errorf("measured %+v (%s)", c, c)
+	}
 }
 
 // TestShmLinksFollowMachines: ranks on one machine link through shared
@@ -54,6 +107,11 @@ func TestShmLinksFollowMachines(t *testing.T) {
 	if d := ms[0].Describe(); !strings.Contains(d, "2 peers through shared memory") || !strings.Contains(d, "2 peers through TCP") {
 		t.Errorf("rank 0 describes its links as %q", d)
 	}
+	for r, m := range ms {
+		if err := m.ShmFallback(); err != nil {
+			t.Errorf("rank %d, which shares memory with every rank on its machine, says %v", r, err)
+		}
+	}
 	tcps, _, err := NewLoopback(context.Background(), 2, TCPConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +119,46 @@ func TestShmLinksFollowMachines(t *testing.T) {
 	for _, tr := range tcps {
 		tr.Close()
 	}
+}
+
+// TestShmSetupFailure: when the set-up of shared memory between two ranks
+// of a machine fails (here the higher rank refuses a segment whose ring
+// is not a power of two), the job fails at the join with the reason
+// under TransportShm; under TransportAuto it runs over TCP, and every rank
+// says why (ShmFallback, and Describe for benchmark headers).
+func TestShmSetupFailure(t *testing.T) {
+	bad := ShmConfig{RingBytes: 3000}
+	_, errs := joinWorld(t, 2, TransportShm, bad, TCPConfig{}, oneMachine)
+	if err := errs[0]; err == nil || !strings.Contains(err.Error(), "rank 1 did not take the segment") {
+		t.Errorf("shm: rank 0 joined with %v, want rank 1's refusal", err)
+	}
+	if err := errs[1]; err == nil || !strings.Contains(err.Error(), "a ring of 3000 bytes") {
+		t.Errorf("shm: rank 1 joined with %v, want the reason it refused the segment", err)
+	}
+	ms, errs := joinWorld(t, 2, TransportAuto, bad, TCPConfig{}, oneMachine)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	for r, m := range ms {
+		if l := m.Link(1 - r); l != "tcp" {
+			t.Errorf("auto: rank %d reaches its peer through %s, want tcp", r, l)
+		}
+		err, d := m.ShmFallback(), m.Describe()
+		if err == nil || !strings.Contains(err.Error(), "setting up shared memory with rank") || !strings.Contains(d, "1 peer through TCP") || !strings.Contains(d, "not through shared memory: setting up") {
+			t.Errorf("auto: rank %d says %v, and describes its links as %q", r, err, d)
+		}
+	}
+	if err := ms[1].ShmFallback(); err == nil || !strings.Contains(err.Error(), "a ring of 3000 bytes") {
+		t.Errorf("auto: the rank that refused the segment says %v, want the reason", err)
+	}
+	mustRun(t, meshes(ms), Config{}, func(c *Comm) error {
+		b := NewBuffer(Float32, 1000)
+		fill(b, func(i int) float64 { return val(c.Rank(), i) })
+		if err := c.AllReduce(context.Background(), b, Sum); err != nil {
+			return err
+		}
+		return expect(b, "allreduce over the fallback", func(i int) float64 { return reference(Sum, 2, i) })
+	})
 }
 
 // TestShmTransportTCPMode: a rank that asks for TCP keeps TCP with every
@@ -267,6 +365,7 @@ func die(ms []*Mesh, r int) {
 		s.closed.Store(true)
 		s.stopping.Store(true)
 		ringBell(s.bellFD)
+		s.wakeProgress()
 		for _, l := range s.active {
 			_ = l.ctrl.Close()
 		}
@@ -287,6 +386,7 @@ func stall(ms []*Mesh, r int) {
 	s := ms[r].shm
 	s.stopping.Store(true)
 	ringBell(s.bellFD)
+	s.wakeProgress()
 }
 
 // TestShmStalledPeerTimesOut: a rank that stops beating its heart is
@@ -311,6 +411,51 @@ func TestShmStalledPeerTimesOut(t *testing.T) {
 			t.Errorf("rank %d: got %v, want a PeerError for rank 1's silence", r, errs[r])
 		}
 	}
+}
+
+// TestShmBusyRankIsNotTakenForDead: a rank whose waits polled for their
+// own messages (its progress goroutine then stands aside), and which then
+// works away from the transport for several peer timeouts, is not given
+// up by a peer that waits for it: its heartbeats go on.
+func TestShmBusyRankIsNotTakenForDead(t *testing.T) {
+	ms := shmWorld(t, 2, ShmConfig{}, TCPConfig{Heartbeat: 20 * time.Millisecond, PeerTimeout: 200 * time.Millisecond}, oneMachine)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mustRun(t, meshes(ms), Config{}, func(c *Comm) error {
+		buf := NewBuffer(Float32, 2)
+		for range 200 {
+			if err := c.AllReduce(ctx, buf, Sum); err != nil {
+				return err
+			}
+		}
+		if c.Rank() == 0 {
+			time.Sleep(time.Second) // computing: five peer timeouts
+		}
+		return c.AllReduce(ctx, buf, Sum)
+	})
+}
+
+// TestShmBlockedWaitIsServed: a goroutine blocked on shared memory (a
+// send waiting for ring space, a receive) is served by its rank's progress
+// goroutine even when the goroutines that polled beside it stop polling
+// and wait elsewhere, as the ring allreduce's caller waits for its sender
+// goroutine. The heartbeats are an hour apart, so that only the progress
+// goroutine's polling, not its heartbeat, can release such a wait.
+func TestShmBlockedWaitIsServed(t *testing.T) {
+	ms := shmWorld(t, 2, ShmConfig{RingBytes: 64 << 10, CopyOnceMin: -1}, TCPConfig{Heartbeat: time.Hour}, oneMachine)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := Config{Algorithms: map[Op]Algo{OpAllReduce: AlgoRing}, Tuning: DefaultTuning()}
+	cfg.Tuning.SegmentBytes = 256 << 10
+	mustRun(t, meshes(ms), cfg, func(c *Comm) error {
+		buf := NewBuffer(Float32, 1<<20)
+		for range 40 {
+			if err := c.AllReduce(ctx, buf, Sum); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // TestShmDeadPeerFailsEveryRank kills rank 2 of 4 in the middle of a
@@ -650,5 +795,131 @@ func TestShmStrangersAtTheSocket(t *testing.T) {
 				t.Errorf("%s was sent %d bytes", what, n)
 			}
 		}
+	}
+}
+
+// pauseReceiver holds rank to's progress goroutine as soon as a message
+// from rank from arrives, as a rank busy elsewhere would: nothing it is
+// sent is consumed until the returned function lets it go on.
+func pauseReceiver(ms []*Mesh, from, to int) (resume func()) {
+	box := ms[to].shm.links[from].box
+	box.mu.Lock() // the progress goroutine claims each message under it
+	var once sync.Once
+	return func() { once.Do(box.mu.Unlock) }
+}
+
+// sendWaiting sends p from rank 0 to rank 1 in a goroutine, and cancels
+// the send once it is waiting for the peer. It returns what Send
+// returned.
+func sendWaiting(t *testing.T, ms []*Mesh, h Header, p []byte) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ms[0].Send(ctx, 1, h, p) }()
+	l := ms[0].shm.links[1]
+	for deadline := time.Now().Add(20 * time.Second); !l.waiting.Load(); time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the send returned (%v) without waiting for a peer that consumes nothing", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the send never waited for the peer")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("a send waiting for a peer that consumes nothing ignored its context")
+	}
+	return nil
+}
+
+// TestShmSendStopsWithItsContext: a Send that waits for a peer that
+// consumes nothing (a full ring, an announced message not yet pulled)
+// returns when its context ends, long before the peer timeout. Waiting
+// before any of the message is in the ring, it leaves the link as it
+// was: the message before it is received whole, and so are later ones.
+// Waiting in the middle of a message, it fails the transport, so that the
+// peer does not wait forever for the rest: the peer fails naming the
+// interrupted rank.
+func TestShmSendStopsWithItsContext(t *testing.T) {
+	// No heartbeat is missed while the receiver is held.
+	tcfg := TCPConfig{PeerTimeout: 10 * time.Minute}
+	ring := 4 << 10
+	h := Header{Comm: 1, Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}
+	bg := context.Background()
+
+	t.Run("before the message", func(t *testing.T) {
+		ms := shmWorld(t, 2, ShmConfig{RingBytes: ring, CopyOnceMin: -1}, tcfg, oneMachine)
+		first, second := pattern(ring-shmRecHdr, 1), pattern(100, 2) // the first fills the ring
+		h1, h2 := h, h
+		h1.Seq, h2.Seq = 1, 2
+		r1 := ms[1].Post(0, h1, make([]byte, len(first)))
+		resume := pauseReceiver(ms, 0, 1)
+		defer resume()
+		if err := ms[0].Send(bg, 1, h1, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := sendWaiting(t, ms, h2, second); !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled send returned %v, want context.Canceled", err)
+		}
+		if err := ms[0].shm.err(); err != nil {
+			t.Fatalf("a send cancelled before any of its message was written failed the transport: %v", err)
+		}
+		resume()
+		if _, err := r1.Wait(bg); err != nil {
+			t.Fatalf("the message before the cancelled one: %v", err)
+		}
+		in := make([]byte, len(second))
+		r2 := ms[1].Post(0, h2, in)
+		if err := ms[0].Send(bg, 1, h2, second); err != nil {
+			t.Fatalf("sending again after the cancelled send: %v", err)
+		}
+		if _, err := r2.Wait(bg); err != nil || !bytes.Equal(in, second) {
+			t.Fatalf("the message sent again after the cancelled one: %v", err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name string
+		cfg  ShmConfig
+		size int
+	}{
+		{"in the middle of a message through the ring", ShmConfig{RingBytes: ring, CopyOnceMin: -1}, 3 * ring},
+		{"waiting for the peer to pull a message", ShmConfig{RingBytes: ring, CopyOnceMin: 1}, 64 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := shmWorld(t, 2, tc.cfg, tcfg, oneMachine)
+			if tc.cfg.CopyOnceMin > 0 && !ms[0].shm.links[1].push {
+				t.Skip("this kernel does not let a rank read its peer's memory: nothing is announced")
+			}
+			resume := pauseReceiver(ms, 0, 1)
+			defer resume()
+			h.Seq = 1
+			p := pattern(tc.size, 3)
+			if err := sendWaiting(t, ms, h, p); !errors.Is(err, context.Canceled) {
+				t.Fatalf("the cancelled send returned %v, want context.Canceled", err)
+			}
+			var pe *PeerError
+			if err := ms[0].shm.err(); !errors.As(err, &pe) || pe.Rank != 0 || !strings.Contains(pe.Reason, "interrupted in the middle of a message to rank 1") {
+				t.Fatalf("after a send interrupted in the middle of its message, the sender's transport says %v", err)
+			}
+			if err := ms[0].Send(bg, 1, Header{Comm: 1, Seq: 2, Op: OpSendRecv, Algo: AlgoDirect, DType: Float32}, p[:8]); !errors.As(err, &pe) || pe.Rank != 0 {
+				t.Fatalf("a later send: %v, want the interruption", err)
+			}
+			resume()
+			for deadline := time.Now().Add(20 * time.Second); ms[1].shm.err() == nil; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the receiver was never told that the sender was interrupted")
+				}
+			}
+			if err := ms[1].shm.err(); !errors.As(err, &pe) || pe.Rank != 0 || !strings.Contains(err.Error(), "interrupted") {
+				t.Fatalf("the receiver failed with %v, want rank 0's interruption", err)
+			}
+		})
 	}
 }

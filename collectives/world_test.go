@@ -34,6 +34,17 @@ func tcpWorld(t testing.TB, n int, tcfg TCPConfig) []Transport {
 // linked through TCP.
 func shmWorld(t testing.TB, n int, cfg ShmConfig, tcfg TCPConfig, machine func(r int) string) []*Mesh {
 	t.Helper()
+	ms, errs := joinWorld(t, n, TransportShm, cfg, tcfg, machine)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+// joinWorld joins n ranks of this process in mode, as shmWorld does, and
+// returns each rank's transport or error.
+func joinWorld(t testing.TB, n int, mode TransportMode, cfg ShmConfig, tcfg TCPConfig, machine func(r int) string) ([]*Mesh, []error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +57,7 @@ func shmWorld(t testing.TB, n int, cfg ShmConfig, tcfg TCPConfig, machine func(r
 		go func() {
 			defer wg.Done()
 			jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "shm", Timeout: 20 * time.Second,
-				TCP: tcfg, Transport: TransportShm, Shm: cfg, machine: machine(r)}
+				TCP: tcfg, Transport: mode, Shm: cfg, machine: machine(r)}
 			if r == 0 {
 				jc.CoordListener = ln
 			}
@@ -61,10 +72,7 @@ func shmWorld(t testing.TB, n int, cfg ShmConfig, tcfg TCPConfig, machine func(r
 			}
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return ms
+	return ms, errs
 }
 
 func meshes(ms []*Mesh) []Transport {
@@ -104,6 +112,24 @@ var worlds = []world{
 	// messages larger than the ring stream through it in parts.
 	{"shm-ring", func(t testing.TB, n int) []Transport {
 		return meshes(shmWorld(t, n, ShmConfig{RingBytes: 4 << 10, CopyOnceMin: -1, Spin: 20 * time.Microsecond}, TCPConfig{}, oneMachine))
+	}},
+	// Every message but the empty ones copied once, straight from the
+	// sender's memory: with the defaults only messages of 512 KiB or more
+	// are, which the collectives' tests do not reach.
+	{"shm-copyonce", func(t testing.TB, n int) []Transport {
+		ms := shmWorld(t, n, ShmConfig{CopyOnceMin: 1}, TCPConfig{}, oneMachine)
+		if n == 1 {
+			return meshes(ms)
+		}
+		if can, _ := copiedOnce(ms); !can {
+			t.Skip("this kernel does not let a rank read its peer's memory: messages go through the rings")
+		}
+		t.Cleanup(func() { // before the transports close
+			if _, pulled := copiedOnce(ms); pulled == 0 && !t.Failed() {
+				t.Error("no message was copied once")
+			}
+		})
+		return meshes(ms)
 	}},
 	// Two machines, shared memory within each and TCP between them.
 	{"mixed", func(t testing.TB, n int) []Transport {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -87,6 +88,10 @@ func Run(ctx context.Context, s Spec) error {
 	if s.Linger <= 0 {
 		s.Linger = 3 * time.Second
 	}
+	// The ranks' parent-death signal is tied to the thread that starts
+	// them (rankAttr): hold this one until they have all been reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("launch: opening the coordinator port: %w", err)
@@ -120,9 +125,7 @@ func Run(ctx context.Context, s Spec) error {
 			cmd.ExtraFiles = []*os.File{lf}
 			cmd.Env = append(cmd.Env, collectives.EnvCoordFD+"=3")
 		}
-		// Ranks get their own process group: a Ctrl-C in the terminal
-		// reaches this process, which then stops the ranks in order.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = rankAttr()
 		r := &rank{n: i, cmd: cmd, done: make(chan struct{})}
 		ranks[i] = r
 		// Pipes of our own rather than cmd.StdoutPipe: Wait closes those
