@@ -130,6 +130,14 @@ func (r *Recorder) Mark(name string, value float64) {
 		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1, Value: value})
 }
 
+// RecordAt records a mark with a value at a time read earlier from the
+// host's monotonic clock (Monotonic), such as an event another process
+// saw.
+func (r *Recorder) RecordAt(name string, monotonic int64, value float64) {
+	r.Record(&trace.Event{Kind: trace.KindMark, Name: name, Start: monotonic - r.epoch,
+		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1, Value: value})
+}
+
 // Events returns the number of events written so far.
 func (r *Recorder) Events() int64 { return r.events.Load() }
 

@@ -120,9 +120,7 @@ func Start(ctx context.Context, raw collectives.Transport, cfg SessionConfig) (*
 		// Without a recorder (ranks a launcher started by hand), rank 0
 		// holds the directory, so readers see the run alive.
 		s.claim = rundir.Claim(cfg.Dir)
-		if err := rundir.Update(cfg.Dir, func(*trace.Manifest) (*trace.Manifest, error) {
-			return s.manifest(trace.StatusRunning, nil, nil), nil
-		}); err != nil {
+		if err := rundir.Begin(cfg.Dir, s.manifest(trace.StatusRunning, nil, nil)); err != nil {
 			s.rec.Close()
 			f.Close()
 			if s.claim != nil {
@@ -297,7 +295,7 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 			// The stream could not be written (a full disk): say so.
 			runErr, status = err, trace.StatusFailed
 		}
-		if merr := rundir.Update(s.cfg.Dir, func(*trace.Manifest) (*trace.Manifest, error) {
+		if merr := rundir.Finish(s.cfg.Dir, func(*trace.Manifest) (*trace.Manifest, error) {
 			return s.manifest(status, end, runErr), nil
 		}); merr != nil && err == nil {
 			err = fmt.Errorf("recording: %w", merr)

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -65,6 +66,16 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A run whose recorder was killed: clear what it left, and show a
+	// run that says it is running with no recorder left as abandoned.
+	rundir.Tidy(dir)
+	if m := rf.Manifest; m != nil {
+		if st := rundir.Status(dir, m); st != m.Status {
+			shown := *m
+			shown.Status = st
+			rf.Manifest = &shown
+		}
+	}
 	run := &Run{dir: dir}
 	for _, st := range rf.Streams {
 		run.ranks = append(run.ranks, st.Rank)
@@ -84,9 +95,10 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 	for _, s := range rf.Streams {
 		meta.DiskBytes += s.Bytes
 	}
+	own := len(meta.Problems) // Finalize adds its own after these
 	sum := analyze.NewSummarizer(meta)
 	rs := make([]*analyze.RankSummarizer, len(rf.Streams))
-	cut, err := scan(ctx, rf, cols, func(i int, info trace.RankInfo, b *trace.Batch) {
+	cut, bad, err := scan(ctx, rf, cols, func(i int, info trace.RankInfo, b *trace.Batch) {
 		if rs[i] == nil {
 			rs[i] = sum.Rank(info.Rank, info.Host)
 		}
@@ -97,6 +109,11 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, err := range bad {
+		if err != nil {
+			meta.Problems = append(meta.Problems, fmt.Sprintf("%v; ignored", err))
+		}
 	}
 	for i, c := range cut {
 		if c == nil {
@@ -117,7 +134,7 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 		run.events, run.bytes = shared.events.Load(), shared.used.Load()
 	}
 	s := sum.Finalize()
-	s.Problems = append([]string{}, meta.Problems...)
+	s.Problems = append(append([]string{}, meta.Problems...), s.Problems[own:]...)
 	run.Summary = s
 	return run, nil
 }
@@ -181,17 +198,21 @@ func Events(ctx context.Context, dir string, cols []string, sink func(stream, ra
 	for i, st := range rf.Streams {
 		fns[i] = sink(i, st.Rank)
 	}
-	_, err = scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { fns[i](b) })
+	_, _, err = scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { fns[i](b) })
 	return err
 }
 
 // scan feeds every stream's batches, decoded to the columns cols names
 // (nil for all), to fn(stream index, ...), streams in
 // parallel and each stream's batches in order. A cut stream is not an
-// error: its TruncatedError is returned in cut[i].
-func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int, info trace.RankInfo, b *trace.Batch)) (cut []error, err error) {
+// error: its TruncatedError is returned in cut[i]. Nor is a stream that
+// is not a trace at all (a damaged schema, another file in its place):
+// bad[i] says why it was left out. A run none of whose streams is a
+// trace is an error.
+func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int, info trace.RankInfo, b *trace.Batch)) (cut, bad []error, err error) {
 	errs := make([]error, len(rf.Streams))
 	cut = make([]error, len(rf.Streams))
+	bad = make([]error, len(rf.Streams))
 	// More streams than cores in flight: decoding waits on memory as much
 	// as on the CPU, and 4 streams per core measured faster than 1.
 	sem := make(chan struct{}, 4*runtime.GOMAXPROCS(0))
@@ -209,17 +230,26 @@ func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int,
 				fn(i, info, b)
 				return nil
 			})
-			if errors.Is(err, trace.ErrTruncated) {
+			switch {
+			case errors.Is(err, trace.ErrTruncated):
 				cut[i], err = err, nil
+			case errors.Is(err, trace.ErrNotTrace):
+				bad[i], err = err, nil
 			}
 			errs[i] = err
 		}()
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return cut, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	if !slices.ContainsFunc(bad, func(e error) bool { return e == nil }) {
+		return nil, nil, errors.Join(bad...)
+	}
+	return cut, bad, nil
 }
 
 // ReadCount is what Read went through.
@@ -243,7 +273,7 @@ func Read(ctx context.Context, dir string, cols []string) (ReadCount, error) {
 		c.DiskBytes += s.Bytes
 	}
 	events := make([]int64, len(rf.Streams))
-	cut, err := scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { events[i] += int64(b.Len) })
+	cut, _, err := scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { events[i] += int64(b.Len) })
 	if err != nil {
 		return c, err
 	}

@@ -1,18 +1,24 @@
 package load
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -145,8 +151,30 @@ func TestNotARun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, trace.RankFile(1)), []byte("not arrow at all"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// One foreign stream is left out, and said to be; the others are read.
+	s, err := Summary(context.Background(), dir)
+	if err != nil {
+		t.Fatalf("one foreign stream: %v", err)
+	}
+	if len(s.Ranks) == 0 || slices.ContainsFunc(s.Ranks, func(r analyze.RankStats) bool { return r.Rank == 1 }) {
+		t.Errorf("ranks %+v: want every rank but 1", s.Ranks)
+	}
+	if !slices.ContainsFunc(s.Problems, func(p string) bool {
+		return strings.Contains(p, trace.RankFile(1)) && strings.Contains(p, "not a commprof trace") && strings.Contains(p, "ignored")
+	}) {
+		t.Errorf("problems %q: none names the foreign stream", s.Problems)
+	}
+	// A run none of whose streams is a trace is refused.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".arrows") {
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), []byte("not arrow at all"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if _, err := Summary(context.Background(), dir); !errors.Is(err, trace.ErrNotTrace) || !strings.Contains(err.Error(), trace.RankFile(1)) {
-		t.Fatalf("foreign stream: %v", err)
+		t.Fatalf("only foreign streams: %v", err)
 	}
 }
 
@@ -196,11 +224,88 @@ func BenchmarkScan(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			var events atomic.Int64
 			for range b.N {
-				if _, err := scan(context.Background(), rf, bc.cols, func(_ int, _ trace.RankInfo, bt *trace.Batch) { events.Add(int64(bt.Len)) }); err != nil {
+				if _, _, err := scan(context.Background(), rf, bc.cols, func(_ int, _ trace.RankInfo, bt *trace.Batch) { events.Add(int64(bt.Len)) }); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(events.Load())/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// A run whose run.json says running is shown running while a process
+// records into it, and abandoned once that process is killed; a reader
+// clears what the killed recorder left (its reserve of space, its lock
+// files).
+func TestAbandonedRun(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir)
+	if err := rundir.Update(dir, func(m *trace.Manifest) (*trace.Manifest, error) {
+		m.Status = trace.StatusRunning
+		return m, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A child process holds the run as a recorder does.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRecorder$")
+	cmd.Env = append(os.Environ(), "LOAD_HELPER="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "claimed\n" {
+		t.Fatalf("helper: %q %v", line, err)
+	}
+	s, err := Summary(context.Background(), dir)
+	if err != nil || s.Run.Status != trace.StatusRunning {
+		t.Fatalf("a run being recorded: %v, status %q", err, s.Run.Status)
+	}
+	left := func() []string {
+		var out []string
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".commprof-") {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	if len(left()) == 0 {
+		t.Fatal("a recorder that keeps no files: nothing to test")
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if len(left()) == 0 {
+		t.Fatal("the killed recorder left nothing: nothing to test")
+	}
+	s, err = Summary(context.Background(), dir)
+	if err != nil || s.Run.Status != trace.StatusAbandoned {
+		t.Fatalf("a run whose recorder was killed: %v, status %q", err, s.Run.Status)
+	}
+	if l := left(); len(l) != 0 {
+		t.Errorf("the reader left %v", l)
+	}
+	if m, err := trace.ReadManifest(dir); err != nil || m.Status != trace.StatusRunning {
+		t.Errorf("the reader changed run.json: %v %+v", err, m)
+	}
+}
+
+// TestHelperRecorder is the child of TestAbandonedRun: it holds the run
+// and waits to be killed.
+func TestHelperRecorder(t *testing.T) {
+	dir := os.Getenv("LOAD_HELPER")
+	if dir == "" {
+		t.Skip("run by TestAbandonedRun")
+	}
+	if rundir.Claim(dir) == nil {
+		t.Fatal("could not claim")
+	}
+	os.Stdout.WriteString("claimed\n")
+	// Held until killed. A timer keeps the runtime from taking a
+	// process whose goroutines all wait on nothing for a deadlock.
+	time.Sleep(time.Minute)
 }

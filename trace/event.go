@@ -60,6 +60,13 @@ func ParseKind(s string) (Kind, error) {
 // timed figures.
 const MarkTimed = "timed"
 
+// AlgoUnknown is the algo of a collective whose source does not say which
+// algorithm ran (an imported nccl-tests table or Inspector log). Analyses
+// that need an algorithm's cost shape assume the standard one for the op
+// (ring for allreduce, allgather and reduce-scatter; a tree for broadcast
+// and reduce), and the run's source says so in Missing.
+const AlgoUnknown = "unknown"
+
 // Event is one row of a trace. Times are in nanoseconds; Start is since the
 // run's epoch, on the rank's clock as written, and on the aligned clock
 // once a run reader has applied the clock corrections.

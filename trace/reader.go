@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/apache/arrow/go/v15/arrow"
@@ -258,16 +257,12 @@ func (r *Reader) Release() { r.dec.close() }
 // ReadFile reads a whole rank stream from path. If the stream was cut it
 // returns every complete batch's events together with a *TruncatedError.
 func ReadFile(path string) (RankInfo, []Event, error) {
-	f, err := os.Open(path)
+	f, st, err := openRegular(path)
 	if err != nil {
 		return RankInfo{}, nil, fmt.Errorf("opening trace: %w", err)
 	}
 	defer f.Close()
-	var limit int64 = 1 << 30
-	if st, err := f.Stat(); err == nil {
-		limit = st.Size() + 1<<20
-	}
-	r, err := NewReader(bufio.NewReaderSize(f, 1<<20), ReaderOptions{Limit: limit})
+	r, err := NewReader(bufio.NewReaderSize(f, 1<<20), ReaderOptions{Limit: st.Size() + 1<<20})
 	if err != nil {
 		return RankInfo{}, nil, fmt.Errorf("reading trace %s: %w", path, err)
 	}

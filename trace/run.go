@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -151,6 +152,19 @@ type Source struct {
 	// the program's work: compute, overlap and exposed communication are
 	// then unknown.
 	ToolPhases bool `json:"tool_phases,omitempty"`
+	// Untimed is true when the events carry no measured times, only their
+	// order (an NCCL debug log without timestamps: each call is placed at
+	// its opCount); NoDurations when their starts are measured but not
+	// their durations (a timestamped NCCL log). Analyses then leave the
+	// figures measured from those times unknown.
+	Untimed     bool `json:"untimed,omitempty"`
+	NoDurations bool `json:"no_durations,omitempty"`
+	// PartialRanks is true when some ranks hold only part of the calls
+	// (a Horovod timeline: rank 0 holds every collective, the others only
+	// those whose negotiation names them): per-rank figures then cover the
+	// calls several ranks hold, and the run's communication fraction is
+	// unknown.
+	PartialRanks bool `json:"partial_ranks,omitempty"`
 	// Missing lists what the source could not recover, in words for a
 	// report ("message sizes: the timeline holds none").
 	Missing []string `json:"missing,omitempty"`
@@ -190,7 +204,8 @@ type RankEntry struct {
 	ExitStatus *int `json:"exit_status,omitempty"`
 }
 
-// WriteManifest writes m to dir/run.json atomically.
+// WriteManifest writes m to dir/run.json atomically. Recorders do not call
+// it: internal/rundir, the one writer of run.json, does, under its lock.
 func WriteManifest(dir string, m *Manifest) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -211,20 +226,23 @@ func WriteManifest(dir string, m *Manifest) error {
 // ReadManifest reads dir/run.json.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestFile)
-	st, err := os.Stat(path)
+	f, st, err := openRegular(path)
 	if err != nil {
+		if errors.Is(err, ErrNotTrace) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("reading the run manifest: %w", err)
 	}
-	if !st.Mode().IsRegular() {
-		// A FIFO would block the read forever.
-		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrNotTrace, path, st.Mode().Type())
-	}
+	defer f.Close()
 	if st.Size() > maxManifest {
 		return nil, fmt.Errorf("%w: %s is %d bytes; a run manifest is far smaller", ErrNotTrace, path, st.Size())
 	}
-	b, err := os.ReadFile(path)
+	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the run manifest: %w", err)
+	}
+	if len(b) > maxManifest {
+		return nil, fmt.Errorf("%w: %s is over %d bytes; a run manifest is far smaller", ErrNotTrace, path, maxManifest)
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -309,9 +327,30 @@ func ReadRun(dir string) (*Run, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	// A stream that is not a trace at all (its schema damaged, another
+	// file put in its place) is left out, as a cut one is kept: the other
+	// ranks are still read. A run none of whose streams can be read is
+	// refused.
+	var fatal, bad []error
+	kept := run.Ranks[:0]
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			kept = append(kept, run.Ranks[i])
+		case errors.Is(err, ErrNotTrace):
+			bad = append(bad, err)
+			run.Problems = append(run.Problems, fmt.Errorf("%w; ignored", err))
+		default:
+			fatal = append(fatal, err)
+		}
 	}
+	if len(fatal) > 0 {
+		return nil, errors.Join(fatal...)
+	}
+	if len(kept) == 0 {
+		return nil, errors.Join(bad...)
+	}
+	run.Ranks = kept
 	sort.Slice(run.Ranks, func(i, j int) bool { return run.Ranks[i].Info.Rank < run.Ranks[j].Info.Rank })
 	seen := map[int]bool{}
 	for i := range run.Ranks {
@@ -337,6 +376,6 @@ func align(rk *Rank, m *Manifest) {
 	}
 	for i := range rk.Events {
 		e := &rk.Events[i]
-		e.Start += off + int64(drift*float64(e.Start-at))
+		e.Start = alignTime(e.Start, off, drift, at)
 	}
 }

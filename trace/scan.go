@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -43,6 +44,7 @@ func OpenRun(dir string) (*RunFiles, error) {
 	switch {
 	case err == nil:
 		run.Manifest = m
+		run.Problems = append(run.Problems, checkClocks(dir, m)...)
 	case errors.Is(err, fs.ErrNotExist):
 		run.Problems = append(run.Problems, fmt.Errorf("%s has no %s: clock drift and the run's configuration are unknown", dir, ManifestFile))
 	default:
@@ -60,13 +62,15 @@ func OpenRun(dir string) (*RunFiles, error) {
 			run.Problems = append(run.Problems, fmt.Errorf("%s names rank %s, beyond the %d ranks a run may have; ignored", path, sm[1], MaxWorldSize))
 			continue
 		}
-		info, err := e.Info()
+		// A symbolic link to a stream is followed, as for run.json; a
+		// FIFO would block every reader and a directory cannot be read.
+		// The readers check again on the file they open (openRegular).
+		info, err := os.Stat(path)
 		if err != nil {
 			run.Problems = append(run.Problems, fmt.Errorf("%s: %w; ignored", path, err))
 			continue
 		}
 		if !info.Mode().IsRegular() {
-			// A FIFO would block every reader; a directory cannot be read.
 			run.Problems = append(run.Problems, fmt.Errorf("%s is not a regular file (%s); ignored", path, info.Mode().Type()))
 			continue
 		}
@@ -160,12 +164,12 @@ func (r *RunFiles) WorldSize() int {
 // fn stops the scan and is returned as is.
 func (r *RunFiles) ScanStream(i int, cols []string, fn func(info RankInfo, b *Batch) error) error {
 	s := r.Streams[i]
-	f, err := os.Open(s.Path)
+	f, st, err := openRegular(s.Path)
 	if err != nil {
 		return fmt.Errorf("opening trace: %w", err)
 	}
 	defer f.Close()
-	rd, err := NewReader(bufio.NewReaderSize(f, 1<<20), ReaderOptions{Limit: s.Bytes + 1<<20, Columns: cols})
+	rd, err := NewReader(bufio.NewReaderSize(f, 1<<20), ReaderOptions{Limit: st.Size() + 1<<20, Columns: cols})
 	if err != nil {
 		return fmt.Errorf("reading trace %s: %w", s.Path, err)
 	}
@@ -190,7 +194,7 @@ func (r *RunFiles) ScanStream(i int, cols []string, fn func(info RankInfo, b *Ba
 			// memory of the previous batch.
 			aligned = grow(aligned, b.Len)
 			for j, t := range b.Start[:b.Len] {
-				aligned[j] = t + off + int64(drift*float64(t-at))
+				aligned[j] = alignTime(t, off, drift, at)
 			}
 			b.Start = aligned
 		}
@@ -198,6 +202,37 @@ func (r *RunFiles) ScanStream(i int, cols []string, fn func(info RankInfo, b *Ba
 			return err
 		}
 	}
+}
+
+// maxClockOffset bounds a rank's clock offset (about 36 years of ns), and
+// maxDrift its drift (1%, where real clocks drift by some parts per
+// million): an aligned time then stays far inside int64.
+const (
+	maxClockOffset = 1 << 60
+	maxDrift       = 0.01
+)
+
+// checkClocks sets aside the clock corrections of m that no clock can
+// need (a damaged or hand-edited run.json), so that they move no time
+// out of range: the rank's times are then read as written.
+func checkClocks(dir string, m *Manifest) []error {
+	var out []error
+	for i := range m.Ranks {
+		e := &m.Ranks[i]
+		if e.ClockOffsetNS >= -maxClockOffset && e.ClockOffsetNS <= maxClockOffset && e.SyncedAtNS >= -maxTime && e.SyncedAtNS <= maxTime &&
+			!math.IsNaN(e.ClockDrift) && math.Abs(e.ClockDrift) <= maxDrift {
+			continue
+		}
+		out = append(out, fmt.Errorf("%s: rank %d's clock_offset_ns %d, clock_drift %g, synced_at_ns %d are beyond what a clock can need; its times are read unaligned",
+			filepath.Join(dir, ManifestFile), e.Rank, e.ClockOffsetNS, e.ClockDrift, e.SyncedAtNS))
+		e.ClockOffsetNS, e.ClockDrift, e.SyncedAtNS = 0, 0, 0
+	}
+	return out
+}
+
+// alignTime moves a time onto rank 0's clock, within ±2^62 ns.
+func alignTime(t, off int64, drift float64, at int64) int64 {
+	return min(max(t+off+int64(drift*float64(t-at)), -maxTime), maxTime)
 }
 
 // clockOf returns the correction that puts a rank's times on rank 0's

@@ -152,6 +152,9 @@ func infoFrom(s *arrow.Schema) (RankInfo, error) {
 	if info.ClockOffsetNS, _ = strconv.ParseInt(off, 10, 64); err == nil && off != "" && strconv.FormatInt(info.ClockOffsetNS, 10) != off {
 		err = fmt.Errorf("%w: metadata %s=%q is not a number", ErrNotTrace, MetaClockOffset, off)
 	}
+	if err == nil && (info.ClockOffsetNS < -maxClockOffset || info.ClockOffsetNS > maxClockOffset) {
+		err = fmt.Errorf("%w: metadata %s=%d ns, beyond the ±2^60 ns a clock offset can be", ErrNotTrace, MetaClockOffset, info.ClockOffsetNS)
+	}
 	info.Host, _ = get(MetaHost)
 	info.RunID, _ = get(MetaRunID)
 	if err == nil && (info.WorldSize < 1 || info.WorldSize > MaxWorldSize || info.Rank < 0 || info.Rank >= info.WorldSize) {

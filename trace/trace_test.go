@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -819,6 +820,95 @@ func TestOpenRunDamage(t *testing.T) {
 		rf, err := OpenRun(dir)
 		if err != nil || len(rf.Streams) != 1 || !strings.Contains(fmt.Sprint(rf.Problems), "not a regular file") {
 			t.Fatalf("%v %+v", err, rf)
+		}
+	})
+	t.Run("symbolic links to a stream and to run.json", func(t *testing.T) {
+		src := mk(t, map[string][]byte{RankFile(0): good}, man(1))
+		dir := t.TempDir()
+		for _, n := range []string{RankFile(0), ManifestFile} {
+			if err := os.Symlink(filepath.Join(src, n), filepath.Join(dir, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run, err := ReadRun(dir)
+		if err != nil || run.Manifest == nil || len(run.Ranks) != 1 || len(run.Ranks[0].Events) != 10 || len(run.Problems) != 0 {
+			t.Fatalf("%v %+v", err, run)
+		}
+	})
+	t.Run("a FIFO put in a stream's place after the listing", func(t *testing.T) {
+		dir := mk(t, map[string][]byte{RankFile(0): good, RankFile(1): write(t, memory.NewGoAllocator(), Zstd, [][]Event{sample(1, 5, 0)}, true)}, man(2))
+		rf, err := OpenRun(dir)
+		if err != nil || len(rf.Streams) != 2 {
+			t.Fatalf("%v %+v", err, rf)
+		}
+		path := filepath.Join(dir, RankFile(1))
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscallMkfifo(path); err != nil {
+			t.Skip(err)
+		}
+		// Opening a FIFO for reading waits for a writer: the scan must
+		// refuse it instead, and at once.
+		done := make(chan error, 1)
+		go func() {
+			done <- rf.ScanStream(1, nil, func(RankInfo, *Batch) error { return nil })
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrNotTrace) || !strings.Contains(err.Error(), "not a regular file") || !strings.Contains(err.Error(), RankFile(1)) {
+				t.Fatalf("scanning a FIFO: %v", err)
+			}
+		case <-time.After(time.Minute):
+			// Unblock the open so that the goroutine ends.
+			if w, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+				w.Close()
+			}
+			t.Fatal("scanning a FIFO blocked")
+		}
+		if _, _, err := ReadFile(path); !errors.Is(err, ErrNotTrace) {
+			t.Fatalf("reading a FIFO: %v", err)
+		}
+	})
+	t.Run("run.json a FIFO", func(t *testing.T) {
+		dir := mk(t, map[string][]byte{RankFile(0): good}, nil)
+		if err := syscallMkfifo(filepath.Join(dir, ManifestFile)); err != nil {
+			t.Skip(err)
+		}
+		if _, err := ReadManifest(dir); !errors.Is(err, ErrNotTrace) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("%v", err)
+		}
+	})
+	t.Run("one stream not a trace", func(t *testing.T) {
+		dir := mk(t, map[string][]byte{RankFile(0): good, RankFile(1): []byte(`{"traceEvents": []}`)}, man(2))
+		run, err := ReadRun(dir)
+		if err != nil || len(run.Ranks) != 1 || run.Ranks[0].Info.Rank != 0 {
+			t.Fatalf("%v %+v", err, run)
+		}
+		if p := fmt.Sprint(run.Problems); !strings.Contains(p, RankFile(1)) || !strings.Contains(p, "ignored") {
+			t.Fatalf("problems: %s", p)
+		}
+		dir = mk(t, map[string][]byte{RankFile(0): []byte(`{"traceEvents": [1]}`), RankFile(1): []byte(`{"traceEvents": []}`)}, man(2))
+		if _, err := ReadRun(dir); !errors.Is(err, ErrNotTrace) {
+			t.Fatalf("no stream a trace: %v", err)
+		}
+	})
+	t.Run("clock corrections no clock needs", func(t *testing.T) {
+		m := man(1)
+		m.Ranks = []RankEntry{{Rank: 0, ClockOffsetNS: math.MaxInt64, ClockDrift: 1e300}}
+		dir := mk(t, map[string][]byte{RankFile(0): good}, m)
+		run, err := ReadRun(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := fmt.Sprint(run.Problems); !strings.Contains(p, "run.json: rank 0's clock_offset_ns 9223372036854775807") || !strings.Contains(p, "unaligned") {
+			t.Fatalf("problems: %s", p)
+		}
+		want := sample(0, 10, 0)
+		for i, e := range run.Ranks[0].Events {
+			if e.Start != want[i].Start {
+				t.Fatalf("event %d starts at %d, want %d as written", i, e.Start, want[i].Start)
+			}
 		}
 	})
 	t.Run("a huge world", func(t *testing.T) {

@@ -18,25 +18,28 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/interpose"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
 )
 
 // The environment `commprof record` hands the ranks (directly, or through
-// a launcher such as mpirun) so that they record.
+// a launcher such as mpirun) so that they record (internal/envnames says
+// what each means).
 const (
-	EnvTraceDir = "COMMPROF_TRACE_DIR" // the run directory; the ranks record only when it is set
-	EnvRunID    = "COMMPROF_RUN_ID"
-	EnvRunName  = "COMMPROF_RUN_NAME"
-	EnvCodec    = "COMMPROF_CODEC"
-	EnvCommand  = "COMMPROF_COMMAND" // the recorded command line, as a JSON array
-	EnvFlush    = "COMMPROF_FLUSH"   // longest time an event waits before it is written (default 1s)
-	EnvCompact  = "COMMPROF_COMPACT" // on (default) or off: rewrite timer-flushed streams as large batches at a clean end
+	EnvTraceDir = envnames.TraceDir
+	EnvRunID    = envnames.RunID
+	EnvRunName  = envnames.RunName
+	EnvCodec    = envnames.Codec
+	EnvCommand  = envnames.Command
+	EnvFlush    = envnames.Flush
+	EnvCompact  = envnames.Compact
 	// EnvCPUProfile, when set, is the prefix of a CPU profile each rank
 	// writes (PREFIX.rankN).
 	EnvCPUProfile = "COMMPROF_CPUPROFILE"
@@ -82,6 +85,9 @@ type Tools struct {
 	Rec *interpose.Recorder
 	// SetMetric puts a final figure in the run's manifest (when recorded).
 	SetMetric func(name string, v float64)
+	// Links says how this rank reaches its peers (collectives.Mesh's
+	// Describe), for benchmark headers.
+	Links string
 }
 
 // Spec is one rank's job.
@@ -129,6 +135,13 @@ func Run(ctx context.Context, s Spec, program func(context.Context, collectives.
 		return err
 	}
 	defer tr.Close()
+	if err := tr.ShmFallback(); err != nil {
+		warn := s.Warn
+		if warn == nil {
+			warn = func(err error) { fmt.Fprintf(os.Stderr, "commprof: warning: %v\n", err) }
+		}
+		warn(fmt.Errorf("rank %d: %w", job.Rank, err))
+	}
 	fail := func(err error) error {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("rank %d interrupted: %w", job.Rank, ctx.Err())
@@ -140,12 +153,18 @@ func Run(ctx context.Context, s Spec, program func(context.Context, collectives.
 		return err
 	}
 
+	// The recorder once there is one, for the stall helpers' reports.
+	var stallRec atomic.Pointer[interpose.Recorder]
 	if !plan.Empty() {
 		exe, err := os.Executable()
 		if err != nil {
 			return fail(fmt.Errorf("injecting faults: finding the commprof binary: %w", err))
 		}
-		stopHelpers, err := plan.Start(exe)
+		stopHelpers, err := plan.Start(exe, func(from, to int64) {
+			if rec := stallRec.Load(); rec != nil {
+				rec.RecordAt(inject.MarkStall, from, float64(to-from))
+			}
+		})
 		if err != nil {
 			return fail(err)
 		}
@@ -165,12 +184,13 @@ func Run(ctx context.Context, s Spec, program func(context.Context, collectives.
 		return fail(err)
 	}
 	var c collectives.Communicator = comm
-	tools := Tools{SetMetric: func(string, float64) {}}
+	tools := Tools{SetMetric: func(string, float64) {}, Links: tr.Describe()}
 	var mark func(string, float64)
 	if session != nil {
 		c = interpose.WrapComm(comm, session.Recorder(), session.Transport())
-		tools = Tools{Rec: session.Recorder(), SetMetric: session.SetMetric}
+		tools = Tools{Rec: session.Recorder(), SetMetric: session.SetMetric, Links: tools.Links}
 		mark = session.Recorder().Mark
+		stallRec.Store(session.Recorder())
 	}
 	// Delays sit above the recording, so a delayed rank is recorded
 	// arriving late, as a slow rank would.

@@ -38,6 +38,24 @@ func Bytes(b int64) string {
 	return fmt.Sprintf("%.1f%s", v, u)
 }
 
+// Bucket names the log2 size bucket k as tables show it: bucket k holds
+// sizes from 2^(k-1) up to, not including, 2^k ("64KiB-128KiB"), and
+// bucket 0 (or less) holds 0 bytes ("0B").
+func Bucket(k int) string {
+	if k <= 0 {
+		return "0B"
+	}
+	return pow2(uint(k-1)) + "-" + pow2(uint(k))
+}
+
+// pow2 prints 2^e bytes as Bytes would, for every e up to 66 (beyond
+// int64): 512B, 1KiB, 64MiB, 16EiB.
+func pow2(e uint) string {
+	u := [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := min(e/10, uint(len(u)-1))
+	return fmt.Sprintf("%d%s", uint64(1)<<(e-10*i), u[i])
+}
+
 // Duration prints ns with three significant digits in the largest unit
 // under which it falls, and no space: 850ns, 12.3µs, 4.56ms, 2.1s; whole
 // seconds from 1000s on (1234s). A value that rounds up to 1000 of a unit

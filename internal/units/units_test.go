@@ -47,3 +47,23 @@ func TestGBps(t *testing.T) {
 		}
 	}
 }
+
+func TestBucket(t *testing.T) {
+	for _, tc := range []struct {
+		k    int
+		want string
+	}{
+		{-1, "0B"}, {0, "0B"}, {1, "1B-2B"}, {10, "512B-1KiB"}, {11, "1KiB-2KiB"}, {17, "64KiB-128KiB"},
+		{21, "1MiB-2MiB"}, {32, "2GiB-4GiB"}, {63, "4EiB-8EiB"}, {64, "8EiB-16EiB"},
+	} {
+		if got := Bucket(tc.k); got != tc.want {
+			t.Errorf("Bucket(%d) = %q, want %q", tc.k, got, tc.want)
+		}
+	}
+	// Each end reads as Bytes prints the size.
+	for k := 1; k < 63; k++ {
+		if want := Bytes(1<<(k-1)) + "-" + Bytes(1<<k); Bucket(k) != want {
+			t.Errorf("Bucket(%d) = %q, Bytes gives %q", k, Bucket(k), want)
+		}
+	}
+}

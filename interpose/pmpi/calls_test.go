@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -41,9 +43,13 @@ func callOf(e trace.Event) call {
 		dtype: e.DType, value: e.Value}
 }
 
+// pickled is how long mpi4py's pickles of calls.py's lowercase calls
+// are, as the script says: its payload, and a small int.
+type pickled struct{ payload, small int64 }
+
 // wantCalls is what testdata/calls.py records on rank r of n (n = 3: the
 // split gives {0, 2} and {1}), in the order of the stream.
-func wantCalls(r, n int) []call {
+func wantCalls(r, n int, p pickled) []call {
 	var w []call
 	coll := func(name, comm string, seq, bytes int64, root int32, dtype string) {
 		w = append(w, call{kind: trace.KindCollective, name: name, comm: comm, seq: seq, bytes: bytes, peer: -1,
@@ -54,9 +60,12 @@ func wantCalls(r, n int) []call {
 		c.kind = trace.KindWait
 		w = append(w, c)
 	}
-	msg := func(kind trace.Kind, comm string, tag, bytes int64, peer int) {
+	msgOf := func(kind trace.Kind, comm string, tag, bytes int64, peer int, dtype string) {
 		w = append(w, call{kind: kind, name: "sendrecv", comm: comm, seq: tag, bytes: bytes, peer: int32(peer),
-			root: -1, dtype: "float64"})
+			root: -1, dtype: dtype})
+	}
+	msg := func(kind trace.Kind, comm string, tag, bytes int64, peer int) {
+		msgOf(kind, comm, tag, bytes, peer, "float64")
 	}
 	mark := func(name, comm string, seq int64, value float64, check bool) {
 		w = append(w, call{kind: trace.KindMark, name: name, comm: comm, seq: seq, peer: -1, root: -1, value: value,
@@ -144,8 +153,87 @@ func wantCalls(r, n int) []call {
 	mark(MarkComm, sub+"/dup0", int64(subRank), float64(len(members)), true)
 	coll("barrier", sub+"/dup0", 0, 0, -1, "")
 	coll("barrier", world, 23, 0, -1, "")
+
+	// The other non-blocking collectives, completed by one MPI_Waitall.
+	for i, c := range []struct {
+		name  string
+		bytes int64
+		root  int32
+		dtype string
+	}{
+		{"reduce", 40, 2, "int32"},
+		{"allgatherv", 8 * sumCounts, -1, "float64"},
+		{"gather", 32 * int64(n), 0, "int64"},
+		{"gatherv", rootOr(0, 8*sumCounts, 8*int64(r+1)), 0, "float64"},
+		{"scatter", 12 * int64(n), 1, "float32"},
+		{"scatterv", rootOr(1, 8*sumCounts, 8*int64(r+1)), 1, "float64"},
+		{"reducescatter", 40 * int64(n), -1, "float64"},
+		{"reducescatterv", 8 * sumCounts, -1, "float64"},
+		{"alltoall", 8 * int64(n), -1, "int32"},
+		{"alltoallv", 8 * sumCounts, -1, "float64"},
+		{"alltoallw", 8 * int64(n), -1, ""},
+		{"scan", 56, -1, "float64"},
+		{"exscan", 56, -1, "float64"},
+	} {
+		coll(c.name, world, int64(24+i), c.bytes, c.root, c.dtype)
+		wait()
+	}
+
+	// The pickle API: pickles are bytes, their lengths int32s.
+	bmsg := func(kind trace.Kind, comm string, tag, bytes int64, peer int) {
+		msgOf(kind, comm, tag, bytes, peer, "byte")
+	}
+	switch r {
+	case 0:
+		bmsg(trace.KindSend, world, 41, p.payload, 1)
+	case 1:
+		bmsg(trace.KindRecv, world, 41, p.payload, 0) // MPI_Mprobe, MPI_Mrecv
+	}
+	bmsg(trace.KindRecv, world, 42, p.payload, left)  // sendrecv: its recv
+	bmsg(trace.KindSend, world, 42, p.payload, right) // and its MPI_Isend, at the MPI_Wait
+	wait()
+	coll("broadcast", world, 37, 4, 0, "int32")
+	coll("broadcast", world, 38, p.payload, 0, "byte")
+	// allreduce: a reduction to rank 0 over a binomial tree, point to
+	// point on world/dup1 with tag 0, then its broadcast.
+	coll("comm_dup", world, 39, 0, -1, "")
+	mark(MarkComm, world+"/dup1", int64(r), float64(n), true)
+	dup := world + "/dup1"
+	for mask := 1; mask < n; mask <<= 1 { // as mpi4py's PyMPI_reduce_p2p
+		switch {
+		case r&mask != 0:
+			msgOf(trace.KindSend, dup, 0, 4, (r&^mask)%n, "int32")
+			msgOf(trace.KindSend, dup, 0, p.small, (r&^mask)%n, "byte")
+		case r|mask < n:
+			msgOf(trace.KindRecv, dup, 0, 4, r|mask, "int32")
+			msgOf(trace.KindRecv, dup, 0, p.small, r|mask, "byte")
+		}
+	}
+	coll("broadcast", dup, 0, 4, 0, "int32")
+	coll("broadcast", dup, 1, p.small, 0, "byte")
+	switch r {
+	case 0:
+		bmsg(trace.KindSend, world, 43, p.payload, 2)
+	case 2:
+		bmsg(trace.KindRecv, world, 43, p.payload, 0) // MPI_Improbe, MPI_Imrecv, MPI_Wait
+		wait()
+	}
+	coll("barrier", world, 40, 0, -1, "")
 	mark(MarkFinalize, "", -1, 0, false)
 	return w
+}
+
+// pickledSizes reads what calls.py says of its pickles.
+func pickledSizes(t *testing.T, stdout string) pickled {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^pickled (\d+) (\d+)$`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("calls.py did not say how long its pickles are:\n%s", stdout)
+	}
+	var p pickled
+	p.payload, _ = strconv.ParseInt(m[1], 10, 64)
+	p.small, _ = strconv.ParseInt(m[2], 10, 64)
+	return p
 }
 
 // compareCalls checks a rank's events against want, in order.
@@ -251,7 +339,7 @@ func TestMPI4PyCalls(t *testing.T) {
 	bin := commprofBin(t)
 	dir := filepath.Join(t.TempDir(), "calls")
 	script, _ := filepath.Abs("testdata/calls.py")
-	res := command(t, []string{"COMMPROF_COMPACT=off", "COMMPROF_FLUSH=10ms", "CALLS_PAUSE=0.2"}, "", bin, "record", "--out", dir, "--",
+	res := command(t, []string{envnames.Compact + "=off", envnames.Flush + "=10ms", "CALLS_PAUSE=0.2"}, "", bin, "record", "--out", dir, "--",
 		"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", py, script)
 	if res.err != nil {
 		t.Fatalf("record: %v\n%s%s", res.err, res.stdout, res.stderr)
@@ -260,8 +348,9 @@ func TestMPI4PyCalls(t *testing.T) {
 	if len(run.Ranks) != 3 || len(run.Problems) != 0 {
 		t.Fatalf("%d ranks, problems %v", len(run.Ranks), run.Problems)
 	}
+	sizes := pickledSizes(t, res.stdout)
 	for _, rk := range run.Ranks {
-		compareCalls(t, rk.Info.Rank, rk.Events, wantCalls(rk.Info.Rank, 3))
+		compareCalls(t, rk.Info.Rank, rk.Events, wantCalls(rk.Info.Rank, 3, sizes))
 		if rk.Truncated != nil {
 			t.Errorf("rank %d: %v", rk.Info.Rank, rk.Truncated)
 		}
@@ -276,8 +365,8 @@ func TestMPI4PyCalls(t *testing.T) {
 		len(s.Missing) != 1 {
 		t.Errorf("manifest source %+v", man.Source)
 	}
-	wantConfig := map[string]string{"mpi": "openmpi", "comms": "5", "comm world": "0-2", "comm world/split0:0": "2,0",
-		"comm world/split0:1": "1", "comm world/split0:0/dup0": "2,0", "comm world/split0:1/dup0": "1"}
+	wantConfig := map[string]string{"mpi": "openmpi", "comms": "6", "comm world": "0-2", "comm world/split0:0": "2,0",
+		"comm world/split0:1": "1", "comm world/split0:0/dup0": "2,0", "comm world/split0:1/dup0": "1", "comm world/dup1": "0-2"}
 	for k, v := range wantConfig {
 		if man.Config[k] != v {
 			t.Errorf("manifest config %q = %q, want %q (config %v)", k, man.Config[k], v, man.Config)

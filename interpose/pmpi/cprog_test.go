@@ -2,12 +2,12 @@ package pmpi
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -34,6 +34,13 @@ func wantCMessages(r int) map[p2pKey]int {
 		comm := fmt.Sprintf("world/dup%d", 3+k)
 		w[p2pKey{trace.KindSend, comm, int64(k), 32, right}] += 50
 		w[p2pKey{trace.KindRecv, comm, int64(k), 32, left}] += 50
+	}
+	if r == 0 {
+		for q := 1; q < 4; q++ {
+			w[p2pKey{trace.KindRecv, "world", 50, 4, int32(q)}]++
+		}
+	} else {
+		w[p2pKey{trace.KindSend, "world", 50, 4, 0}]++
 	}
 	return w
 }
@@ -82,15 +89,16 @@ func TestCProgram(t *testing.T) {
 		{"allreduce", 1024, "float64", -1}, {"broadcast", 60, "derived:struct", 3}, {"broadcast", 40, "particle", 0},
 		{"barrier", 0, "", -1}, {"barrier", 0, "", -1}, {"comm_split_type", 0, "", -1}, {"comm_create", 0, "", -1},
 		{"cart_create", 0, "", -1}, {"comm_dup", 0, "", -1}, {"comm_dup", 0, "", -1}, {"comm_dup", 0, "", -1},
-		{"comm_dup", 0, "", -1}, {"alltoallw", 64, "", -1}}
+		{"comm_dup", 0, "", -1}, {"alltoallw", 64, "", -1}, {"broadcast", 4, "int32", 0}}
 	for _, rk := range run.Ranks {
 		r := rk.Info.Rank
 		var world []coll
 		other := map[string][]coll{}
 		msgs := map[p2pKey]int{}
 		var waits int
+		var polled, told *trace.Event // the broadcast polled with MPI_Test, and the message saying it was tested
 		var pcontrol []float64
-		for _, e := range rk.Events {
+		for i, e := range rk.Events {
 			switch e.Kind {
 			case trace.KindCollective:
 				c := coll{e.Name, e.Bytes, e.DType, e.Root}
@@ -104,8 +112,14 @@ func TestCProgram(t *testing.T) {
 				}
 			case trace.KindSend, trace.KindRecv:
 				msgs[p2pKey{e.Kind, e.Comm, e.Seq, e.Bytes, e.Peer}]++
+				if e.Kind == trace.KindSend && e.Seq == 50 {
+					told = &rk.Events[i]
+				}
 			case trace.KindWait:
 				waits++
+				if e.Name == "broadcast" && e.Comm == "world" && e.Seq == 15 {
+					polled = &rk.Events[i]
+				}
 			case trace.KindMark:
 				if e.Name == MarkPcontrol {
 					pcontrol = append(pcontrol, e.Value)
@@ -127,10 +141,15 @@ func TestCProgram(t *testing.T) {
 		if want := wantCMessages(r); fmt.Sprint(msgs) != fmt.Sprint(want) {
 			t.Errorf("rank %d: messages\n got  %v\n want %v", r, msgs, want)
 		}
-		// Waitany 1, Waitsome 6, Testall 2, Testany 2, Testsome 2: the
-		// request freed unfinished has none.
-		if waits != 13 {
-			t.Errorf("rank %d: %d wait events, want 13", r, waits)
+		// Waitany 1, Waitsome 6, Testall 2, Testany 2, Testsome 2, the
+		// broadcast 1: the request freed unfinished has none.
+		if waits != 14 {
+			t.Errorf("rank %d: %d wait events, want 14", r, waits)
+		}
+		// Polled from before the root started it: the wait began at the
+		// first MPI_Test, before the rank said it had tested.
+		if r != 0 && (polled == nil || told == nil || polled.Start > told.Start) {
+			t.Errorf("rank %d: the polled broadcast's wait %+v does not begin before the message after its first test %+v", r, polled, told)
 		}
 		if !slices.Equal(pcontrol, []float64{0, 1}) {
 			t.Errorf("rank %d: pcontrol marks %v, want [0 1]", r, pcontrol)
@@ -182,7 +201,7 @@ func TestWithoutFinalize(t *testing.T) {
 	library(t, m)
 	bin := commprofBin(t)
 	dir := filepath.Join(t.TempDir(), "c")
-	res := command(t, []string{"COMMPROF_FLUSH=1h"}, "", bin, "record", "--out", dir, "--", "mpirun.mpich", "-np", "1", prog, "1000")
+	res := command(t, []string{envnames.Flush + "=1h"}, "", bin, "record", "--out", dir, "--", "mpirun.mpich", "-np", "1", prog, "1000")
 	if res.err == nil || !strings.Contains(res.stderr, "stream was cut (it ended without MPI_Finalize)") {
 		t.Fatalf("record: %v\n%s%s", res.err, res.stdout, res.stderr)
 	}
@@ -198,47 +217,5 @@ func TestWithoutFinalize(t *testing.T) {
 	}
 	if n != 1000 {
 		t.Errorf("%d allreduces recorded in order, want 1000", n)
-	}
-}
-
-// TestFortran records a Fortran program: with MPICH, whose Fortran
-// bindings call the C functions, every call; with Open MPI, whose
-// bindings call PMPI directly, nothing, and record says why.
-func TestFortran(t *testing.T) {
-	for _, m := range []mpiTools{findMPI(t, MPICH), findMPI(t, OpenMPI)} {
-		t.Run(string(m.flavor), func(t *testing.T) {
-			fc, err := exec.LookPath("mpif90." + string(m.flavor))
-			if err != nil {
-				need(t, "mpif90."+string(m.flavor)+" is not installed")
-			}
-			prog := filepath.Join(work, "calls-f90-"+string(m.flavor))
-			build(t, prog, func() error { return run(".", fc, "-O2", "-o", prog, "testdata/calls.f90") })
-			library(t, m)
-			bin := commprofBin(t)
-			dir := filepath.Join(t.TempDir(), "f")
-			args := append(append([]string{"record", "--out", dir, "--", m.run}, m.args...), "-np", "2", prog)
-			res := command(t, nil, "", bin, args...)
-			if m.flavor == OpenMPI {
-				if res.err == nil || !strings.Contains(res.stderr, "Open MPI's Fortran bindings") {
-					t.Fatalf("record of Open MPI Fortran: %v\n%s", res.err, res.stderr)
-				}
-				return
-			}
-			if res.err != nil {
-				t.Fatalf("record: %v\n%s%s", res.err, res.stdout, res.stderr)
-			}
-			for _, rk := range readRun(t, dir).Ranks {
-				var got []string
-				for _, e := range rk.Events {
-					if e.Kind == trace.KindCollective {
-						got = append(got, fmt.Sprintf("%s %d %s %d", e.Name, e.Bytes, e.DType, e.Root))
-					}
-				}
-				want := []string{"allreduce 800 float64 -1", "allreduce 800 float64 -1", "allreduce 800 float64 -1", "broadcast 80 float64 1"}
-				if !slices.Equal(got, want) {
-					t.Errorf("rank %d: %q, want %q", rk.Info.Rank, got, want)
-				}
-			}
-		})
 	}
 }

@@ -222,7 +222,7 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 			m.Codec = o.Codec
 		}
 	}
-	if err := rundir.Update(dir, func(*trace.Manifest) (*trace.Manifest, error) { return m, nil }); err != nil {
+	if err := rundir.Finish(dir, func(*trace.Manifest) (*trace.Manifest, error) { return m, nil }); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // Flavor is an MPI implementation family: programs built against one
@@ -43,12 +43,12 @@ func ParseFlavor(s string) (Flavor, error) {
 // Environment variables the library and Prepare read.
 const (
 	// EnvLibrary names the library to preload, overriding FindLibrary.
-	EnvLibrary = "COMMPROF_PMPI_LIB"
+	EnvLibrary = envnames.PMPILibrary
 	// EnvMPI names the flavor, overriding DetectFlavor.
-	EnvMPI = "COMMPROF_MPI"
+	EnvMPI = envnames.MPI
 	// EnvTraceDir is the run directory: the library records only when it
 	// is set.
-	EnvTraceDir = rankrun.EnvTraceDir
+	EnvTraceDir = envnames.TraceDir
 )
 
 // LibraryFile returns the file name of the library built for f.
@@ -190,7 +190,7 @@ func Prepare(ctx context.Context, args []string, o PrepareOptions) (*Plan, error
 	p.Env = append(p.Env, "LD_PRELOAD="+preload)
 	if f == OpenMPI {
 		pass := append([]string{"LD_PRELOAD"}, o.Pass...)
-		for _, v := range []string{"COMMPROF_FLUSH", "COMMPROF_CLOCK", "COMMPROF_JOIN_TIMEOUT"} {
+		for _, v := range []string{envnames.Flush, envnames.Clock, envnames.JoinTimeout} {
 			if o.Getenv(v) != "" {
 				pass = append(pass, v)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/interpose/pmpi/internal/schemagen"
 )
 
@@ -71,7 +72,7 @@ func TestPrepare(t *testing.T) {
 			return ""
 		}
 	}
-	pass := []string{"COMMPROF_TRACE_DIR", "COMMPROF_RUN_ID"}
+	pass := []string{envnames.TraceDir, envnames.RunID}
 	lib := func(f Flavor) string { return filepath.Join(filepath.Dir(exe), LibraryFile(f)) }
 	for _, tc := range []struct {
 		name     string
@@ -83,25 +84,25 @@ func TestPrepare(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "open mpi passes the variables on with -x", args: []string{"mpirun.openmpi", "-np", "2", "./a.out"},
-			wantArgs: []string{"mpirun.openmpi", "-x", "LD_PRELOAD", "-x", "COMMPROF_TRACE_DIR", "-x", "COMMPROF_RUN_ID", "-np", "2", "./a.out"},
+			wantArgs: []string{"mpirun.openmpi", "-x", "LD_PRELOAD", "-x", envnames.TraceDir, "-x", envnames.RunID, "-np", "2", "./a.out"},
 			wantEnv:  []string{"LD_PRELOAD=" + lib(OpenMPI)}},
 		{name: "an existing LD_PRELOAD comes after the library", args: []string{"mpirun.mpich", "-n", "2", "a.out"},
 			env: []string{"LD_PRELOAD", "/lib/x.so"}, wantArgs: []string{"mpirun.mpich", "-n", "2", "a.out"},
 			wantEnv: []string{"LD_PRELOAD=" + lib(MPICH) + ":/lib/x.so"}},
 		{name: "open mpi's env list is extended, not mixed with -x", args: []string{"mpirun.openmpi", "a.out"},
-			env:      []string{"OMPI_MCA_mca_base_env_list", "FOO", "COMMPROF_FLUSH", "50ms"},
+			env:      []string{"OMPI_MCA_mca_base_env_list", "FOO", envnames.Flush, "50ms"},
 			wantArgs: []string{"mpirun.openmpi", "a.out"},
 			wantEnv: []string{"LD_PRELOAD=" + lib(OpenMPI),
 				"OMPI_MCA_mca_base_env_list=FOO;LD_PRELOAD;COMMPROF_TRACE_DIR;COMMPROF_RUN_ID;COMMPROF_FLUSH"}},
 		{name: "--mpi overrides the launcher", args: []string{"mpirun.openmpi", "a.out"}, flavor: MPICH,
 			wantArgs: []string{"mpirun.openmpi", "a.out"}, wantEnv: []string{"LD_PRELOAD=" + lib(MPICH)}},
-		{name: "COMMPROF_MPI names the flavor", args: []string{"srun", "a.out"}, env: []string{"COMMPROF_MPI", "mpich"},
+		{name: "COMMPROF_MPI names the flavor", args: []string{"srun", "a.out"}, env: []string{envnames.MPI, "mpich"},
 			wantArgs: []string{"srun", "a.out"}, wantEnv: []string{"LD_PRELOAD=" + lib(MPICH)}},
 		{name: "srun with two libraries needs --mpi", args: []string{"srun", "a.out"}, wantErr: "--mpi openmpi or --mpi mpich"},
-		{name: "a bad COMMPROF_MPI", args: []string{"mpirun.mpich", "a.out"}, env: []string{"COMMPROF_MPI", "lam"},
+		{name: "a bad COMMPROF_MPI", args: []string{"mpirun.mpich", "a.out"}, env: []string{envnames.MPI, "lam"},
 			wantErr: `COMMPROF_MPI: unknown MPI "lam"`},
 		{name: "a missing COMMPROF_PMPI_LIB", args: []string{"mpirun.mpich", "a.out"},
-			env: []string{"COMMPROF_PMPI_LIB", "/nonexistent.so"}, wantErr: "COMMPROF_PMPI_LIB"},
+			env: []string{envnames.PMPILibrary, "/nonexistent.so"}, wantErr: envnames.PMPILibrary},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Prepare(context.Background(), tc.args, PrepareOptions{Flavor: tc.flavor, Exe: exe, Getenv: env(tc.env...), Pass: pass})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -87,7 +88,7 @@ func TestKilledRank(t *testing.T) {
 	defer cancel()
 	c := exec.CommandContext(ctx, bin, "record", "--out", dir, "--", "mpirun", "--allow-run-as-root", "--oversubscribe",
 		"-np", "3", py, script)
-	c.Env = cleanEnv("COMMPROF_FLUSH=50ms")
+	c.Env = cleanEnv(envnames.Flush + "=50ms")
 	var stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stderr, &stderr
 	if err := c.Start(); err != nil {
@@ -165,7 +166,7 @@ func TestNotRecorded(t *testing.T) {
 func TestMeasuredClocks(t *testing.T) {
 	m := findMPI(t, OpenMPI)
 	prog := cProgram(t, m, "unfinished")
-	dir, res := recordDirect(t, m, 3, []string{"COMMPROF_CLOCK=measure"}, "-x", "COMMPROF_CLOCK", prog, "20")
+	dir, res := recordDirect(t, m, 3, []string{envnames.Clock + "=measure"}, "-x", envnames.Clock, prog, "20")
 	// The program exits without MPI_Finalize; Open MPI's mpirun says so.
 	if _, err := os.Stat(filepath.Join(dir, "run.json")); err != nil {
 		t.Fatalf("no run.json: %v\n%s", err, res.stderr)
@@ -217,8 +218,8 @@ func TestRankWithoutLibrary(t *testing.T) {
 	m := findMPI(t, OpenMPI)
 	prog := cProgram(t, m, "unfinished")
 	dir := filepath.Join(t.TempDir(), "run")
-	env := []string{"COMMPROF_JOIN_TIMEOUT=2s", "LD_PRELOAD=" + library(t, m), EnvTraceDir + "=" + dir}
-	res := launch(t, m, 3, env, "", "-x", "LD_PRELOAD", "-x", EnvTraceDir, "-x", "COMMPROF_JOIN_TIMEOUT", "sh", "-c",
+	env := []string{envnames.JoinTimeout + "=2s", "LD_PRELOAD=" + library(t, m), EnvTraceDir + "=" + dir}
+	res := launch(t, m, 3, env, "", "-x", "LD_PRELOAD", "-x", EnvTraceDir, "-x", envnames.JoinTimeout, "sh", "-c",
 		`[ "$OMPI_COMM_WORLD_RANK" = 1 ] && unset COMMPROF_TRACE_DIR; exec "$0" 5`, prog)
 	if !strings.Contains(res.stderr, "rank 0: not every rank joined the recording within 2s") {
 		t.Fatalf("%v\n%s", res.err, res.stderr)

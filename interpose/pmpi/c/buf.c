@@ -67,24 +67,31 @@ static struct {
 static __thread struct slot *my_slot __attribute__((tls_model("initial-exec")));
 
 /* Dictionaries: the kind, name and algo ones are fixed; dtype and comm
- * grow. Index widths bound them: dtype is int8. */
+ * grow. Index widths bound them: dtype is int8. Datatype names repeat
+ * (a type freed and made again) and are few: all are kept, to find
+ * them again. Communicator names are each new (they count the
+ * communicators made before), so they are not searched, and each is
+ * freed once written: a program that makes and frees communicators
+ * without end holds only those named since the last flush. */
 static struct {
 	pthread_mutex_t mu;
-	char **v[D_COUNT];
-	int32_t n[D_COUNT], cap[D_COUNT], sent[D_COUNT];
+	char **v[D_COUNT];                 /* v[d][i] is the value of id base[d] + i */
+	int32_t base[D_COUNT], n[D_COUNT]; /* n: ids given */
+	int32_t cap[D_COUNT], sent[D_COUNT];
 	int started; /* the first flush wrote the fixed ones */
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static const int32_t dict_max[D_COUNT] = {127, 1 << 20};
 static const int dict_col[D_COUNT] = {C_DTYPE, C_COMM};
+static const int dict_search[D_COUNT] = {1, 0};
 
 int32_t cp_dict_add(int d, const char *s)
 {
 	pthread_mutex_lock(&D.mu);
 	int32_t id = -1;
-	for (int32_t i = 0; i < D.n[d]; i++)
+	for (int32_t i = 0; dict_search[d] && i < D.n[d] - D.base[d]; i++)
 		if (strcmp(D.v[d][i], s) == 0) {
-			id = i;
+			id = D.base[d] + i;
 			break;
 		}
 	if (id < 0 && D.n[d] >= dict_max[d] - 1) {
@@ -95,7 +102,8 @@ int32_t cp_dict_add(int d, const char *s)
 			id = D.n[d] - 1;
 	}
 	if (id < 0) {
-		if (D.n[d] == D.cap[d]) {
+		int32_t held = D.n[d] - D.base[d];
+		if (held == D.cap[d]) {
 			int32_t cap = D.cap[d] ? 2 * D.cap[d] : 64;
 			char **v = realloc(D.v[d], sizeof(char *) * (size_t)cap);
 			if (v == NULL) {
@@ -110,11 +118,19 @@ int32_t cp_dict_add(int d, const char *s)
 			pthread_mutex_unlock(&D.mu);
 			return 0;
 		}
-		D.v[d][D.n[d]] = c;
+		D.v[d][held] = c;
 		id = D.n[d]++;
 	}
 	pthread_mutex_unlock(&D.mu);
 	return id;
+}
+
+int64_t cp_dict_held(int d)
+{
+	pthread_mutex_lock(&D.mu);
+	int64_t n = D.n[d] - D.base[d];
+	pthread_mutex_unlock(&D.mu);
+	return n;
 }
 
 static void slot_end(void *p)
@@ -246,9 +262,15 @@ static int write_dicts(void)
 	for (int d = 0; d < D_COUNT && rc == 0; d++) {
 		if (D.started && D.n[d] == D.sent[d])
 			continue;
-		rc = cp_ipc_dictionary(cp.fd, cp_ipc_dict_id(dict_col[d]), (const char *const *)D.v[d] + D.sent[d],
+		rc = cp_ipc_dictionary(cp.fd, cp_ipc_dict_id(dict_col[d]), (const char *const *)D.v[d] + (D.sent[d] - D.base[d]),
 				       (size_t)(D.n[d] - D.sent[d]), D.started);
 		D.sent[d] = D.n[d];
+		if (!dict_search[d]) {
+			/* Written: the stream has them now. */
+			for (int32_t i = 0; i < D.n[d] - D.base[d]; i++)
+				free(D.v[d][i]);
+			D.base[d] = D.n[d];
+		}
 	}
 	pthread_mutex_unlock(&D.mu);
 	D.started = 1;
@@ -386,3 +408,5 @@ void cp_buf_stop(int end_of_stream)
 }
 
 int64_t cp_buf_events(void) { return B.written; }
+
+void cp_buf_flush(void) { flush_pass(); }

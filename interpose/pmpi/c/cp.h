@@ -9,8 +9,10 @@
  *
  * Files: cp.h (this), schema.h (generated: the schema message), ipc.c (the
  * Arrow IPC stream), buf.c (chunks, dictionaries, the flush thread),
- * tables.c (communicators, datatypes, requests), setup.c (MPI_Init and
- * MPI_Finalize: clocks, the stream, run.json), wrap.c (the MPI functions).
+ * tables.c (communicators, datatypes, requests, matched messages),
+ * setup.c (MPI_Init and MPI_Finalize: clocks, the stream, run.json),
+ * wrap.c (the MPI functions), fortran.c (Open MPI's Fortran entry points,
+ * which call wrap.c's functions).
  */
 #ifndef COMMPROF_PMPI_CP_H
 #define COMMPROF_PMPI_CP_H
@@ -66,6 +68,8 @@ enum {
 	N_CART_SUB,
 	N_GRAPH_CREATE,
 	N_DIST_GRAPH_CREATE,
+	N_INTERCOMM_CREATE,
+	N_INTERCOMM_MERGE,
 	N_MARK_INIT,
 	N_MARK_FINALIZE,
 	N_MARK_COMM,
@@ -99,7 +103,7 @@ enum { D_DTYPE, D_COMM, D_COUNT };
 /* The library's state. One per process; set up by MPI_Init. */
 struct cp_state {
 	_Atomic int on;    /* 0: off; 1: recording; 2: paused by MPI_Pcontrol(0) */
-	int mt;            /* MPI_THREAD_MULTIPLE: the request table takes a lock */
+	int mt;            /* MPI_THREAD_MULTIPLE: the request and message tables take a spin lock */
 	int rank, size;    /* in MPI_COMM_WORLD */
 	int pid;
 	int64_t epoch;     /* rank 0's CLOCK_MONOTONIC at the run's start, ns */
@@ -125,12 +129,19 @@ static inline int64_t cp_clock(void)
 /* now returns the trace time: ns since the run's epoch on this rank's clock. */
 static inline int64_t cp_now(void) { return cp_clock() - cp.epoch; }
 
+/* ON: recording. LIVE: recording or paused by MPI_Pcontrol(0), when the
+ * library still follows the communicators and datatypes a program makes. */
+#define ON() __builtin_expect(atomic_load_explicit(&cp.on, memory_order_relaxed) == 1, 1)
+#define LIVE() (atomic_load_explicit(&cp.on, memory_order_relaxed) != 0)
+
 /* buf.c */
 CP_HIDDEN int cp_buf_start(void);              /* starts the flush thread; 0 on success */
 CP_HIDDEN void cp_buf_stop(int end_of_stream); /* stops it and writes what is left */
 CP_HIDDEN void cp_record(const struct cp_event *e);
 CP_HIDDEN int32_t cp_dict_add(int d, const char *s); /* registers a string: its id, or the "other" id when full */
 CP_HIDDEN int64_t cp_buf_events(void);
+CP_HIDDEN void cp_buf_flush(void);             /* writes what was recorded so far, now */
+CP_HIDDEN int64_t cp_dict_held(int d);         /* strings of dictionary d held in memory */
 
 /* ipc.c */
 struct cp_cols;
@@ -141,7 +152,9 @@ CP_HIDDEN int cp_ipc_end(int fd);
 CP_HIDDEN long long cp_ipc_dict_id(int column); /* the dictionary id of column (schema order) */
 CP_HIDDEN int cp_ipc_check(void);               /* 0 if schema.h has the columns this code writes */
 
-/* tables.c: communicators */
+/* tables.c: communicators. A description lives while its handle is
+ * registered or a request or message taken on it is outstanding: each
+ * holds a reference (cp_comm_ref, cp_comm_unref). */
 struct cp_comm {
 	uintptr_t key;   /* the handle */
 	int32_t id;      /* its name's dictionary id */
@@ -150,11 +163,19 @@ struct cp_comm {
 	int *world;      /* world rank of each rank (of the remote group for an intercommunicator) */
 	_Atomic int64_t seq;     /* collectives called on it so far */
 	_Atomic int32_t created; /* communicators created from it so far (their names count these) */
+	_Atomic int32_t refs;    /* the table's and outstanding requests' */
 	char *name;
 };
+/* The longest communicator name: a longer one (communicators made from
+ * communicators made from ...) keeps its last part and replaces the rest
+ * with a hash of it, which every rank computes alike. */
+#define CP_NAME_MAX 96
 CP_HIDDEN struct cp_comm *cp_comm(MPI_Comm c);
 CP_HIDDEN struct cp_comm *cp_comm_add(MPI_Comm c, const char *name, int lowest_suffix);
 CP_HIDDEN void cp_comm_forget(MPI_Comm c);
+CP_HIDDEN void cp_comm_ref(const struct cp_comm *c);
+CP_HIDDEN void cp_comm_unref(const struct cp_comm *c);
+CP_HIDDEN int cp_group_world(MPI_Group g, int n, int *world); /* world ranks of g's n ranks */
 CP_HIDDEN extern struct cp_comm cp_world;
 
 static inline int32_t cp_world_rank(const struct cp_comm *c, int r)
@@ -172,16 +193,45 @@ struct cp_type {
 CP_HIDDEN struct cp_type cp_type(MPI_Datatype t);
 CP_HIDDEN void cp_type_forget(MPI_Datatype t);
 
-/* requests: what a non-blocking call started, until a completion call sees it end */
+/* requests: what a non-blocking call started, until a completion call
+ * sees it end. The entry holds a reference to c, which cp_req_take passes
+ * to its caller (who drops it with cp_comm_unref). */
 struct cp_req {
 	uintptr_t key;
 	struct cp_event ev;     /* kind, name, comm, seq, bytes, peer, root, dtype, start */
 	const struct cp_comm *c; /* to turn a received message's source into a world rank */
-	int32_t type_size;      /* a receive's element size, for the bytes it received */
+	int64_t tested;         /* when an MPI_Test... first found it unfinished, 0 if none did */
+	int makes;              /* 1 for MPI_Comm_idup's: */
+	MPI_Comm made;          /* the communicator it makes (both MPIs return its handle at the call) */
+	int32_t made_n;         /* and its number among its parent's */
 };
 CP_HIDDEN void cp_req_add(MPI_Request r, const struct cp_req *q);
 CP_HIDDEN int cp_req_take(MPI_Request r, struct cp_req *out); /* 1 if r was tracked (and is no more) */
+CP_HIDDEN void cp_req_tested(MPI_Request r, int64_t t);       /* an MPI_Test... found r unfinished at t */
+/* matched messages (MPI_Mprobe, MPI_Improbe): the receive they begin, until
+ * MPI_Mrecv or MPI_Imrecv takes it; entries as requests' */
+CP_HIDDEN void cp_msg_add(MPI_Message m, const struct cp_req *q);
+CP_HIDDEN int cp_msg_take(MPI_Message m, struct cp_req *out);
 CP_HIDDEN int cp_tables_init(void);
+
+/* What the library holds for the program's communicators and datatypes
+ * (commprof_pmpi_debug_memory reports it, for tests). */
+struct cp_memory {
+	int64_t comms;        /* communicator descriptions alive */
+	int64_t comm_bytes;   /* their bytes */
+	int64_t table_slots;  /* slots of the communicator and datatype tables, old ones kept included */
+	int64_t dict_strings; /* communicator names not yet written, or kept */
+};
+CP_HIDDEN void cp_tables_memory(struct cp_memory *m);
+
+/* wrap.c: the parts of a call's recording that fortran.c shares. */
+struct cp_call {
+	int64_t start, seq;
+	const struct cp_comm *c;
+};
+CP_HIDDEN const struct cp_comm *cp_begin(struct cp_call *k, MPI_Comm comm); /* numbers a collective */
+CP_HIDDEN void cp_started(const struct cp_call *k, int rc, MPI_Request req, int name, int64_t bytes, int32_t dtype,
+			  int root); /* remembers a non-blocking collective that started */
 
 /* setup.c */
 CP_HIDDEN int cp_start(int64_t init_start, int provided);

@@ -11,6 +11,9 @@
  * same method as commprof's own ranks (interpose/session.go).
  * COMMPROF_CLOCK=measure measures every rank as if each were on a host
  * of its own.
+ *
+ * The COMMPROF_ variables read here are those internal/envnames names for
+ * the Go side.
  */
 #define _GNU_SOURCE
 #include "cp.h"
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,6 +70,8 @@ const char *const cp_names[N_COUNT] = {
 	[N_CART_SUB] = "cart_sub",
 	[N_GRAPH_CREATE] = "graph_create",
 	[N_DIST_GRAPH_CREATE] = "dist_graph_create",
+	[N_INTERCOMM_CREATE] = "intercomm_create",
+	[N_INTERCOMM_MERGE] = "intercomm_merge",
 	[N_MARK_INIT] = "mpi.init",
 	[N_MARK_FINALIZE] = "mpi.finalize",
 	[N_MARK_COMM] = "mpi.comm",
@@ -242,17 +248,46 @@ static void json_time(FILE *f, const struct timespec *ts)
 		tm.tm_hour, tm.tm_min, tm.tm_sec, ts->tv_nsec);
 }
 
+/* manifest_lock takes the lock every writer of run.json holds while it
+ * rewrites it (internal/rundir's .commprof-manifest, with flock): a lock
+ * taken on a file its holder removed just before is dropped and taken
+ * again on the one now there. It returns the locked descriptor, or -1. */
+static int manifest_lock(void)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/.commprof-manifest", cp.dir);
+	for (;;) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -1;
+		struct stat held, now;
+		if (flock(fd, LOCK_EX) != 0 || fstat(fd, &held) != 0) {
+			close(fd);
+			return -1;
+		}
+		if (stat(path, &now) == 0 && now.st_dev == held.st_dev && now.st_ino == held.st_ino)
+			return fd;
+		close(fd);
+	}
+}
+
 /* write_manifest writes run.json (rank 0): the run as far as MPI knows it.
  * commprof record rewrites it after the launcher exits, adding what only
- * it knows (docs/mpi.md). */
+ * it knows (docs/mpi.md). Both hold the same lock while they write. */
 static void write_manifest(const char *status)
 {
 	char path[4200], tmp[4300];
 	snprintf(path, sizeof path, "%s/run.json", cp.dir);
 	snprintf(tmp, sizeof tmp, "%s/run.json.tmp%d", cp.dir, cp.pid);
+	int lk = manifest_lock();
+	if (lk < 0) {
+		cp_warn("locking %s: %s", path, strerror(errno));
+		return;
+	}
 	FILE *f = fopen(tmp, "w");
 	if (f == NULL) {
 		cp_warn("writing %s: %s", path, strerror(errno));
+		close(lk);
 		return;
 	}
 	int64_t uncertainty = 0;
@@ -293,6 +328,7 @@ static void write_manifest(const char *status)
 		cp_warn("writing %s: %s", path, strerror(errno));
 		unlink(tmp);
 	}
+	close(lk);
 }
 
 /* command returns the recorded command line as a JSON array:

@@ -8,6 +8,7 @@
  */
 #include "cp.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +17,7 @@
  * -fvisibility=hidden; MPICH's mpi.h does not mark them itself). */
 #pragma GCC visibility push(default)
 
-/* ON: recording. LIVE: recording or paused by MPI_Pcontrol(0), when the
- * library still follows the communicators and datatypes a program makes. */
-#define ON() __builtin_expect(atomic_load_explicit(&cp.on, memory_order_relaxed) == 1, 1)
-#define LIVE() (atomic_load_explicit(&cp.on, memory_order_relaxed) != 0)
-
 /* ---- collectives ---- */
-
-struct call {
-	int64_t start, seq;
-	const struct cp_comm *c;
-};
 
 static inline int64_t next_seq(struct cp_comm *c)
 {
@@ -39,7 +30,7 @@ static inline int64_t next_seq(struct cp_comm *c)
 	return s;
 }
 
-static inline struct cp_comm *begin(struct call *k, MPI_Comm comm)
+static inline struct cp_comm *begin(struct cp_call *k, MPI_Comm comm)
 {
 	struct cp_comm *c = cp_comm(comm);
 	k->c = c;
@@ -47,7 +38,9 @@ static inline struct cp_comm *begin(struct call *k, MPI_Comm comm)
 	return c;
 }
 
-static inline struct cp_event coll_event(const struct call *k, int name, int64_t bytes, int32_t dtype, int root)
+const struct cp_comm *cp_begin(struct cp_call *k, MPI_Comm comm) { return begin(k, comm); }
+
+static inline struct cp_event coll_event(const struct cp_call *k, int name, int64_t bytes, int32_t dtype, int root)
 {
 	struct cp_event e = {.start = k->start, .bytes = bytes, .seq = k->seq, .peer = -1,
 			     .root = root < 0 ? -1 : cp_world_rank(k->c, root), .name = name,
@@ -56,7 +49,7 @@ static inline struct cp_event coll_event(const struct call *k, int name, int64_t
 }
 
 /* done records a blocking collective that returned at end. */
-static inline void done(const struct call *k, int64_t end, int rc, int name, int64_t bytes, int32_t dtype, int root)
+static inline void done(const struct cp_call *k, int64_t end, int rc, int name, int64_t bytes, int32_t dtype, int root)
 {
 	if (rc != MPI_SUCCESS)
 		return;
@@ -66,13 +59,18 @@ static inline void done(const struct call *k, int64_t end, int rc, int name, int
 }
 
 /* started remembers a non-blocking collective until its completion. */
-static inline void started(const struct call *k, int rc, const MPI_Request *req, int name, int64_t bytes, int32_t dtype,
+static inline void started(const struct cp_call *k, int rc, MPI_Request req, int name, int64_t bytes, int32_t dtype,
 			   int root)
 {
 	if (rc != MPI_SUCCESS)
 		return;
 	struct cp_req q = {.ev = coll_event(k, name, bytes, dtype, root), .c = k->c};
-	cp_req_add(*req, &q);
+	cp_req_add(req, &q);
+}
+
+void cp_started(const struct cp_call *k, int rc, MPI_Request req, int name, int64_t bytes, int32_t dtype, int root)
+{
+	started(k, rc, req, name, bytes, dtype, root);
 }
 
 static inline int64_t sum(const int *counts, int n)
@@ -97,7 +95,7 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 	{                                                                                         \
 		if (!ON())                                                                        \
 			return PMPI_##NAME ARGS;                                                  \
-		struct call k;                                                                    \
+		struct cp_call k;                                                                 \
 		const struct cp_comm *c = begin(&k, COMM);                                        \
 		if (c == NULL)                                                                    \
 			return PMPI_##NAME ARGS;                                                  \
@@ -116,7 +114,7 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 	{                                                                                         \
 		if (!ON())                                                                        \
 			return PMPI_##NAME ARGS;                                                  \
-		struct call k;                                                                    \
+		struct cp_call k;                                                                 \
 		const struct cp_comm *c = begin(&k, COMM);                                        \
 		if (c == NULL)                                                                    \
 			return PMPI_##NAME ARGS;                                                  \
@@ -126,7 +124,7 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 		BODY;                                                                             \
 		k.start = cp_now();                                                               \
 		int rc = PMPI_##NAME ARGS;                                                        \
-		started(&k, rc, req, IN, bytes, t.id, ROOT);                                      \
+		started(&k, rc, *req, IN, bytes, t.id, ROOT);                                     \
 		return rc;                                                                        \
 	}
 
@@ -392,6 +390,85 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
 	return rc;
 }
 
+/* Matched probes and receives (mpi4py's comm.recv() is MPI_Mprobe, then
+ * MPI_Mrecv). The receive is recorded from the probe's start, when the
+ * program began to wait for the message, to the receive's end; the
+ * probe remembers its communicator for the receive. A receive of a
+ * message probed while the library was not recording is not recorded. */
+static void probed(int rc, int64_t start, const MPI_Message *msg, MPI_Comm comm)
+{
+	if (rc != MPI_SUCCESS || *msg == MPI_MESSAGE_NULL || *msg == MPI_MESSAGE_NO_PROC)
+		return;
+	const struct cp_comm *c = cp_comm(comm);
+	struct cp_req q = {.ev = p2p_event(K_RECV, start, 0, 0, c, MPI_ANY_SOURCE, MPI_ANY_TAG), .c = c};
+	cp_msg_add(*msg, &q);
+}
+
+int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *st)
+{
+	if (!ON() || src == MPI_PROC_NULL)
+		return PMPI_Mprobe(src, tag, comm, msg, st);
+	int64_t start = cp_now();
+	int rc = PMPI_Mprobe(src, tag, comm, msg, st);
+	probed(rc, start, msg, comm);
+	return rc;
+}
+
+int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *msg, MPI_Status *st)
+{
+	if (!ON() || src == MPI_PROC_NULL)
+		return PMPI_Improbe(src, tag, comm, flag, msg, st);
+	int64_t start = cp_now();
+	int rc = PMPI_Improbe(src, tag, comm, flag, msg, st);
+	if (rc == MPI_SUCCESS && *flag)
+		probed(rc, start, msg, comm);
+	return rc;
+}
+
+int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Status *st)
+{
+	if (!LIVE())
+		return PMPI_Mrecv(buf, count, dt, msg, st);
+	int on = ON();
+	MPI_Status mine;
+	if (st == MPI_STATUS_IGNORE)
+		st = &mine;
+	MPI_Message h = *msg;
+	struct cp_type t = cp_type(dt);
+	int rc = PMPI_Mrecv(buf, count, dt, msg, st);
+	int64_t end = cp_now();
+	struct cp_req q;
+	if (cp_msg_take(h, &q)) {
+		struct cp_event *e = &q.ev;
+		e->bytes = (int64_t)count * t.size;
+		e->dtype = t.id;
+		e->dur = end - e->start;
+		if (on && rc == MPI_SUCCESS && received(e, q.c, st))
+			cp_record(e);
+		cp_comm_unref(q.c);
+	}
+	return rc;
+}
+
+int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Request *req)
+{
+	if (!LIVE())
+		return PMPI_Imrecv(buf, count, dt, msg, req);
+	int on = ON();
+	MPI_Message h = *msg;
+	struct cp_type t = cp_type(dt);
+	int rc = PMPI_Imrecv(buf, count, dt, msg, req);
+	struct cp_req q;
+	if (cp_msg_take(h, &q)) {
+		q.ev.bytes = (int64_t)count * t.size;
+		q.ev.dtype = t.id;
+		if (on && rc == MPI_SUCCESS)
+			cp_req_add(*req, &q);
+		cp_comm_unref(q.c);
+	}
+	return rc;
+}
+
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
 		 MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st)
 {
@@ -452,28 +529,45 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int st
 
 /* ---- completions ---- */
 
+static void created(const struct cp_comm *parent, const char *op, int32_t n, MPI_Comm nc, int color);
+enum { SUFFIX_LOWEST = -2, SUFFIX_NONE = -3 };
+
 /* complete records what a request started, now that a completion call
  * that began at wait_start saw it end at end: the operation's event and
- * the program's wait for it. */
+ * the program's wait for it, which began at the first MPI_Test... that
+ * found it unfinished if one did. It drops the request's reference to
+ * its communicator. */
 static void complete(struct cp_req *q, const MPI_Status *st, int64_t wait_start, int64_t end)
 {
 	struct cp_event *e = &q->ev;
+	int keep = 1;
 	if (e->kind == K_RECV) {
-		if (!received(e, q->c, st))
-			return;
+		keep = received(e, q->c, st);
 	} else if (e->kind == K_SEND) {
 		int flag = 0;
 		PMPI_Test_cancelled(st, &flag);
-		if (flag)
-			return;
+		keep = !flag;
 	}
-	e->dur = end - e->start;
-	cp_record(e);
-	struct cp_event w = *e;
-	w.kind = K_WAIT;
-	w.start = wait_start;
-	w.dur = end - wait_start;
-	cp_record(&w);
+	if (keep) {
+		e->dur = end - e->start;
+		cp_record(e);
+		struct cp_event w = *e;
+		w.kind = K_WAIT;
+		w.start = q->tested && q->tested < wait_start ? q->tested : wait_start;
+		w.dur = end - w.start;
+		cp_record(&w);
+	}
+	if (q->makes)
+		created(q->c, "dup", q->made_n, q->made, SUFFIX_NONE);
+	cp_comm_unref(q->c);
+}
+
+/* tested notes that a test call at t found the requests h[0..n) that
+ * are not MPI_REQUEST_NULL in reqs unfinished. */
+static void tested(int n, const MPI_Request *h, int64_t t)
+{
+	for (int i = 0; i < n; i++)
+		cp_req_tested(h[i], t);
 }
 
 /* Scratch space for the completion calls over arrays: the handles as
@@ -537,7 +631,8 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 		struct cp_req q;
 		if (cp_req_take(h, &q))
 			complete(&q, st, start, end);
-	}
+	} else if (rc == MPI_SUCCESS)
+		cp_req_tested(h, start);
 	return rc;
 }
 
@@ -578,6 +673,8 @@ int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
 	int rc = PMPI_Testall(n, reqs, flag, st);
 	if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && *flag)
 		completed_all(n, scratch.req, reqs, st, start, cp_now());
+	else if (rc == MPI_SUCCESS)
+		tested(n, scratch.req, start);
 	return rc;
 }
 
@@ -611,6 +708,8 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
 	struct cp_req q;
 	if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED && cp_req_take(scratch.req[*index], &q))
 		complete(&q, st, start, cp_now());
+	else if (rc == MPI_SUCCESS && !*flag)
+		tested(n, scratch.req, start);
 	return rc;
 }
 
@@ -647,6 +746,8 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[
 	int rc = PMPI_Testsome(n, reqs, out, idx, st);
 	if (rc == MPI_SUCCESS && *out != MPI_UNDEFINED && *out > 0)
 		completed_some(*out, idx, st, start, cp_now());
+	else if (rc == MPI_SUCCESS && *out == 0)
+		tested(n, scratch.req, start);
 	return rc;
 }
 
@@ -658,9 +759,12 @@ int MPI_Request_free(MPI_Request *req)
 	int rc = PMPI_Request_free(req);
 	struct cp_req q;
 	/* Its completion will not be seen: a send is recorded until here. */
-	if (rc == MPI_SUCCESS && cp_req_take(h, &q) && q.ev.kind == K_SEND) {
-		q.ev.dur = cp_now() - q.ev.start;
-		cp_record(&q.ev);
+	if (rc == MPI_SUCCESS && cp_req_take(h, &q)) {
+		if (q.ev.kind == K_SEND) {
+			q.ev.dur = cp_now() - q.ev.start;
+			cp_record(&q.ev);
+		}
+		cp_comm_unref(q.c);
 	}
 	return rc;
 }
@@ -672,22 +776,27 @@ int MPI_Request_free(MPI_Request *req)
  * color (color >= 0), or ":" and the lowest world rank in it where one
  * call makes several communicators (SUFFIX_LOWEST). It records the
  * mpi.comm mark that says this rank belongs to it. */
-enum { SUFFIX_LOWEST = -2, SUFFIX_NONE = -3 };
+/* named registers nc under name (and its lowest world rank, if lowest)
+ * and, for an intracommunicator, records the mpi.comm mark. */
+static void named(MPI_Comm nc, const char *name, int lowest)
+{
+	struct cp_comm *d = cp_comm_add(nc, name, lowest);
+	if (d == NULL || d->inter)
+		return;
+	struct cp_event e = {.start = cp_now(), .seq = d->rank, .value = d->size, .peer = -1, .root = -1,
+			     .name = N_MARK_COMM, .comm = d->id, .kind = K_MARK};
+	cp_record(&e);
+}
 
 static void created(const struct cp_comm *parent, const char *op, int32_t n, MPI_Comm nc, int color)
 {
 	if (nc == MPI_COMM_NULL)
 		return;
-	char name[512];
+	char name[CP_NAME_MAX + 64];
 	int w = snprintf(name, sizeof name, "%s/%s%d", parent ? parent->name : "unknown", op, n);
 	if (w >= 0 && (size_t)w < sizeof name && color >= 0)
 		snprintf(name + w, sizeof name - (size_t)w, ":%d", color);
-	struct cp_comm *d = cp_comm_add(nc, name, color == SUFFIX_LOWEST);
-	if (d == NULL)
-		return;
-	struct cp_event e = {.start = cp_now(), .seq = d->rank, .value = d->size, .peer = -1, .root = -1,
-			     .name = N_MARK_COMM, .comm = d->id, .kind = K_MARK};
-	cp_record(&e);
+	named(nc, name, color == SUFFIX_LOWEST);
 }
 
 static inline int32_t next_child(struct cp_comm *c)
@@ -702,7 +811,7 @@ static inline int32_t next_child(struct cp_comm *c)
 	{                                                                    \
 		if (!LIVE())                                                 \
 			return PMPI_##NAME ARGS;                             \
-		struct call k;                                               \
+		struct cp_call k;                                            \
 		int on = ON();                                               \
 		struct cp_comm *c = begin(&k, comm);                         \
 		int32_t n = next_child(c);                                   \
@@ -751,6 +860,127 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *nc)
 	int rc = PMPI_Comm_create_group(comm, group, tag, nc);
 	if (rc == MPI_SUCCESS)
 		created(cp_comm(comm), "group", tag, *nc, SUFFIX_LOWEST);
+	return rc;
+}
+
+/* MPI_Comm_idup is collective over its parent when it is called, like
+ * MPI_Comm_dup, but its communicator exists only once the request
+ * completes: it is named at the call (PARENT/dupN, N counting alike with
+ * the blocking calls) and registered at its completion. */
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *nc, MPI_Request *req)
+{
+	if (!ON())
+		return PMPI_Comm_idup(comm, nc, req);
+	struct cp_call k;
+	struct cp_comm *c = begin(&k, comm);
+	int32_t n = next_child(c);
+	k.start = cp_now();
+	int rc = PMPI_Comm_idup(comm, nc, req);
+	if (rc == MPI_SUCCESS) {
+		struct cp_req q = {.ev = coll_event(&k, N_COMM_DUP, 0, 0, -1), .c = c, .makes = 1, .made = *nc,
+				   .made_n = n};
+		cp_req_add(*req, &q);
+	}
+	return rc;
+}
+
+/* intercomm_names counts the intercommunicators made between two groups,
+ * by a hash of the groups' members. */
+static struct {
+	pthread_mutex_t mu;
+	uint64_t hash[256];
+	int32_t n[256];
+	int len;
+} inters = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* name_inter names an intercommunicator alike in both of its groups:
+ * "inter:A-B.HASH.N", A and B the groups' lowest world ranks (the lower
+ * first), HASH a hash of their members and N how many intercommunicators
+ * this rank saw made between the same two groups before. */
+static void name_inter(MPI_Comm nc)
+{
+	int ln = 0, rn = 0;
+	MPI_Group lg, rg;
+	PMPI_Comm_size(nc, &ln);
+	PMPI_Comm_remote_size(nc, &rn);
+	int *w = malloc(sizeof(int) * (size_t)(ln + rn + 1));
+	if (w == NULL)
+		return;
+	PMPI_Comm_group(nc, &lg);
+	PMPI_Comm_remote_group(nc, &rg);
+	cp_group_world(lg, ln, w);
+	cp_group_world(rg, rn, w + ln);
+	PMPI_Group_free(&lg);
+	PMPI_Group_free(&rg);
+	int low[2] = {-1, -1};
+	for (int i = 0; i < ln + rn; i++) {
+		int g = i >= ln;
+		if (w[i] >= 0 && (low[g] < 0 || w[i] < low[g]))
+			low[g] = w[i];
+	}
+	/* The group with the lower lowest rank first, on both sides. */
+	int first = low[1] >= 0 && (low[0] < 0 || low[1] < low[0]);
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (int g = 0; g < 2; g++) {
+		int which = g ^ first;
+		int from = which ? ln : 0, to = which ? ln + rn : ln;
+		for (int i = from; i < to; i++)
+			for (int b = 0; b < 4; b++)
+				h = (h ^ ((unsigned)w[i] >> (8 * b) & 0xff)) * 0x100000001b3ull;
+		h = (h ^ 0xff) * 0x100000001b3ull;
+	}
+	free(w);
+	pthread_mutex_lock(&inters.mu);
+	int32_t n = 0;
+	int i = 0;
+	while (i < inters.len && inters.hash[i] != h)
+		i++;
+	if (i < inters.len)
+		n = ++inters.n[i];
+	else if (inters.len < 256) {
+		inters.hash[inters.len] = h;
+		inters.n[inters.len++] = 0;
+	}
+	pthread_mutex_unlock(&inters.mu);
+	char name[96];
+	snprintf(name, sizeof name, "inter:%d-%d.%08x.%d", low[first], low[!first], (unsigned)(h >> 32), n);
+	named(nc, name, 0);
+}
+
+/* MPI_Intercomm_create is collective over each group's local
+ * communicator: recorded as a collective there. */
+int MPI_Intercomm_create(MPI_Comm local, int lleader, MPI_Comm peer, int rleader, int tag, MPI_Comm *nc)
+{
+	if (!LIVE())
+		return PMPI_Intercomm_create(local, lleader, peer, rleader, tag, nc);
+	struct cp_call k;
+	int on = ON();
+	begin(&k, local);
+	k.start = cp_now();
+	int rc = PMPI_Intercomm_create(local, lleader, peer, rleader, tag, nc);
+	if (on)
+		done(&k, cp_now(), rc, N_INTERCOMM_CREATE, 0, 0, -1);
+	if (rc == MPI_SUCCESS && *nc != MPI_COMM_NULL)
+		name_inter(*nc);
+	return rc;
+}
+
+/* MPI_Intercomm_merge is collective over the intercommunicator, whose
+ * name both groups share: PARENT/mergeN. */
+int MPI_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm *nc)
+{
+	if (!LIVE())
+		return PMPI_Intercomm_merge(inter, high, nc);
+	struct cp_call k;
+	int on = ON();
+	struct cp_comm *c = begin(&k, inter);
+	int32_t n = next_child(c);
+	k.start = cp_now();
+	int rc = PMPI_Intercomm_merge(inter, high, nc);
+	if (on)
+		done(&k, cp_now(), rc, N_INTERCOMM_MERGE, 0, 0, -1);
+	if (rc == MPI_SUCCESS)
+		created(c, "merge", n, *nc, SUFFIX_NONE);
 	return rc;
 }
 
@@ -840,6 +1070,21 @@ int MPI_Abort(MPI_Comm comm, int code)
 {
 	cp_abort(code);
 	return PMPI_Abort(comm, code);
+}
+
+/* commprof_pmpi_debug_memory is for tests: it writes what was recorded
+ * so far, then puts in out what the library holds for the program's
+ * communicators and datatypes (struct cp_memory's fields, in order). It
+ * returns -1 when the library does not record. */
+int commprof_pmpi_debug_memory(long long out[4])
+{
+	if (!LIVE())
+		return -1;
+	cp_buf_flush();
+	struct cp_memory m;
+	cp_tables_memory(&m);
+	out[0] = m.comms, out[1] = m.comm_bytes, out[2] = m.table_slots, out[3] = m.dict_strings;
+	return 0;
 }
 
 #pragma GCC visibility pop

@@ -171,6 +171,33 @@ int main(int argc, char **argv)
 	}
 	MPI_Alltoallw(a, sc, sd, st, b, rc, rd, rt, MPI_COMM_WORLD);
 
+	/* 15: a broadcast its other ranks poll with MPI_Test from before its
+	 * root starts it: the root starts it once each has tested it once
+	 * and said so (tag 50). Their wait begins at that first test. */
+	int token = rank, got;
+	MPI_Request bq;
+	if (rank == 0) {
+		for (int k = 1; k < size; k++)
+			MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 50, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		MPI_Ibcast(&token, 1, MPI_INT, 0, MPI_COMM_WORLD, &bq);
+		MPI_Wait(&bq, MPI_STATUS_IGNORE);
+	} else {
+		int flag = 0;
+		MPI_Ibcast(&token, 1, MPI_INT, 0, MPI_COMM_WORLD, &bq);
+		MPI_Test(&bq, &flag, MPI_STATUS_IGNORE);
+		if (flag) {
+			fprintf(stderr, "calls: a broadcast completed before its root started it\n");
+			return 1;
+		}
+		MPI_Send(&token, 1, MPI_INT, 0, 50, MPI_COMM_WORLD);
+		while (!flag)
+			MPI_Test(&bq, &flag, MPI_STATUS_IGNORE);
+	}
+	if (token != 0) {
+		fprintf(stderr, "calls: the broadcast brought %d\n", token);
+		return 1;
+	}
+
 	MPI_Finalize();
 	return 0;
 }

@@ -86,3 +86,51 @@ dup.Barrier()
 dup.Free()
 sub.Free()
 w.Barrier()
+
+# Every other non-blocking collective (24-36), each on buffers of its own,
+# completed by one Waitall in the order they started.
+sc = [k + 1 for k in range(n)]
+nb = [
+    w.Ireduce(np.arange(10, dtype=np.int32), np.empty(10, dtype=np.int32), root=2),
+    w.Iallgatherv(np.ones(r + 1), [np.empty(sum(counts)), counts, displs, MPI.DOUBLE]),
+    w.Igather(np.arange(4, dtype=np.int64), np.empty(4 * n, dtype=np.int64) if r == 0 else None, root=0),
+    w.Igatherv(np.ones(r + 1), [np.empty(sum(counts)), counts, displs, MPI.DOUBLE] if r == 0 else None, root=0),
+    w.Iscatter(np.ones(3 * n, dtype=np.float32) if r == 1 else None, np.empty(3, dtype=np.float32), root=1),
+    w.Iscatterv([np.ones(sum(counts)), counts, displs, MPI.DOUBLE] if r == 1 else None, np.empty(r + 1), root=1),
+    w.Ireduce_scatter_block(np.ones(5 * n), np.empty(5)),
+    w.Ireduce_scatter(np.ones(sum(counts)), np.empty(r + 1), recvcounts=counts),
+    w.Ialltoall(np.ones(2 * n, dtype=np.int32), np.empty(2 * n, dtype=np.int32)),
+    w.Ialltoallv([np.ones(sum(counts)), counts, displs, MPI.DOUBLE],
+                 [np.empty((r + 1) * n), [r + 1] * n, [(r + 1) * k for k in range(n)], MPI.DOUBLE]),
+    w.Ialltoallw([np.zeros(n), [1 if k % 2 == 0 else 2 for k in range(n)], [8 * k for k in range(n)], stypes],
+                 [np.zeros(n), [1 if r % 2 == 0 else 2] * n, [8 * k for k in range(n)], [stypes[r]] * n]),
+    w.Iscan(np.ones(7), np.empty(7)),
+    w.Iexscan(np.ones(7), np.empty(7)),
+]
+MPI.Request.Waitall(nb)
+
+# The pickle API (lowercase), as mpi4py 3.1 makes it of MPI calls: send
+# is MPI_Send of the pickle; recv is MPI_Mprobe, then MPI_Mrecv; sendrecv
+# is MPI_Isend, the recv, MPI_Wait; bcast is two MPI_Bcast (the pickle's
+# length, then the pickle; 37, 38); allreduce reduces point to point on a
+# duplicate of the communicator, made at its first use (MPI_Comm_dup, 39),
+# and broadcasts there; Message.irecv of what improbe matched is
+# MPI_Imrecv. A payload pickles to the same length on every rank, as does
+# every small int.
+payload = bytes([r]) * 100
+if r == 0:
+    print("pickled", len(MPI.pickle.dumps(payload)), len(MPI.pickle.dumps(n * (n + 1) // 2)), flush=True)
+    w.send(payload, dest=1, tag=41)
+elif r == 1:
+    assert w.recv(source=0, tag=41) == bytes([0]) * 100
+assert w.sendrecv(payload, dest=right, sendtag=42, source=left, recvtag=42) == bytes([left]) * 100
+assert w.bcast(payload if r == 0 else None, root=0) == bytes([0]) * 100
+assert w.allreduce(r + 1) == n * (n + 1) // 2
+if r == 0:
+    w.send(payload, dest=2, tag=43)
+elif r == 2:
+    m = None
+    while m is None:
+        m = w.improbe(source=0, tag=43)
+    assert m.irecv().wait() == bytes([0]) * 100
+w.Barrier()
