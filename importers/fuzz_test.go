@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,7 +73,7 @@ func FuzzKineto(f *testing.F) {
 }
 
 func FuzzNCCLLog(f *testing.F) {
-	fuzzImport(f, NCCLLog, "testdata/nccl_debug.log", "testdata/nccl_debug_timestamps.log")
+	fuzzImport(f, NCCLLog, "testdata/nccl_debug.log", "testdata/nccl_debug_timestamps.log", "testdata/nccl_grouped.log")
 }
 
 func FuzzInspector(f *testing.F) {
@@ -80,13 +81,16 @@ func FuzzInspector(f *testing.F) {
 }
 
 func FuzzNCCLTests(f *testing.F) {
-	fuzzImport(f, NCCLTests, "testdata/nccl_tests_all_gather.txt", "testdata/nccl_tests_2ranks.txt")
+	fuzzImport(f, NCCLTests, "testdata/nccl_tests_all_gather.txt", "testdata/nccl_tests_2ranks.txt", "testdata/nccl_tests_all_reduce_ring.txt")
 }
 
-// FuzzDetect: detection never panics, and what it names a format that
-// format's importer at least starts on (it may still find no events).
+// FuzzDetect: detection never panics, always names a format or says why
+// not, and reads a gzipped file by its content: DetectFile (which undoes
+// gzip) names the format Detect names for the decompressed bytes, and for
+// any other file the format Detect names for the bytes themselves.
 func FuzzDetect(f *testing.F) {
-	for _, s := range []string{"testdata/horovod_old.json", "testdata/kineto_old.json", "testdata/nccl_debug.log", "testdata/nccl_tests_2ranks.txt"} {
+	for _, s := range []string{"testdata/horovod_old.json", "testdata/kineto_old.json", "testdata/nccl_debug.log", "testdata/nccl_tests_2ranks.txt",
+		"testdata/inspector_2procs/gpu-node-7-pid1001.log"} {
 		b, err := os.ReadFile(s)
 		if err != nil {
 			f.Fatal(err)
@@ -97,11 +101,32 @@ func FuzzDetect(f *testing.F) {
 		w.Write(b)
 		w.Close()
 		f.Add(gz.Bytes())
+		f.Add(gz.Bytes()[:gz.Len()/2]) // a gzip stream cut short
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		format, why := Detect(data)
 		if format == "" && why == "" {
 			t.Fatal("no format and no reason")
+		}
+		path := filepath.Join(t.TempDir(), "input")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := DetectFile(path)
+		content := data
+		if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
+			zr, zerr := gzip.NewReader(bytes.NewReader(data))
+			if zerr != nil {
+				if err == nil {
+					t.Fatalf("a gzip header gzip rejects (%v) detected as %q", zerr, got)
+				}
+				return
+			}
+			content, _ = io.ReadAll(io.LimitReader(zr, sniffBytes))
+		}
+		want, _ := Detect(content)
+		if got != want || (err == nil) != (want != "") {
+			t.Fatalf("DetectFile: %q (%v); Detect of the content: %q", got, err, want)
 		}
 	})
 }

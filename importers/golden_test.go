@@ -22,6 +22,9 @@ func describe(res *Result, run *trace.Run) string {
 		fmt.Fprintf(&b, "error %s\n", m.Error)
 	}
 	fmt.Fprintf(&b, "tool %s\n", m.Source.Tool)
+	if m.Source.Untimed || m.Source.NoDurations || m.Source.PartialRanks {
+		fmt.Fprintf(&b, "untimed %v no_durations %v partial_ranks %v\n", m.Source.Untimed, m.Source.NoDurations, m.Source.PartialRanks)
+	}
 	if !m.Start.IsZero() {
 		fmt.Fprintf(&b, "start %s\n", m.Start.Format("2006-01-02T15:04:05.000000Z07:00"))
 	}
@@ -68,9 +71,11 @@ func TestImportGolden(t *testing.T) {
 		{"kineto_old", Options{}, []string{"testdata/kineto_old.json"}},
 		{"nccl_debug", Options{}, []string{"testdata/nccl_debug.log"}},
 		{"nccl_debug_timestamps", Options{}, []string{"testdata/nccl_debug_timestamps.log"}},
+		{"nccl_grouped", Options{}, []string{"testdata/nccl_grouped.log"}},
 		{"inspector_2procs", Options{}, []string{"testdata/inspector_2procs"}},
 		{"nccl_tests_all_gather", Options{}, []string{"testdata/nccl_tests_all_gather.txt"}},
 		{"nccl_tests_2ranks", Options{Op: "allreduce"}, []string{"testdata/nccl_tests_2ranks.txt"}},
+		{"nccl_tests_all_reduce_ring", Options{}, []string{"testdata/nccl_tests_all_reduce_ring.txt"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, run := importRun(t, tc.opt, tc.paths...)

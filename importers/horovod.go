@@ -566,6 +566,8 @@ func (h *horovod) finish(c *chromeReader) error {
 	}
 	r.missingf("completion on ranks other than 0: the timeline is written by rank 0, so every rank's collective ends when rank 0's operation ends")
 	if untick := h.calls - h.ticked; untick > 0 {
+		r.partialRanks = true
+		r.missingf("per-rank communication and waiting over the whole run: ranks other than 0 hold only the %d collectives whose negotiation names them, so per-rank figures cover those calls, and how much of the run the ranks spent communicating is unknown", h.ticked)
 		r.missingf("per-rank readiness for %d of %d collectives: Horovod writes ticks only for negotiations not answered from its response cache; those collectives have rank 0's event alone, from the start of its operation, and their negotiation span (horovod/negotiate_*) bounds the arrival skew without naming the last rank", untick, h.calls)
 	}
 	if h.partial > 0 {

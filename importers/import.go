@@ -80,6 +80,13 @@ type run struct {
 	metrics map[string]float64
 	missing []string
 	skipped map[string]int64
+
+	// untimed: the events are placed in order, not in time; noDurations:
+	// their starts are times, their durations are not; partialRanks: some
+	// ranks hold only part of the calls (Source.Untimed, NoDurations,
+	// PartialRanks).
+	untimed, noDurations, partialRanks bool
+
 	// cut lists inputs that ended early, in words.
 	cut     []string
 	ranks   map[int]trace.RankInfo // by spool id: the final facts
@@ -238,7 +245,7 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 		WorldSize: r.world, Launcher: "import", Command: opt.Command, Config: r.config, Metrics: r.metrics,
 		Codec: opt.Codec, Start: r.start, Status: trace.StatusComplete, Clock: r.clock, Ranks: entries,
 		Source: &trace.Source{Format: format, Tool: r.tool, Files: files, CollectiveMessages: false, ToolPhases: r.phases,
-			Missing: r.missing, Skipped: r.skipped},
+			Untimed: r.untimed, NoDurations: r.noDurations, PartialRanks: r.partialRanks, Missing: r.missing, Skipped: r.skipped},
 	}
 	if m.WorldSize < len(entries) {
 		m.WorldSize = len(entries)
@@ -260,7 +267,7 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 		m.Status = trace.StatusInterrupted
 		m.Error = "the import was interrupted; the run holds the events read before"
 	}
-	if err := rundir.Update(opt.Out, func(*trace.Manifest) (*trace.Manifest, error) { return m, nil }); err != nil {
+	if err := rundir.Finish(opt.Out, func(*trace.Manifest) (*trace.Manifest, error) { return m, nil }); err != nil {
 		return nil, err
 	}
 	res := &Result{Format: format, Dir: opt.Out, Files: files, Manifest: m, Ranks: len(entries), Events: s.events,

@@ -2,11 +2,13 @@ package importers
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -385,7 +387,7 @@ func TestImportNCCLLog(t *testing.T) {
 			}
 			wantSkipped := map[string]int64{
 				"NCCL lines cut or overwritten by another process's (not read)":        2,
-				"per-call lines repeated for one opCount (the first is kept)":          1,
+				"per-call lines repeated byte for byte (the first is kept)":            1,
 				"calls seen only in their NCCL CALL line: their per-call line is lost": 1,
 			}
 			if fmt.Sprint(m.Source.Skipped) != fmt.Sprint(wantSkipped) {
@@ -627,5 +629,259 @@ func TestImportMicros(t *testing.T) {
 		if _, ok := micros(json.Number(bad)); ok {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// TestImportNCCLLogGroups: calls launched in one group share their
+// opCount (NCCL 2.12 and later); each is a call of its own, numbered
+// within the group so that seq stays unique and matches across ranks, and
+// only a line repeated byte for byte is a repeat.
+func TestImportNCCLLogGroups(t *testing.T) {
+	res, run := importRun(t, Options{}, "testdata/nccl_grouped.log")
+	m := res.Manifest
+	if m.Source.Skipped["per-call lines repeated byte for byte (the first is kept)"] != 1 {
+		t.Errorf("skipped %v, want the one repeated line", m.Source.Skipped)
+	}
+	// opCount 2 holds three allreduces on each rank: seq 20, 21, 22 (the
+	// largest group has three collectives, so seq = opCount × 10 + index).
+	want := map[int64]struct {
+		name  string
+		bytes int64
+		dtype string
+	}{0: {"broadcast", 4096 * 4, "float32"}, 20: {"allreduce", 1000 * 4, "float32"}, 21: {"allreduce", 250000 * 4, "float32"},
+		22: {"allreduce", 64 * 8, "float64"}, 30: {"allreduce", 1000 * 4, "float32"}}
+	for rank := range 2 {
+		got := map[int64]trace.Event{}
+		var sends, recvs []trace.Event
+		for _, e := range rankEvents(run, rank) {
+			switch e.Kind {
+			case trace.KindSend:
+				sends = append(sends, e)
+			case trace.KindRecv:
+				recvs = append(recvs, e)
+			case trace.KindCollective:
+				if _, dup := got[e.Seq]; dup {
+					t.Errorf("rank %d: two calls with seq %d", rank, e.Seq)
+				}
+				got[e.Seq] = e
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("rank %d: collectives %v, want seqs of %v", rank, got, want)
+		}
+		for seq, w := range want {
+			e, ok := got[seq]
+			if !ok || e.Name != w.name || e.Bytes != w.bytes || e.DType != w.dtype || e.Comm != "world" {
+				t.Errorf("rank %d seq %d: %+v, want %+v", rank, seq, e, w)
+			}
+		}
+		// The grouped Send and Recv are both there, with the other rank.
+		if len(sends) != 1 || len(recvs) != 1 || sends[0].Peer != int32(1-rank) || recvs[0].Peer != int32(1-rank) || sends[0].Bytes != 262144*4 {
+			t.Errorf("rank %d: sends %+v, recvs %+v", rank, sends, recvs)
+		}
+	}
+	said := false
+	for _, s := range m.Source.Missing {
+		said = said || strings.Contains(s, "opCount × 10 + its index")
+	}
+	if !said {
+		t.Errorf("missing %q does not say how grouped calls are numbered", m.Source.Missing)
+	}
+}
+
+// TestImportNCCLLogLosses: calls a process's log lost before its first
+// and after its last recovered opCount are found against the other ranks
+// of the communicator, as well as those lost in between.
+func TestImportNCCLLogLosses(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("h:1:1 [0] NCCL INFO ncclCommInitRank comm 0xa rank 0 nranks 2 cudaDev 0 busId 1 commId 0xc - Init COMPLETE\n")
+	b.WriteString("h:2:2 [1] NCCL INFO ncclCommInitRank comm 0xb rank 1 nranks 2 cudaDev 1 busId 2 commId 0xc - Init COMPLETE\n")
+	call := func(pid int, comm string, op int) {
+		fmt.Fprintf(&b, "h:%d:%d [%d] NCCL INFO AllReduce: opCount %x sendbuff 0x10 recvbuff 0x10 count 8 datatype 7 op 0 root 0 comm %s [nranks=2] stream 0x1\n", pid, pid, pid-1, op, comm)
+	}
+	for op := 2; op <= 20; op++ { // rank 0: 2..20 but 7
+		if op != 7 {
+			call(1, "0xa", op)
+		}
+	}
+	for op := 0; op <= 17; op++ { // rank 1: 0..17
+		call(2, "0xb", op)
+	}
+	path := filepath.Join(t.TempDir(), "nccl.log")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := importRun(t, Options{}, path)
+	for _, want := range []string{ // opCounts in hex, as NCCL prints them
+		"rank 0 (h:1) on world: the 2 calls before its first recovered opCount (2), which other ranks recorded from opCount 0",
+		"rank 1 (h:2) on world: the 3 calls after its last recovered opCount (11), which other ranks recorded up to opCount 14",
+		"1 calls between communicators' first and last recovered opCount",
+	} {
+		if !hasMissing(res.Manifest, want) {
+			t.Errorf("missing %q lacks %q", res.Manifest.Source.Missing, want)
+		}
+	}
+	if hasMissing(res.Manifest, "rank 0 (h:1) on world: the 0") || hasMissing(res.Manifest, "rank 1 (h:2) on world: the 2") {
+		t.Errorf("missing %q names losses that are not", res.Manifest.Source.Missing)
+	}
+}
+
+// TestImportCutGzip: a gzipped timeline cut between two events is cut,
+// not complete. The same bytes uncompressed read as an array left open
+// after a whole event, which older Horovod versions always write; but a
+// gzip stream that stops before its end proves the file was cut.
+func TestImportCutGzip(t *testing.T) {
+	b, err := os.ReadFile("testdata/horovod_timeline.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compress the timeline in pieces that end after an event's closing
+	// brace, flushing after each, so that a cut at a flush point ends the
+	// decompressed bytes exactly there.
+	var pieces []string
+	for rest := string(b); rest != ""; {
+		i := strings.Index(rest, "},")
+		if i < 0 {
+			pieces = append(pieces, rest)
+			break
+		}
+		pieces = append(pieces, rest[:i+1])
+		rest = rest[i+1:]
+	}
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	var flushed []int
+	for _, p := range pieces {
+		w.Write([]byte(p))
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		flushed = append(flushed, gz.Len())
+	}
+	w.Close()
+	dir := t.TempDir()
+	tried := 0
+	for k := 1; k < len(pieces); k++ { // cut after piece k: a whole event ends there
+		prefix := strings.Join(pieces[:k], "")
+		if k%3 != 0 {
+			continue // a third of the cuts will do
+		}
+		plain, cut := filepath.Join(dir, fmt.Sprintf("plain%d.json", k)), filepath.Join(dir, fmt.Sprintf("cut%d.json.gz", k))
+		if err := os.WriteFile(plain, []byte(prefix), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cut, gz.Bytes()[:flushed[k-1]], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tryImport(t, Options{}, plain); err != nil {
+			continue // before the first whole collective the prefix is no timeline
+		}
+		tried++
+		pres, prun := importRun(t, Options{}, plain)
+		gres, grun := importRun(t, Options{}, cut)
+		if pres.Manifest.Status != trace.StatusComplete {
+			t.Errorf("after %d events: the plain file, an open array after a whole event, is %s: %s", k, pres.Manifest.Status, pres.Manifest.Error)
+		}
+		if gres.Manifest.Status != trace.StatusInterrupted || !strings.Contains(gres.Manifest.Error, "gzip stream (cut)") {
+			t.Errorf("after %d events: the cut gzip stream is %s (%q), want interrupted by a cut", k, gres.Manifest.Status, gres.Manifest.Error)
+		}
+		if prun.NumEvents() != grun.NumEvents() || prun.NumEvents() == 0 {
+			t.Errorf("after %d events: %d events from the plain file, %d from the cut gzip", k, prun.NumEvents(), grun.NumEvents())
+		}
+	}
+	if tried < 2 {
+		t.Fatalf("only %d cuts between events tried", tried)
+	}
+}
+
+// TestImportKinetoRanksFromDistributedInfo: a rank is what the trace's
+// distributedInfo says, not what its file is called: rank0.json holding
+// rank 1's trace and rank1.json rank 0's import as the fixture does.
+func TestImportKinetoRanksFromDistributedInfo(t *testing.T) {
+	dir := t.TempDir()
+	r0, err := os.ReadFile("testdata/kineto_2ranks/rank0.pt.trace.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("testdata/kineto_2ranks/rank1.pt.trace.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(r1, []byte(`"rank": 1,`)) || !bytes.Contains(r0, []byte(`"rank": 0,`)) {
+		t.Fatal("the fixture's distributedInfo is not what this test expects")
+	}
+	for name, b := range map[string][]byte{"rank0.json": r1, "rank1.json": r0} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantRes, want := importRun(t, Options{}, "testdata/kineto_2ranks")
+	gotRes, got := importRun(t, Options{}, dir)
+	for r := range 2 {
+		we, ge := rankEvents(want, r), rankEvents(got, r)
+		if len(we) == 0 || !slices.Equal(we, ge) {
+			t.Errorf("rank %d: %d events from the swapped files, %d from the fixture", r, len(ge), len(we))
+		}
+		if wi, gi := wantRes.Manifest.Ranks[r], gotRes.Manifest.Ranks[r]; wi.PID != gi.PID || wi.Host != gi.Host {
+			t.Errorf("rank %d is pid %d on %q, want pid %d on %q", r, gi.PID, gi.Host, wi.PID, wi.Host)
+		}
+	}
+	if hasMissing(gotRes.Manifest, "name order") {
+		t.Errorf("ranks numbered by file name: %q", gotRes.Manifest.Source.Missing)
+	}
+}
+
+// TestImportGzippedText: every format reads gzipped input, detected by its
+// first bytes whatever the file's name, into the same run as the plain
+// file.
+func TestImportGzippedText(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		path string
+		opt  Options
+	}{
+		{"testdata/nccl_debug.log", Options{}},
+		{"testdata/nccl_debug_timestamps.log", Options{}},
+		{"testdata/nccl_grouped.log", Options{}},
+		{"testdata/nccl_tests_all_gather.txt", Options{}},
+		{"testdata/nccl_tests_2ranks.txt", Options{Op: "allreduce"}},
+		{"testdata/inspector_2procs/gpu-node-7-pid1001.log", Options{}},
+		{"testdata/horovod_timeline.json", Options{}},
+		{"testdata/kineto_old.json", Options{}},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			b, err := os.ReadFile(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gz bytes.Buffer
+			w := gzip.NewWriter(&gz)
+			w.Write(b)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// No .gz in the name: gzip is told from the content.
+			zpath := filepath.Join(dir, "z-"+filepath.Base(tc.path))
+			if err := os.WriteFile(zpath, gz.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pres, prun := importRun(t, tc.opt, tc.path)
+			zres, zrun := importRun(t, tc.opt, zpath)
+			if zres.Format != pres.Format || zres.InputBytes != int64(gz.Len()) {
+				t.Errorf("format %s, %d input bytes; want %s and %d", zres.Format, zres.InputBytes, pres.Format, gz.Len())
+			}
+			if p, z := describe(pres, prun), describe(zres, zrun); p != z {
+				t.Errorf("the gzipped file imports otherwise:\n%s\n---\n%s", z, p)
+			}
+		})
 	}
 }

@@ -78,11 +78,29 @@ func openInput(ctx context.Context, path string, progress func(file string, done
 		}
 		gz.Multistream(true)
 		in.gzip, in.gz = true, gz
-		in.r = bufio.NewReaderSize(gz, 1<<20)
+		in.r = bufio.NewReaderSize(gzipCut{gz}, 1<<20)
 	} else {
 		in.r = br
 	}
 	return in, nil
+}
+
+// errGzipCut is the end of a gzip stream before its end: the file was
+// cut. gzip says io.ErrUnexpectedEOF, which a JSON decoder would take for
+// its own (a value cut short, or an array left open after a whole event,
+// as older Horovod versions leave theirs): it must stay a cut.
+var errGzipCut = errors.New("the file ends in the middle of its gzip stream (cut)")
+
+// gzipCut reads a gzip stream, reporting a stream that stops short as
+// errGzipCut.
+type gzipCut struct{ r io.Reader }
+
+func (g gzipCut) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errGzipCut
+	}
+	return n, err
 }
 
 // peek returns up to n bytes of the decompressed content without
@@ -98,8 +116,8 @@ func readErr(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "the import was interrupted"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "the file ends in the middle of its gzip stream (cut)"
+	case errors.Is(err, errGzipCut):
+		return errGzipCut.Error()
 	case errors.Is(err, gzip.ErrChecksum):
 		return "the gzip checksum does not match (damaged)"
 	}

@@ -240,6 +240,8 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 			if c.op == "send" || c.op == "recv" {
 				e.Kind = map[string]trace.Kind{"send": trace.KindSend, "recv": trace.KindRecv}[c.op]
 				e.Name, e.Seq = "sendrecv", -1
+			} else {
+				e.Algo = trace.AlgoUnknown
 			}
 			byOp[e.Name]++
 			if err := sp.add(e); err != nil {
@@ -265,7 +267,14 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 	if gaps > 0 {
 		r.missingf("%d collectives whose coll_sn is skipped in the output: the plugin dumped no record for them", gaps)
 	}
-	r.missingf("dtype, algorithm and the messages inside each collective: not in Inspector's output")
+	var shapes []string
+	for _, o := range sortedKeys(byOp) {
+		if o != "sendrecv" {
+			shapes = append(shapes, standardShape(o))
+		}
+	}
+	r.missingf("algorithm: not in Inspector's output, so every collective's algo is %q; the alpha-beta model (predict, the report's model) assumes %s", trace.AlgoUnknown, strings.Join(shapes, ", "))
+	r.missingf("dtype and the messages inside each collective: not in Inspector's output")
 	r.missingf("compute and steps: not in Inspector's output")
 	var ops []string
 	for _, o := range sortedKeys(byOp) {

@@ -59,15 +59,20 @@ var ncclProtos = []string{"ll", "ll128", "simple"}
 type nlCall struct {
 	op      string
 	opCount int64
-	count   int64
-	dtype   int
-	redop   int
-	root    int
-	nranks  int
-	algo    string
-	ts      int64 // ns since the epoch, -1 unknown
-	tid     int64
-	paired  bool
+	// sub is the call's index among its communicator's calls of the same
+	// opCount and kind (collective or point-to-point), in the order
+	// written: NCCL 2.12 and later give every call launched in one group
+	// the group's opCount.
+	sub    int
+	count  int64
+	dtype  int
+	redop  int
+	root   int
+	nranks int
+	algo   string
+	ts     int64 // ns since the epoch, -1 unknown
+	tid    int64
+	paired bool
 }
 
 type nlComm struct {
@@ -76,8 +81,11 @@ type nlComm struct {
 	nranks int
 	id     string // commId, "" unknown
 	calls  []*nlCall
-	seen   map[int64]bool
-	name   string
+	seen   map[string]bool // per-call lines read, by thread and text
+	// group counts the calls read per opCount: [0] collectives, [1]
+	// point-to-point.
+	group map[int64]*[2]int
+	name  string
 }
 
 type nlProc struct {
@@ -318,10 +326,13 @@ func (l *ncclLog) proc(host string, pid int) *nlProc {
 	return p
 }
 
+// p2p reports whether c is a Send or Recv.
+func (c *nlCall) p2p() bool { return c.op == "send" || c.op == "recv" }
+
 func (p *nlProc) comm(ptr string) *nlComm {
 	c := p.comms[ptr]
 	if c == nil {
-		c = &nlComm{ptr: ptr, rank: -1, seen: map[int64]bool{}}
+		c = &nlComm{ptr: ptr, rank: -1, seen: map[string]bool{}, group: map[int64]*[2]int{}}
 		p.comms[ptr] = c
 	}
 	return c
@@ -342,12 +353,26 @@ func (l *ncclLog) call(p *nlProc, tid int64, m []string, ts int64) {
 	if cm.nranks == 0 {
 		cm.nranks = nranks
 	}
-	if cm.seen[opCount] {
+	// Only a line repeated byte for byte is a repeat: calls launched in
+	// one group share an opCount.
+	key := strconv.FormatInt(tid, 10) + " " + m[0]
+	if cm.seen[key] {
 		l.dups++
 		return
 	}
-	cm.seen[opCount] = true
+	cm.seen[key] = true
 	c := &nlCall{op: opName(m[1]), opCount: opCount, count: count, dtype: dtype, redop: redop, root: root, nranks: nranks, ts: ts, tid: tid}
+	g := cm.group[opCount]
+	if g == nil {
+		g = &[2]int{}
+		cm.group[opCount] = g
+	}
+	k := 0
+	if c.p2p() {
+		k = 1
+	}
+	c.sub = g[k]
+	g[k]++
 	if ts >= 0 {
 		l.withTS++
 	}
@@ -472,13 +497,18 @@ func (l *ncclLog) finish(s *sink) error {
 				}
 			}
 			agree, common := true, 0
+			type callKey struct {
+				opCount int64
+				p2p     bool
+				sub     int
+			}
 			for _, other := range k.ranks {
-				byOp := map[int64]*nlCall{}
+				byOp := map[callKey]*nlCall{}
 				for _, c := range other.calls {
-					byOp[c.opCount] = c
+					byOp[callKey{c.opCount, c.p2p(), c.sub}] = c
 				}
 				for _, c := range cm.calls {
-					if o := byOp[c.opCount]; o != nil {
+					if o := byOp[callKey{c.opCount, c.p2p(), c.sub}]; o != nil {
 						common++
 						if o.op != c.op || o.count != c.count || o.dtype != c.dtype || o.redop != c.redop || o.root != c.root && c.op != "send" && c.op != "recv" {
 							agree = false
@@ -555,6 +585,24 @@ func (l *ncclLog) finish(s *sink) error {
 		}
 		r.start = time.Unix(0, epoch).UTC()
 	}
+	// Calls of one group share an opCount: seq is opCount × scale + the
+	// call's index among its group's collectives, scale the power of ten
+	// above the largest group (1 when no group held two collectives), so
+	// that seq is unique and the same on every rank.
+	scale, groups, grouped := int64(1), 0, 0
+	for _, p := range l.order {
+		for _, cm := range p.comms {
+			for _, g := range cm.group {
+				for scale < int64(g[0]) {
+					scale *= 10
+				}
+				if g[0]+g[1] > 1 {
+					groups++
+					grouped += g[0] + g[1]
+				}
+			}
+		}
+	}
 	byOp := map[string]int64{}
 	for _, p := range l.order {
 		sp, err := s.stream(p.order, trace.RankInfo{Rank: p.rank, WorldSize: world, Host: p.host, PID: p.pid})
@@ -571,7 +619,7 @@ func (l *ncclLog) finish(s *sink) error {
 			cm := p.comms[ptr]
 			for _, c := range cm.calls {
 				e := event(trace.KindCollective, p.rank, c.op)
-				e.Seq, e.Comm = c.opCount, cm.name
+				e.Seq, e.Comm = c.opCount*scale+int64(c.sub), cm.name
 				dt := ""
 				if c.dtype >= 0 && c.dtype < len(ncclDataTypes) {
 					dt = ncclDataTypes[c.dtype]
@@ -588,7 +636,7 @@ func (l *ncclLog) finish(s *sink) error {
 				if timed {
 					e.Start = c.ts - epoch
 				} else {
-					e.Start = c.opCount * 1000
+					e.Start = c.opCount*1000 + int64(c.sub)*1000/scale
 				}
 				byOp[e.Name]++
 				if err := sp.add(e); err != nil {
@@ -604,37 +652,29 @@ func (l *ncclLog) finish(s *sink) error {
 		r.tool = "NCCL " + l.version + " debug log"
 	}
 	r.skip("NCCL lines cut or overwritten by another process's (not read)", l.damaged)
-	r.skip("per-call lines repeated for one opCount (the first is kept)", l.dups)
+	r.skip("per-call lines repeated byte for byte (the first is kept)", l.dups)
 	r.skip("calls seen only in their NCCL CALL line: their per-call line is lost", l.orphans)
 	r.skip("lines longer than 64 KiB (not read)", l.tooLong)
 	if !timed {
-		r.missingf("times: NCCL's per-call lines carry none, so each call is placed at its opCount (in µs) on every rank, with no duration; arrival skew, waits, durations and bandwidths are not measured (set NCCL_DEBUG_TIMESTAMP_FORMAT and NCCL_DEBUG_TIMESTAMP_LEVELS=INFO for times)")
+		r.untimed = true
+		r.missingf("times: NCCL's per-call lines carry none, so each call is placed at its opCount (in µs) on every rank, with no duration; the run's span, communication time, arrival skew, waits, stragglers and bandwidths are unknown (set NCCL_DEBUG_TIMESTAMP_FORMAT and NCCL_DEBUG_TIMESTAMP_LEVELS=INFO for times)")
 	} else {
-		r.missingf("durations: NCCL's per-call lines mark when a call was made, not when it completed, so every call has no duration; the times have the resolution of NCCL_DEBUG_TIMESTAMP_FORMAT")
+		r.noDurations = true
+		r.missingf("durations: NCCL's per-call lines mark when a call was made, not when it completed, so every call has no duration and communication time, waits, stragglers and bandwidths are unknown; arrival skew is from the lines' times, which have the resolution of NCCL_DEBUG_TIMESTAMP_FORMAT")
 	}
 	for _, s := range inferred {
 		r.missingf("%s", s)
 	}
+	if groups > 0 {
+		r.summaryf("%d calls in %d groups (calls launched together share an opCount)", grouped, groups)
+	}
+	if scale > 1 {
+		r.missingf("the order of calls launched in one group: they share an opCount (NCCL 2.12 and later), so each collective's seq is opCount × %d + its index among its group's collectives in the order the log wrote them (NCCL requires every rank to launch collectives in one order)", scale)
+	}
 	if len(unknown) > 0 {
 		r.missingf("ranks of processes without a communicator creation line (NCCL_DEBUG_SUBSYS without INIT, or the line was lost): numbered after the known ranks, %s; their communicators cannot be matched with other processes'", strings.Join(unknown, ", "))
 	}
-	// Calls missing between a communicator's first and last opCount.
-	var gaps int64
-	for _, p := range l.order {
-		for _, cm := range p.comms {
-			if len(cm.calls) == 0 {
-				continue
-			}
-			lo, hi := cm.calls[0].opCount, cm.calls[0].opCount
-			for _, c := range cm.calls {
-				lo, hi = min(lo, c.opCount), max(hi, c.opCount)
-			}
-			gaps += hi - lo + 1 - int64(len(cm.calls))
-		}
-	}
-	if gaps > 0 {
-		r.missingf("%d calls between communicators' first and last recovered opCount: their lines are lost", gaps)
-	}
+	l.losses(scale > 1 || groups > 0)
 	r.missingf("compute, steps and the messages inside each collective: not in NCCL's log")
 	var ops []string
 	for _, o := range sortedKeys(byOp) {
@@ -653,6 +693,61 @@ func (l *ncclLog) finish(s *sink) error {
 		r.summaryf("%d damaged NCCL lines skipped; %d calls known only from their NCCL CALL line", l.damaged, l.orphans)
 	}
 	return nil
+}
+
+// losses says which calls each process's log lost: the opCounts missing
+// between its first and last recovered one on a communicator, and those
+// before its first and after its last that other ranks of the
+// communicator recorded (a process whose first lines another overwrote,
+// one whose log was cut). grouped says whether an opCount may stand for
+// several calls.
+func (l *ncclLog) losses(grouped bool) {
+	unit := "calls"
+	if grouped {
+		unit = "opCounts (each a call or a group of calls)"
+	}
+	type span struct{ lo, hi int64 }
+	spanOf := func(cm *nlComm) span {
+		sp := span{cm.calls[0].opCount, cm.calls[0].opCount}
+		for _, c := range cm.calls {
+			sp.lo, sp.hi = min(sp.lo, c.opCount), max(sp.hi, c.opCount)
+		}
+		return sp
+	}
+	union := map[string]span{}
+	for _, p := range l.order {
+		for _, cm := range p.comms {
+			if len(cm.calls) == 0 {
+				continue
+			}
+			sp := spanOf(cm)
+			if u, ok := union[cm.name]; ok {
+				sp = span{min(u.lo, sp.lo), max(u.hi, sp.hi)}
+			}
+			union[cm.name] = sp
+		}
+	}
+	var gaps int64
+	for _, p := range l.order {
+		ptrs := sortedKeys(p.comms)
+		for _, ptr := range ptrs {
+			cm := p.comms[ptr]
+			if len(cm.calls) == 0 {
+				continue
+			}
+			sp, u := spanOf(cm), union[cm.name]
+			gaps += sp.hi - sp.lo + 1 - int64(len(cm.group))
+			if n := sp.lo - u.lo; n > 0 {
+				l.r.missingf("rank %d (%s) on %s: the %d %s before its first recovered opCount (%x), which other ranks recorded from opCount %x: their lines are lost", p.rank, p.key, cm.name, n, unit, sp.lo, u.lo)
+			}
+			if n := u.hi - sp.hi; n > 0 {
+				l.r.missingf("rank %d (%s) on %s: the %d %s after its last recovered opCount (%x), which other ranks recorded up to opCount %x: their lines are lost", p.rank, p.key, cm.name, n, unit, sp.hi, u.hi)
+			}
+		}
+	}
+	if gaps > 0 {
+		l.r.missingf("%d %s between communicators' first and last recovered opCount: their lines are lost", gaps, unit)
+	}
 }
 
 // collBytes returns a call's bytes as nccl-tests counts them: the whole

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -39,6 +40,9 @@ var (
 	ntAvgRE     = regexp.MustCompile(`^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)`)
 	ntOOBRE     = regexp.MustCompile(`^#\s*Out of bounds values\s*:\s*(\d+)`)
 	ntKVRE      = regexp.MustCompile(`([A-Za-z][A-Za-z ]*?):?\s+(\d+)(?:\((\w+)\))?`)
+	// NCCL's INFO line when NCCL_ALGO is set ("NCCL INFO NCCL_ALGO set by
+	// environment to Ring"), printed by every rank with NCCL_DEBUG=INFO.
+	ntAlgoRE = regexp.MustCompile(`NCCL_ALGO set by environment to\s+(\S+)`)
 )
 
 // maxTestEvents bounds the events an nccl-tests table becomes.
@@ -76,6 +80,7 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 		avg                       = -1.0
 		oob                       int64
 		lineNo, damaged, nonTable int64
+		algoSet                   = map[string]bool{} // NCCL_ALGO's values as printed
 	)
 	for {
 		raw, err := readLine(in.r, 1<<16)
@@ -84,6 +89,9 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 		}
 		line := strings.TrimRight(string(raw), "\r\n")
 		t := strings.TrimSpace(line)
+		if m := ntAlgoRE.FindStringSubmatch(t); m != nil {
+			algoSet[m[1]] = true
+		}
 		switch {
 		case t == "":
 		case strings.HasPrefix(t, "#"):
@@ -156,6 +164,7 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 	if err != nil {
 		return err
 	}
+	algo, algoHow := ntAlgo(algoSet, op)
 	iters := int64(1)
 	if v, ok := params["iters"]; ok {
 		iters, _ = strconv.ParseInt(v, 10, 64)
@@ -200,7 +209,7 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 		for range iters {
 			for rk := range world {
 				e := event(trace.KindCollective, rk, op)
-				e.Start, e.Dur, e.Bytes, e.Seq, e.Comm, e.DType = t, row.timeNs, row.size, seq, "world", dt
+				e.Start, e.Dur, e.Bytes, e.Seq, e.Comm, e.DType, e.Algo = t, row.timeNs, row.size, seq, "world", dt, algo
 				if row.root >= 0 && (op == "broadcast" || op == "reduce") {
 					e.Root = int32(row.root)
 				}
@@ -263,8 +272,18 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 	}
 	r.missingf("per-call times: the table holds each size's mean time, so every call is given that time, on every rank at once, back to back; arrival skew, waits and the spread of times are not in the table")
 	r.missingf("in-place results: the run reproduces the out-of-place columns only")
-	r.missingf("algorithm, protocol and the messages inside each collective: not in the table")
-	r.summaryf("%s on %d ranks (%d hosts): %d sizes from %s to %s, %d calls each", op, world, len(hosts), len(rows), humanBytes(rows[0].size), humanBytes(rows[len(rows)-1].size), iters)
+	if algoHow != "" {
+		r.missingf("%s", algoHow)
+	} else {
+		r.config["algo"] = algo
+	}
+	r.missingf("protocol and the messages inside each collective: not in the table")
+	r.summaryf("%s on %d ranks (%d hosts): %d sizes from %s to %s, %d calls each", op, world, len(hosts), len(rows), units.Bytes(rows[0].size), units.Bytes(rows[len(rows)-1].size), iters)
+	if algoHow == "" {
+		r.summaryf("algorithm %s, as NCCL_ALGO set it", algo)
+	} else {
+		r.summaryf("algorithm not named: the model assumes %s", standardShape(op))
+	}
 	return nil
 }
 
@@ -409,14 +428,56 @@ var ntSpellings = map[string]*regexp.Regexp{
 	"sendrecv":      regexp.MustCompile(`send_?recv`),
 }
 
-func humanBytes(b int64) string {
-	switch {
-	case b >= 1<<30 && b%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", b>>30)
-	case b >= 1<<20 && b%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", b>>20)
-	case b >= 1<<10 && b%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", b>>10)
+// ntAlgo returns the algorithm every call of op ran with, when the output
+// names one: NCCL_ALGO set to a single algorithm (for op, in NCCL's
+// per-op syntax "allreduce:tree;broadcast:ring"). Otherwise the calls'
+// algo is trace.AlgoUnknown and how says why, for the source's missing.
+func ntAlgo(set map[string]bool, op string) (algo, how string) {
+	unknown := func(why string) (string, string) {
+		return trace.AlgoUnknown, fmt.Sprintf("algorithm: %s, so every call's algo is %q; the alpha-beta model (predict, the report's model) assumes %s", why, trace.AlgoUnknown, standardShape(op))
 	}
-	return fmt.Sprintf("%dB", b)
+	if len(set) == 0 {
+		return unknown("the output does not name it (no \"NCCL_ALGO set by environment\" line: NCCL_DEBUG=INFO with NCCL_ALGO set prints one)")
+	}
+	vals := sortedKeys(set)
+	if len(vals) > 1 {
+		return unknown(fmt.Sprintf("the ranks set NCCL_ALGO differently (%s)", strings.Join(vals, ", ")))
+	}
+	list := ""
+	for _, part := range strings.Split(vals[0], ";") {
+		if o, l, ok := strings.Cut(part, ":"); ok {
+			if opName(o) == op {
+				list = l
+				break
+			}
+		} else if list == "" {
+			list = part
+		}
+	}
+	names := strings.Split(list, ",")
+	if list == "" || strings.HasPrefix(list, "^") || len(names) != 1 {
+		return unknown(fmt.Sprintf("NCCL_ALGO=%s leaves NCCL a choice for %s", vals[0], op))
+	}
+	a := strings.ToLower(names[0])
+	switch a {
+	case "collnetdirect":
+		a = "collnet_direct"
+	case "collnetchain":
+		a = "collnet_chain"
+	case "nvlstree":
+		a = "nvls_tree"
+	}
+	return a, ""
+}
+
+// standardShape says which cost shape analyses assume for an op whose
+// algorithm is trace.AlgoUnknown.
+func standardShape(op string) string {
+	switch op {
+	case "allreduce", "allgather", "reducescatter":
+		return "a ring for " + op
+	case "broadcast", "reduce":
+		return "a tree for " + op
+	}
+	return "no shape for " + op + " (the model does not cover it)"
 }

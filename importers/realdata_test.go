@@ -2,7 +2,9 @@ package importers
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -119,7 +121,8 @@ func TestImportRealHorovod(t *testing.T) {
 
 func TestImportRealKineto(t *testing.T) {
 	t.Run("hta", func(t *testing.T) {
-		res, run := importRun(t, Options{}, realData(t, "kineto/hta_nccl_data_rank0_of2.json.gz"))
+		path := realData(t, "kineto/hta_nccl_data_rank0_of2.json.gz")
+		res, run := importRun(t, Options{}, path)
 		m := res.Manifest
 		if m.WorldSize != 2 || len(run.Ranks) != 1 || !hasMissing(m, "1 of 2 ranks") || m.Source.Tool != "PyTorch profiler (Kineto), NCCL 2.17.1" {
 			t.Fatalf("world %d ranks %d missing %q tool %q", m.WorldSize, len(run.Ranks), m.Source.Missing, m.Source.Tool)
@@ -132,6 +135,18 @@ func TestImportRealKineto(t *testing.T) {
 		}
 		if n["collective/allreduce"] != 15 || n["collective/broadcast"] != 6 || n["wait/wait"] != 6 || n["step/step"] != 3 {
 			t.Errorf("%v", n)
+		}
+		// Compute: every GPU kernel but NCCL's, every copy and every memset
+		// the file holds (read here from the file itself: 2679 kernels,
+		// 960 copies, 114 memsets); CPU operators on a GPU rank are not
+		// compute (docs/import.md).
+		gpu := kinetoGPUWork(t, path)
+		if gpu["kernel"] != 2679 || gpu["gpu_memcpy"] != 960 || gpu["gpu_memset"] != 114 || gpu["nccl"] != n["collective/allreduce"]+n["collective/broadcast"] {
+			t.Errorf("the file's GPU work %v is not what this test was written for", gpu)
+		}
+		compute := len(events(run, trace.KindCompute, ""))
+		if want := gpu["kernel"] + gpu["gpu_memcpy"] + gpu["gpu_memset"]; compute != want {
+			t.Errorf("%d compute spans, the file has %d GPU kernels (not NCCL's), copies and memsets", compute, want)
 		}
 		first := find(t, run, 0, trace.KindCollective, 2) // the first allreduce follows two broadcasts
 		if first.Name != "allreduce" || first.Bytes != 2049000*4 || first.Dur != 3306963 || first.Algo != "ring" || first.Step != 4 {
@@ -202,6 +217,25 @@ func TestImportRealNCCLLog(t *testing.T) {
 	}
 	if len(seqs) != 448 || !seqs[0] || !seqs[447] {
 		t.Errorf("rank 1 has %d distinct opCounts", len(seqs))
+	}
+	// Rank 1's calls begin before rank 0's first recovered one: the run
+	// says how many rank 0 lost at its start, and none at its end, where
+	// both end alike.
+	span := func(rank int) (lo, hi int64) {
+		lo, hi = math.MaxInt64, -1
+		for _, e := range rankEvents(run, rank) {
+			lo, hi = min(lo, e.Seq), max(hi, e.Seq)
+		}
+		return lo, hi
+	}
+	lo0, hi0 := span(0)
+	lo1, hi1 := span(1)
+	if lo0 <= lo1 || hi0 != hi1 {
+		t.Fatalf("rank 0 spans opCounts %d-%d, rank 1 %d-%d", lo0, hi0, lo1, hi1)
+	}
+	want := fmt.Sprintf("rank 0 (stone:2491276) on world: the %d calls before its first recovered opCount (%x), which other ranks recorded from opCount %x", lo0-lo1, lo0, lo1)
+	if !hasMissing(m, want) || hasMissing(m, "after its last recovered opCount") {
+		t.Errorf("missing %q: want %q and no loss at the end", m.Source.Missing, want)
 	}
 }
 
@@ -300,4 +334,40 @@ func ntTable(t *testing.T, path string) map[int64][2]float64 {
 		}
 	}
 	return out
+}
+
+// kinetoGPUWork counts a Kineto trace's complete GPU events by category:
+// kernels (NCCL's apart, as "nccl"), copies and memsets.
+func kinetoGPUWork(t *testing.T, path string) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Ph   string `json:"ph"`
+			Cat  string `json:"cat"`
+			Name string `json:"name"`
+		} `json:"traceEvents"`
+	}
+	if err := json.NewDecoder(zr).Decode(&tr); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, e := range tr.TraceEvents {
+		switch {
+		case e.Ph != "X":
+		case e.Cat == "kernel" && strings.HasPrefix(e.Name, "nccl"):
+			n["nccl"]++
+		case e.Cat == "kernel", e.Cat == "gpu_memcpy", e.Cat == "gpu_memset":
+			n[e.Cat]++
+		}
+	}
+	return n
 }
