@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -99,11 +100,100 @@ func TestSkewWithALateRank(t *testing.T) {
 	// The replay holds rank 2's own work before each call to the median
 	// rank's (rank 1, 10 µs behind rank 0): that saves 90 µs at each call
 	// but the first (whose own work before it is not known).
-	if st := s.Stragglers; !reflect.DeepEqual(st.Named, []int{2}) || st.Ranks[0].Rank != 2 || st.Ranks[0].CostNS != 3*90_000 || st.ReplayErrorNS != 0 {
+	if st := s.Stragglers; !reflect.DeepEqual(st.Named, []int{2}) || st.Ranks[0].Rank != 2 || st.Ranks[0].CostNS != 3*90_000 || st.ReplayErrorNS != 0 ||
+		st.Ranks[0].WorkNS != st.Ranks[0].CostNS || st.Ranks[0].TransferNS != 0 {
 		t.Fatalf("stragglers: %+v", st)
 	}
 	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is a straggler: its slowness cost the job 270µs")) {
 		t.Fatalf("findings: %q", s.Findings)
+	}
+}
+
+// Two ranks late alike hide each other: holding either alone to the
+// others' pace saves nothing, as the other is still late; holding both
+// saves 100µs at each call but the first. Both are named, and each is
+// given half of what holding both saves.
+func TestTwoStragglersAlike(t *testing.T) {
+	var evs []trace.Event
+	for i := range int64(6) {
+		t0 := i * 1_000_000
+		evs = append(evs,
+			coll(0, "allreduce", "ring", i, t0, 150_000, 4096),
+			coll(1, "allreduce", "ring", i, t0+100_000, 50_000, 4096),
+			coll(2, "allreduce", "ring", i, t0, 150_000, 4096),
+			coll(3, "allreduce", "ring", i, t0+100_000, 50_000, 4096))
+	}
+	st := Summarize(runOf(4, evs...)).Stragglers
+	if named := slices.Sorted(slices.Values(st.Named)); !reflect.DeepEqual(named, []int{1, 3}) {
+		t.Fatalf("named %v, want [1 3]: %+v", st.Named, st.Ranks)
+	}
+	for _, rc := range st.Ranks[:2] {
+		if rc.CostNS != 250_000 || rc.AloneNS != 0 {
+			t.Errorf("rank %d: cost %d ns (alone %d), want half of 5 x 100µs, and nothing alone", rc.Rank, rc.CostNS, rc.AloneNS)
+		}
+	}
+	if st.WithoutNS >= st.WindowNS || st.WindowNS-st.WithoutNS < 80_000 {
+		t.Errorf("a call takes %.0f ns, %.0f without the two: want about 100µs less", st.WindowNS, st.WithoutNS)
+	}
+}
+
+// A rank held up inside each transfer after the others have their
+// results (stopped, descheduled) arrives late at the next call although
+// its own work between calls is as long as anyone's: its part of the
+// transfer beyond the other members' is its own slowness.
+func TestStragglerSlowInItsOwnTransfer(t *testing.T) {
+	var evs []trace.Event
+	const late, tail = 250_000, 50_000
+	for i := range int64(6) {
+		t0 := i * 1_000_000
+		arrive := t0 // rank 1's arrival: late after the first call
+		if i > 0 {
+			arrive = t0 + late
+		}
+		for r := range int32(4) {
+			if r == 1 {
+				evs = append(evs, coll(r, "allreduce", "ring", i, arrive, tail+late, 4096))
+			} else {
+				evs = append(evs, coll(r, "allreduce", "ring", i, t0, arrive-t0+tail, 4096))
+			}
+		}
+	}
+	st := Summarize(runOf(4, evs...)).Stragglers
+	if !reflect.DeepEqual(st.Named, []int{1}) || st.ReplayErrorNS != 0 {
+		t.Fatalf("named %v (replay error %d ns), want [1]: %+v", st.Named, st.ReplayErrorNS, st.Ranks)
+	}
+	// Each of its six transfers is 250µs longer than the others'.
+	if c := st.Ranks[0].CostNS; c != 6*late {
+		t.Errorf("rank 1's cost %d ns, want %d", c, 6*late)
+	}
+}
+
+// A rank stopped in the middle of each transfer holds up every member:
+// they all finish late, the others waiting for its messages, while it
+// waited for no one. The time it was stopped is its own, and the others'
+// waits go with it when it is held to the others' pace.
+func TestStragglerStoppedMidTransfer(t *testing.T) {
+	const stop, tail = 300_000, 50_000
+	var evs []trace.Event
+	for i := range int64(6) {
+		t0 := i * 1_000_000
+		for r := range int32(4) {
+			evs = append(evs, coll(r, "allreduce", "ring", i, t0, tail+stop, 4096))
+			// Each rank receives from the one before it; rank 1's messages
+			// leave late, so rank 2 waits, and the ring passes it on.
+			wait := int64(stop)
+			if r == 1 {
+				wait = 0
+			}
+			evs = append(evs, message(trace.KindRecv, r, (r+3)%4, "allreduce", "ring", i, t0+10_000, wait+10_000, 1024, wait))
+		}
+	}
+	st := Summarize(runOf(4, evs...)).Stragglers
+	if !reflect.DeepEqual(st.Named, []int{1}) || st.ReplayErrorNS != 0 {
+		t.Fatalf("named %v (replay error %d ns), want [1]: %+v", st.Named, st.ReplayErrorNS, st.Ranks)
+	}
+	if c := st.Ranks[0].CostNS; c != 6*stop || st.Ranks[0].TransferNS != c || st.Ranks[0].WorkNS != 0 {
+		t.Errorf("rank 1's cost %d ns (work %d, transfers %d), want its six stops, %d, all in transfers", c, st.Ranks[0].WorkNS, st.Ranks[0].TransferNS, 6*stop)
 	}
 }
 
@@ -341,6 +431,60 @@ func TestFitRecoversTheModel(t *testing.T) {
 	}
 }
 
+// TestFitGates: a fit is shown only with the signal to stand on. Times
+// that do not grow with size, times the model cannot explain, and calls
+// between hosts whose time does not grow with the bytes that cross each
+// give no link bandwidth and no projection, and say why.
+func TestFitGates(t *testing.T) {
+	sizes := []int64{1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20}
+	calls := func(hosts int, dur func(i int, n int64) int64) *trace.Run {
+		var evs []trace.Event
+		seq := int64(0)
+		for i, n := range sizes {
+			for range 3 {
+				for r := range int32(4) {
+					evs = append(evs, coll(r, "allreduce", "ring", seq, seq*1e9, dur(i, n), n))
+				}
+				seq++
+			}
+		}
+		run := runOf(4, evs...)
+		for r := range 4 {
+			run.Manifest.Ranks = append(run.Manifest.Ranks, trace.RankEntry{Rank: r, Host: fmt.Sprintf("h%d", r*hosts/4), CPUs: 8})
+		}
+		return run
+	}
+	for _, tc := range []struct {
+		name, reason string
+		run          *trace.Run
+	}{
+		{"flat", "do not grow with their size", calls(1, func(i int, n int64) int64 { return 2_000_000 })},
+		{"shrinking", "do not grow with their size", calls(1, func(i int, n int64) int64 { return 4_000_000 - int64(i)*500_000 })},
+		{"scattered", "explains the calls' times poorly", calls(1, func(i int, n int64) int64 { return []int64{9e6, 2e4, 7e6, 3e4, 8e6, 4e5}[i] })},
+		{"two hosts, flat", "beta between hosts <= 0", calls(2, func(i int, n int64) int64 { return 2_000_000 })},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Summarize(tc.run)
+			if s.Fit.Usable || !strings.Contains(s.Fit.Reason, tc.reason) || s.Fit.LinkGBps != 0 {
+				t.Fatalf("fit: usable %v, link %v GB/s, reason %q; want the reason %q", s.Fit.Usable, s.Fit.LinkGBps, s.Fit.Reason, tc.reason)
+			}
+			if s.Projection != nil || s.Headline.LinkGBps != 0 {
+				t.Fatalf("projection %+v from an unusable fit", s.Projection)
+			}
+		})
+	}
+	// The same sizes timed by the model are usable, on one host and two.
+	for _, hosts := range []int{1, 2} {
+		s := Summarize(calls(hosts, func(i int, n int64) int64 {
+			a, b, c, _ := Model("allreduce", "ring", 4, float64(n))
+			return int64(a*20_000 + b*0.5 + c*0.25)
+		}))
+		if !s.Fit.Usable || s.Fit.LinkGBps <= 0 {
+			t.Errorf("%d host(s): a fit of calls timed by the model is not usable: %+v", hosts, s.Fit)
+		}
+	}
+}
+
 // TestFitWithoutSignal: calls of one size explain nothing about beta, so
 // the fit is not usable, says why, and nothing is projected.
 func TestFitWithoutSignal(t *testing.T) {
@@ -439,6 +583,11 @@ func TestDiffNormalisesPerStepAndSample(t *testing.T) {
 	if c := get("allreduce time per step"); c.A != 40 || c.B != 80 {
 		t.Fatalf("allreduce per step: %+v", c)
 	}
+	// Compute's effect on the time per sample is counted once, on its
+	// per-sample row.
+	if ps, pp := get("compute per sample"), get("compute per step"); pp.EffectNS != 0 || ps.EffectNS != ps.B-ps.A {
+		t.Fatalf("compute per step's effect %v, per sample's %v", pp.EffectNS, ps.EffectNS)
+	}
 	checkOrder(t, d.Changes)
 }
 
@@ -511,6 +660,30 @@ func TestSummaryIsDeterministic(t *testing.T) {
 
 // Point-to-point messages (a parameter server's) are communication time
 // although no collective contains them.
+// A rank's messages to itself (a parameter server's own shard) are
+// local copies: counted as local bytes, never as communication time,
+// traffic or point-to-point time.
+func TestMessagesToItselfAreLocal(t *testing.T) {
+	st := ev(trace.KindStep, 0, "step", 0, 100)
+	st.Step = 0
+	run := runOf(2, st,
+		message(trace.KindSend, 0, 0, PointToPoint, "direct", 0, 10, 30, 4000, 0),
+		message(trace.KindRecv, 0, 0, PointToPoint, "direct", 0, 10, 30, 4000, 0),
+		message(trace.KindRecv, 0, 1, PointToPoint, "direct", 0, 50, 20, 1000, 5),
+		message(trace.KindSend, 1, 0, PointToPoint, "direct", 0, 45, 25, 1000, 0))
+	s := Summarize(run)
+	r := s.Ranks[0]
+	if r.CommNS != 20 || r.LocalBytes != 4000 || r.LocalMsgs != 1 || r.BytesRecv != 1000 {
+		t.Fatalf("rank 0: comm %d ns, local %d B in %d, received %d B; want 20 ns, 4000 B in 1, 1000 B", r.CommNS, r.LocalBytes, r.LocalMsgs, r.BytesRecv)
+	}
+	if s.PointToPoint.Messages != 1 || s.PointToPoint.Bytes != 1000 || s.PointToPoint.TimeNS != 20+25 {
+		t.Fatalf("point to point: %+v", s.PointToPoint)
+	}
+	if s.Matrix.Bytes[0][0] != 0 || s.Matrix.Bytes[1][0] != 1000 {
+		t.Fatalf("matrix: %v", s.Matrix.Bytes)
+	}
+}
+
 func TestPointToPointIsCommunication(t *testing.T) {
 	st := ev(trace.KindStep, 1, "step", 0, 100)
 	st.Step = 0
@@ -593,4 +766,30 @@ func TestDiffOrdersByWeight(t *testing.T) {
 		t.Errorf("the broadcast's change weighs %v", m)
 	}
 	checkOrder(t, d.Changes)
+}
+
+// Calls whose source does not name the algorithm (an MPI library's own,
+// through PMPI or a Horovod timeline) are modelled with the op's standard
+// shape, and the projection says so, rather than modelled as free.
+func TestProjectionAssumesTheStandardShape(t *testing.T) {
+	fit := Fit{Usable: true, AlphaNS: 20_000, BetaNSPerB: 0.5, GammaNSPerB: 0.25}
+	calls := []callSize{{Op: "allreduce", Algo: "", Bytes: 1 << 20, PerStep: 1, Measured: 2e6}}
+	p := Project(fit, calls, "step", 4, Contention{}, []int{4, 8}, nil)
+	ring, _ := fit.Predict("allreduce", "ring", 4, 1<<20)
+	if p == nil || p.Modeled <= 0 || math.Abs(p.Modeled-ring) > 1e-6*ring || !strings.Contains(p.Assumed, "ring is assumed") {
+		t.Fatalf("projection of calls with no algorithm: %+v; want the ring's %v ns, said", p, ring)
+	}
+}
+
+// A fit with calls within a host keeps its own beta there, even 0; only a
+// fit that saw no steps within a host lends them the cost between hosts.
+func TestBetaWithinAHost(t *testing.T) {
+	f := Fit{BetaNSPerB: 0, BetaNetNSPerB: 20, WithinHost: true}
+	if b := f.betaAt(1 << 20); b != 0 {
+		t.Errorf("fitted within a host: beta %v, want its own 0", b)
+	}
+	f.WithinHost = false
+	if b := f.betaAt(1 << 20); b != 20 {
+		t.Errorf("nothing within a host: beta %v, want the network's 20", b)
+	}
 }

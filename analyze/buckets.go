@@ -1,10 +1,6 @@
 package analyze
 
-import (
-	"math/bits"
-
-	"github.com/commprof/commprof/internal/units"
-)
+import "math/bits"
 
 // SizeBucket returns the log2 size bucket of b bytes: 0 for 0 bytes, else
 // k such that 2^(k-1) <= b < 2^k.
@@ -21,13 +17,4 @@ func BucketRange(k int) (lo, hi int64) {
 		return 0, 1
 	}
 	return 1 << (k - 1), 1 << k
-}
-
-// BucketLabel names bucket k the way tables show it: "64KiB-128KiB".
-func BucketLabel(k int) string {
-	if k <= 0 {
-		return "0B"
-	}
-	lo, hi := BucketRange(k)
-	return units.Bytes(lo) + "-" + units.Bytes(hi)
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/commprof/commprof/internal/units"
 )
 
 // Diff compares two runs' summaries, A the baseline and B the new one.
@@ -29,7 +31,18 @@ type Diff struct {
 	// most first (effect), then the rest by weighted relative change.
 	Changes []Change       `json:"changes"`
 	Config  []ConfigChange `json:"config"` // keys whose values differ
+	// Headline is the runs' headline figures side by side (section
+	// "headline"), what a page leads with when the diff has no outcomes:
+	// step time, throughput, communication, exposed communication, bus
+	// bandwidth, arrival wait, test accuracy. Each has the verdict the
+	// diff gives the same figure (busbw, which it has per op only: higher
+	// is better), none when it moved by HeadlineNoise or less.
+	Headline []Change `json:"headline"`
 }
+
+// HeadlineNoise is the relative change of a headline figure (2%) within
+// which it gets no verdict: runs of the same program vary that much.
+const HeadlineNoise = 0.02
 
 // Change is one figure in both runs.
 type Change struct {
@@ -68,7 +81,8 @@ const (
 // run) and per sample so that runs of different lengths, batch sizes or
 // rank counts compare.
 func Compare(a, b *Summary) *Diff {
-	d := &Diff{SchemaVersion: SchemaVersion, A: a.Run, B: b.Run, Basis: "run", Outcomes: []Change{}, Changes: []Change{}, Config: []ConfigChange{}}
+	d := &Diff{SchemaVersion: SchemaVersion, A: a.Run, B: b.Run, Basis: "run", Outcomes: []Change{}, Changes: []Change{}, Config: []ConfigChange{},
+		Headline: []Change{}}
 	steps := a.StepSummary.Steps > 0 && b.StepSummary.Steps > 0
 	if steps {
 		d.Basis = "step"
@@ -120,6 +134,8 @@ func Compare(a, b *Summary) *Diff {
 			switch {
 			case strings.HasSuffix(metric, " per sample"):
 				c.EffectNS = vb - va
+			case d.PerSample && metric == "compute per step":
+				// Its per-sample row carries the same effect: one is enough.
 			case d.PerSample:
 				c.EffectNS = vb/float64(b.Run.SamplesPerStep) - va/float64(a.Run.SamplesPerStep)
 			case steps:
@@ -147,6 +163,12 @@ func Compare(a, b *Summary) *Diff {
 		return 1
 	}
 	unitPer := "per " + d.Basis
+	// perEpoch says whether calls made ca times in A and cb in B are
+	// counted per epoch: less than once every other step in both runs
+	// that have steps and epochs.
+	perEpoch := func(ca, cb float64) bool {
+		return steps && len(a.Epochs) > 0 && len(b.Epochs) > 0 && ca/per(a) < 0.5 && cb/per(b) < 0.5
+	}
 
 	// Outcomes: what the configuration was changed for.
 	outcome := func(metric, unit string, va, vb float64, bt better) {
@@ -213,15 +235,14 @@ func Compare(a, b *Summary) *Diff {
 		// step its time would change with the steps an epoch has, not with
 		// what it costs.
 		section, pa, pb, unit, bt := "op", per(a), per(b), unitPer, perStepTime()
-		if ea, eb := float64(len(a.Epochs)), float64(len(b.Epochs)); steps && ea > 0 && eb > 0 &&
-			float64(oa.Calls)/per(a) < 0.5 && float64(ob.Calls)/per(b) < 0.5 {
-			section, pa, pb, unit, bt = "epoch", ea, eb, "per epoch", lower
+		if perEpoch(float64(oa.Calls), float64(ob.Calls)) {
+			section, pa, pb, unit, bt = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch", lower
 		}
 		add(section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt)
 		add(section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral)
 		add(section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral)
-		add("op", op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower)
-		add("op", op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher)
+		add(section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower)
+		add(section, op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher)
 	}
 
 	// Collectives by algorithm and size.
@@ -236,11 +257,17 @@ func Compare(a, b *Summary) *Diff {
 	}
 	for _, k := range unionKeys(ca, cb, cmpColl) {
 		x, y := ca[k], cb[k]
-		name := fmt.Sprintf("%s %s %s", k.Op, k.Algo, BucketLabel(k.Bucket))
+		name := fmt.Sprintf("%s %s %s", k.Op, k.Algo, units.Bucket(k.Bucket))
 		weight = share(x.Time.Sum, a, y.Time.Sum, b, steps)
-		add("collective", name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower)
-		add("collective", name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher)
-		add("collective", name+" calls "+unitPer, "count", float64(x.Calls)/per(a), float64(y.Calls)/per(b), neutral)
+		// A group called less than once every other step in both runs is
+		// counted per epoch, as its op is.
+		section, pa, pb, unit := "collective", per(a), per(b), unitPer
+		if perEpoch(float64(x.Calls), float64(y.Calls)) {
+			section, pa, pb, unit = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch"
+		}
+		add(section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower)
+		add(section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher)
+		add(section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral)
 	}
 
 	// Skew, fit, results.
@@ -283,7 +310,56 @@ func Compare(a, b *Summary) *Diff {
 		return magnitude(ci) > magnitude(cj)
 	})
 	d.Title = title(d.Config)
+	d.Headline = headlineChanges(a, b, d)
 	return d
+}
+
+// headlineChanges is the runs' headline figures as changes, with the diff's
+// verdicts.
+func headlineChanges(a, b *Summary, d *Diff) []Change {
+	verdicts := map[string]string{}
+	for _, c := range append(slices.Clone(d.Outcomes), d.Changes...) {
+		verdicts[c.Metric] = c.Verdict
+	}
+	ha, hb := a.Headline, b.Headline
+	out := []Change{}
+	for _, f := range []struct {
+		metric, unit string
+		va, vb       float64
+		bt           better
+		same         string // the figure in the diff, "" for none
+	}{
+		{"step time", "ns", ha.StepNS, hb.StepNS, lower, "step time"},
+		{"throughput", "samples/s", ha.SamplesPerSec, hb.SamplesPerSec, higher, "throughput"},
+		{"communication", "fraction", ha.CommFraction, hb.CommFraction, lower, "communication fraction"},
+		{"exposed communication", "ns", ha.ExposedNS, hb.ExposedNS, lower, "exposed communication per step"},
+		{"bus bandwidth", "GB/s", ha.BusBWGBps, hb.BusBWGBps, higher, ""},
+		{"arrival wait", "fraction", ha.WaitFraction, hb.WaitFraction, lower, "arrival wait fraction of communication"},
+		{"test accuracy", "fraction", float64(ha.Accuracy), float64(hb.Accuracy), higher, "test accuracy"},
+	} {
+		if f.va == 0 && f.vb == 0 || math.IsNaN(f.va) || math.IsNaN(f.vb) {
+			continue
+		}
+		c := Change{Section: "headline", Metric: f.metric, Unit: f.unit, A: f.va, B: f.vb, Delta: f.vb - f.va}
+		if f.va == 0 {
+			out = append(out, c)
+			continue
+		}
+		r := c.Delta / math.Abs(f.va)
+		c.Rel = &r
+		v, ok := verdicts[f.same]
+		switch {
+		case math.Abs(r) <= HeadlineNoise || f.vb == 0:
+		case ok && f.same != "":
+			c.Verdict = v
+		case (f.bt == lower) == (r < 0):
+			c.Verdict = "better"
+		default:
+			c.Verdict = "worse"
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // meanEpoch is a run's mean epoch time, 0 without epochs.

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
@@ -71,6 +72,10 @@ func headline(s *Summary) Headline {
 		}
 	}
 	h.Accuracy = trace.Number(s.Run.Metrics["test_accuracy"])
+	if s.IsUnknown("communication") {
+		h.CommFraction = 0 // the source cannot give it (Summary.Unknown)
+	}
+	judge(s, &h)
 	return h
 }
 
@@ -78,6 +83,10 @@ func headline(s *Summary) Headline {
 func findings(s *Summary) []string {
 	h := s.Headline
 	out := []string{}
+	if inj := s.Run.Injected; len(inj) > 0 {
+		out = append(out, fmt.Sprintf("faults were injected into this run on purpose (%s): its figures include them (docs/inject.md)",
+			strings.Join(inj, "; ")))
+	}
 	if h.Steps > 0 {
 		f := fmt.Sprintf("a step takes %s (p95 %s)", units.Duration(h.StepNS), units.Duration(h.StepP95NS))
 		if h.SamplesPerSec > 0 {
@@ -88,7 +97,7 @@ func findings(s *Summary) []string {
 			out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
 				pct(h.CommFraction), pct(h.ExposedFrac), units.Duration(h.ExposedNS)))
 		}
-	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && s.Run.Config["program"] != "bench" {
+	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && s.Run.Config["program"] != "bench" && !s.IsUnknown("communication") {
 		// (A benchmark is all communication by design.)
 		f := fmt.Sprintf("communication takes %s of the run's %s on an average rank", pct(h.CommFraction), units.Duration(float64(s.Run.SpanNS)))
 		if s.IsUnknown("exposed") {
@@ -171,22 +180,34 @@ func stragglerFinding(s *Summary) []string {
 				rc = x
 			}
 		}
-		f := fmt.Sprintf("rank %d is a straggler: its slowness cost the job %s (%s of the run, %s per %s, in %d of %d %ss)",
+		f := fmt.Sprintf("rank %d is a straggler: its slowness cost the job %s (%s of the run, %s per %s, in %d of %d %ss",
 			r, units.Duration(float64(rc.CostNS)), pct(rc.Share), units.Duration(rc.PerWindowNS), unit, rc.Windows, st.Windows, unit)
+		if rc.WorkNS > 0 && rc.TransferNS > 0 {
+			f += fmt.Sprintf("; %s of it in its own work between communication calls, %s in its part of the transfers",
+				units.Duration(float64(rc.WorkNS)), units.Duration(float64(rc.TransferNS)))
+		} else if rc.TransferNS > 0 {
+			f += "; all of it in its part of the transfers"
+		}
+		f += ")"
 		if k == len(st.Named)-1 && st.WindowNS > 0 {
 			who := fmt.Sprintf("rank %d's", r)
 			if len(st.Named) > 1 {
 				who = "these ranks'"
 			}
-			f += fmt.Sprintf("; without %s delays a %s would take %s instead of %s", who, unit, units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
+			f += fmt.Sprintf("; without %s slowness a %s would take %s instead of %s", who, unit, units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
 		}
 		out = append(out, f)
 	}
 	if len(st.Named) == 0 {
 		f := "no rank stands out as a straggler"
-		if len(st.Ranks) > 0 {
-			rc := st.Ranks[0]
-			f += fmt.Sprintf(": the costliest, rank %d, cost %s of the run (%s per %s)", rc.Rank, pct(rc.Share), units.Duration(rc.PerWindowNS), unit)
+		switch rs := st.Ranks; {
+		case len(rs) > 1 && rs[0].Share >= nameShare:
+			// Slowness that costs, spread over the ranks: noise (ranks
+			// sharing cores), not one rank's.
+			f += fmt.Sprintf(": several ranks' slowness costs the others time, and none %.0fx more than the rest (rank %d %s of the run, rank %d %s)",
+				float64(nameRatio), rs[0].Rank, pct(rs[0].Share), rs[1].Rank, pct(rs[1].Share))
+		case len(rs) > 0:
+			f += fmt.Sprintf(": the costliest, rank %d, cost %s of the run (%s per %s)", rs[0].Rank, pct(rs[0].Share), units.Duration(rs[0].PerWindowNS), unit)
 		}
 		out = append(out, f)
 	}
@@ -217,10 +238,10 @@ func p2pFindings(s *Summary) []string {
 		if h.PerStepBytes > 0 {
 			f += fmt.Sprintf(" (%s per step)", units.Bytes(int64(h.PerStepBytes)))
 		}
-		if h.GBps > 0 {
+		if h.GBps > 0 { // 0 where the receives' waits are unknown (PMPI)
 			f += fmt.Sprintf(" at %s while receiving", units.GBps(h.GBps))
 		}
-		if t := h.TransferNS + h.WaitNS; t > 0 {
+		if t := h.TransferNS + h.WaitNS; t > 0 && !s.IsUnknown("recv_wait") {
 			f += fmt.Sprintf(", and its receives wait for their senders %s of the time", pct(float64(h.WaitNS)/float64(t)))
 		}
 		out = append(out, f)

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"cmp"
+	"fmt"
 	"math/bits"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -100,8 +102,9 @@ type RankSummarizer struct {
 	waits                    []waitRec // the program's waits on non-blocking calls
 	p2p                      []span    // point-to-point sends and receives
 	p2pMsgs                  []p2pRec  // the same, with their peers, for the replay
-	reduce                   linReg    // reduction kernels: ns against bytes
-	selfBytes, selfMsgs      int64     // messages to itself: local copies, not network traffic
+	collWaits                []collWaitRec
+	reduce                   linReg // reduction kernels: ns against bytes
+	selfBytes, selfMsgs      int64  // messages to itself: local copies, not network traffic
 	compute                  []span
 	computeNames             map[int32]*NameTime
 	steps                    []stepRec
@@ -111,8 +114,9 @@ type RankSummarizer struct {
 	bytesSent, bytesRecv     int64
 	msgsSent, msgsRecv       int64
 	first, last              int64
-	matrices                 map[int32]*matrixAcc // by op name; the world matrix is summed at the end
-	sendNSTo                 map[int32][]int64    // by op name, then destination: time in sends
+	matrices                 map[int32]*matrixAcc      // by op name; the world matrix is summed at the end
+	sendNSTo                 map[int32][]int64         // by op name, then destination below denseRanks: time in sends
+	sendFar                  map[int32]map[int32]int64 // the same for destinations from denseRanks on
 	sizes                    map[sizeKey]*SizeStats
 	link                     linReg // recv transfer time against bytes
 	patterns                 map[patKey]*patAcc
@@ -139,6 +143,9 @@ type callRec struct {
 	untimed          bool  // outside the program's timed regions (warm-up, checks)
 	region           int32 // the timed region it is in, -1 for none
 	nonBlocking      bool  // the program waited on it with a wait event
+	// recvWait sums the waits of the call's own messages received on
+	// its rank (time posted before the first byte), for the replay.
+	recvWait int64
 }
 
 type stepRec struct {
@@ -146,16 +153,28 @@ type stepRec struct {
 	start, end int64
 }
 
-// waitRec is the program's wait on a non-blocking collective.
+// waitRec is the program's wait on a non-blocking call: a collective's,
+// which its communicator, name and sequence number name, or a message's
+// (name PointToPoint), which its communicator, tag (in seq), peer, bytes
+// and end name.
 type waitRec struct {
-	comm       int32
+	comm, name int32
+	peer       int32
 	seq        int64
+	bytes      int64
 	start, end int64
+}
+
+// p2pWaitKey names a point-to-point message and the program's wait on it.
+type p2pWaitKey struct {
+	comm, peer      int32
+	tag, bytes, end int64
 }
 
 // p2pRec is one point-to-point message on the program's side.
 type p2pRec struct {
 	send       bool
+	comm       int32
 	peer       int32
 	tag        int64
 	start, end int64
@@ -168,7 +187,17 @@ type sizeKey struct {
 	bucket int
 }
 
-type matrixAcc struct{ bytes, msgs, time []int64 } // by source rank
+// denseRanks bounds what a rank's traffic accumulators index by peer:
+// peers below it are slots of a slice, the rare ones at or above it (a
+// world of many thousand ranks, or a damaged run) entries of a map, so
+// that no single value read from a stream sizes a slice.
+const denseRanks = 1 << 12
+
+// matrixAcc is one op's received traffic on one rank, by source rank.
+type matrixAcc struct {
+	bytes, msgs, time []int64             // sources below denseRanks
+	far               map[int32]*[3]int64 // sources from denseRanks on: bytes, messages, time
+}
 
 // dictMap maps a stream's dictionary indices to interned strings. Stream
 // dictionaries only grow, so the map is extended, not rebuilt, unless a
@@ -223,9 +252,11 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			rs.calls = append(rs.calls, callRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], algo: algos[b.Algo[i]], label: label,
 				rank: int32(rs.rank), root: b.Root[i], step: b.Step[i], seq: b.Seq[i], start: start, dur: dur, bytes: b.Bytes[i], region: -1})
 		case trace.KindSend:
-			if names[b.Name[i]] == rs.s.p2p {
+			// A message to itself is a local copy, not communication.
+			if names[b.Name[i]] == rs.s.p2p && int(b.Peer[i]) != rs.rank {
 				rs.p2p = append(rs.p2p, span{start, start + dur})
-				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{send: true, peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur, bytes: b.Bytes[i]})
+				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{send: true, comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
+					bytes: b.Bytes[i]})
 			}
 			if int(b.Peer[i]) == rs.rank {
 				// A message to itself is a local copy (a parameter
@@ -238,23 +269,36 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			rs.bytesSent += b.Bytes[i]
 			rs.msgsSent++
 			if p := b.Peer[i]; p >= 0 {
-				if int(p) >= rs.world {
-					rs.world = int(p) + 1
+				rs.world = max(rs.world, int(p)+1)
+				name := names[b.Name[i]]
+				if p < denseRanks {
+					st := rs.sendNSTo[name]
+					if len(st) <= int(p) {
+						st = append(st, make([]int64, int(p)+1-len(st))...)
+					}
+					st[p] += dur
+					rs.sendNSTo[name] = st
+				} else {
+					if rs.sendFar == nil {
+						rs.sendFar = map[int32]map[int32]int64{}
+					}
+					if rs.sendFar[name] == nil {
+						rs.sendFar[name] = map[int32]int64{}
+					}
+					rs.sendFar[name][p] += dur
 				}
-				st := rs.sendNSTo[names[b.Name[i]]]
-				if len(st) < rs.world {
-					st = append(st, make([]int64, rs.world-len(st))...)
-				}
-				st[p] += dur
-				rs.sendNSTo[names[b.Name[i]]] = st
 			}
 			rs.pattern(comms[b.Comm[i]], names[b.Name[i]], algos[b.Algo[i]], b.Seq[i], b.Peer[i])
 		case trace.KindRecv:
-			if names[b.Name[i]] == rs.s.p2p {
+			if names[b.Name[i]] == rs.s.p2p && int(b.Peer[i]) != rs.rank {
 				rs.p2p = append(rs.p2p, span{start, start + dur})
-				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur, wait: b.Wait[i], bytes: b.Bytes[i]})
+				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
+					wait: b.Wait[i], bytes: b.Bytes[i]})
 			}
 			rs.recv(names[b.Name[i]], b.Peer[i], b.Bytes[i], dur, b.Wait[i])
+			if names[b.Name[i]] != rs.s.p2p && int(b.Peer[i]) != rs.rank && b.Wait[i] > 0 {
+				rs.collWait(comms[b.Comm[i]], b.Seq[i], b.Wait[i])
+			}
 		case trace.KindCompute:
 			rs.compute = append(rs.compute, span{start, start + dur})
 			nt := rs.computeNames[names[b.Name[i]]]
@@ -267,13 +311,54 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		case trace.KindStep:
 			rs.steps = append(rs.steps, stepRec{step: b.Step[i], start: start, end: start + dur})
 		case trace.KindWait:
-			rs.waits = append(rs.waits, waitRec{comm: comms[b.Comm[i]], seq: b.Seq[i], start: start, end: start + dur})
+			rs.waits = append(rs.waits, waitRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], peer: b.Peer[i], seq: b.Seq[i],
+				bytes: b.Bytes[i], start: start, end: start + dur})
 		case trace.KindReduce:
 			rs.reduce.add(float64(b.Bytes[i]), float64(dur))
 		case trace.KindMark:
 			rs.marks = append(rs.marks, Mark{Rank: rs.rank, Name: b.Names[b.Name[i]], AtNS: start, Step: int(b.Step[i]), Value: trace.Number(b.Value[i])})
 		}
 	}
+}
+
+// collWaitRec sums the waits of a collective's messages received on a
+// rank; a call's messages mostly come one after another, so they add to
+// the last record.
+type collWaitRec struct {
+	comm int32
+	seq  int64
+	wait int64
+}
+
+func (rs *RankSummarizer) collWait(comm int32, seq, wait int64) {
+	if n := len(rs.collWaits); n > 0 && rs.collWaits[n-1].comm == comm && rs.collWaits[n-1].seq == seq {
+		rs.collWaits[n-1].wait += wait
+		return
+	}
+	rs.collWaits = append(rs.collWaits, collWaitRec{comm, seq, wait})
+}
+
+// attachWaits adds each call's message waits to it; rs.calls is sorted
+// by (comm, seq).
+func (rs *RankSummarizer) attachWaits() {
+	ws := rs.collWaits
+	slices.SortFunc(ws, func(a, b collWaitRec) int {
+		if c := cmp.Compare(a.comm, b.comm); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	j := 0
+	for i := range rs.calls {
+		c := &rs.calls[i]
+		for j < len(ws) && (ws[j].comm < c.comm || ws[j].comm == c.comm && ws[j].seq < c.seq) {
+			j++
+		}
+		for k := j; k < len(ws) && ws[k].comm == c.comm && ws[k].seq == c.seq; k++ {
+			c.recvWait += ws[k].wait
+		}
+	}
+	rs.collWaits = nil
 }
 
 func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {
@@ -285,9 +370,7 @@ func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {
 	rs.bytesRecv += bytes
 	rs.msgsRecv++
 	if peer >= 0 {
-		if int(peer) >= rs.world {
-			rs.world = int(peer) + 1
-		}
+		rs.world = max(rs.world, int(peer)+1)
 		m := rs.lastMatrix
 		if m == nil || rs.lastMatrixName != name {
 			m = rs.matrices[name]
@@ -297,14 +380,29 @@ func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {
 			}
 			rs.lastMatrix, rs.lastMatrixName = m, name
 		}
-		if len(m.bytes) < rs.world {
-			m.bytes = append(m.bytes, make([]int64, rs.world-len(m.bytes))...)
-			m.msgs = append(m.msgs, make([]int64, rs.world-len(m.msgs))...)
-			m.time = append(m.time, make([]int64, rs.world-len(m.time))...)
+		switch {
+		case peer >= denseRanks:
+			if m.far == nil {
+				m.far = map[int32]*[3]int64{}
+			}
+			c := m.far[peer]
+			if c == nil {
+				c = new([3]int64)
+				m.far[peer] = c
+			}
+			c[0] += bytes
+			c[1]++
+			c[2] += dur
+		default:
+			if n := int(peer) + 1; len(m.bytes) < n {
+				m.bytes = append(m.bytes, make([]int64, n-len(m.bytes))...)
+				m.msgs = append(m.msgs, make([]int64, n-len(m.msgs))...)
+				m.time = append(m.time, make([]int64, n-len(m.time))...)
+			}
+			m.bytes[peer] += bytes
+			m.msgs[peer]++
+			m.time[peer] += dur
 		}
-		m.bytes[peer] += bytes
-		m.msgs[peer]++
-		m.time[peer] += dur
 	}
 	// Consecutive messages of one op alternate between sizes (a ring's
 	// chunks differ by one element), so the buckets of the last op are
@@ -344,16 +442,20 @@ func (s *Summarizer) Finalize() *Summary {
 	}
 	sort.Slice(ranks, func(i, j int) bool { return ranks[i].rank < ranks[j].rank })
 	world := s.meta.WorldSize
+	rows := 0 // per-rank tables are indexed by the ranks that have streams
 	for _, rs := range ranks {
 		world = max(world, rs.world, rs.rank+1)
+		rows = max(rows, rs.rank+1)
 	}
 	sum.Run = s.runInfo(ranks, world)
+	ext, far := s.extent(ranks)
+	sum.Problems = append(sum.Problems, far...)
 
 	s.classifyCalls(ranks)
 	calls := s.mergeCalls(ranks)
 	inst := instances(calls)
 	waits := arrivalWaits(calls, inst, world)
-	sp := s.spans(ranks, calls, world)
+	sp := s.spans(ranks, calls, rows)
 	// The analyses below only read calls, waits and the ranks'
 	// accumulators, and each writes its own part of the summary: they run
 	// side by side.
@@ -366,14 +468,14 @@ func (s *Summarizer) Finalize() *Summary {
 		}()
 	}
 	par(func() { sum.Collectives, sum.Ops = s.collStats(ranks, calls, inst, waits) })
-	par(func() { sum.Ranks = s.rankStats(ranks, calls, inst, waits, sp, world) })
+	par(func() { sum.Ranks = s.rankStats(ranks, calls, inst, waits, sp, rows) })
 	par(func() {
-		sum.Matrix, sum.OpMatrices = s.matrices(ranks, world)
+		sum.Matrix, sum.OpMatrices = s.matrices(ranks, ext)
 		sum.MessageSizes = s.messageSizes(ranks)
 		sum.Compute = s.computeNames(ranks)
 		sum.Patterns = s.patterns(ranks, calls)
 	})
-	par(func() { sum.Skew = s.skew(calls, inst, world) })
+	par(func() { sum.Skew = s.skew(calls, inst, rows, ext) })
 	par(func() { sum.Steps, sum.StepSummary = s.steps(ranks, calls, waits, sp, sum.Run.SamplesPerStep) })
 	par(func() { sum.fitAcc = s.fitSums(ranks, calls, inst, waits) })
 	par(func() { sum.Stragglers = s.stragglers(ranks, calls, inst) })
@@ -390,6 +492,23 @@ func (s *Summarizer) Finalize() *Summary {
 	sum.Projection = sum.Project(DefaultProjectionRanks(world), nil)
 	if src := sum.Run.Source; src != nil && src.ToolPhases {
 		sum.forgetProgramWork()
+	}
+	if src := sum.Run.Source; src != nil && src.Format == "pmpi" {
+		// The PMPI library sees the program's MPI calls, not its compute
+		// between them, nor when a message arrived within a receive (its
+		// wait before the first byte reads 0).
+		sum.Unknown = append(sum.Unknown, "compute", "recv_wait")
+		// Nor, then, a hub's bandwidth while receiving: its receives'
+		// time includes waiting for the senders.
+		for i := range sum.PointToPoint.Hubs {
+			sum.PointToPoint.Hubs[i].GBps = 0
+		}
+	}
+	if src := sum.Run.Source; src != nil && (src.Untimed || src.NoDurations) {
+		sum.forgetTimes(!src.Untimed)
+	}
+	if src := sum.Run.Source; src != nil && src.PartialRanks {
+		sum.unknown("communication")
 	}
 	sum.Headline = headline(sum)
 	sum.Findings = findings(sum)
@@ -455,16 +574,19 @@ func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) {
 	}
 	for _, rs := range ranks {
 		if len(rs.waits) > 0 {
+			// The name tells a collective's wait from a message's, whose
+			// seq is its tag.
 			type key struct {
-				comm int32
-				seq  int64
+				comm, name int32
+				seq        int64
 			}
 			waited := make(map[key]bool, len(rs.waits))
 			for _, w := range rs.waits {
-				waited[key{w.comm, w.seq}] = true
+				waited[key{w.comm, w.name, w.seq}] = true
 			}
 			for i := range rs.calls {
-				rs.calls[i].nonBlocking = waited[key{rs.calls[i].comm, rs.calls[i].seq}]
+				c := &rs.calls[i]
+				c.nonBlocking = waited[key{c.comm, c.name, c.seq}]
 			}
 		}
 		if !anyTimed {
@@ -507,6 +629,7 @@ func (s *Summarizer) mergeCalls(ranks []*RankSummarizer) []callRec {
 	for _, rs := range ranks {
 		n += len(rs.calls)
 		slices.SortFunc(rs.calls, cmpCall)
+		rs.attachWaits()
 		lists = append(lists, rs.calls)
 		rs.calls = nil
 	}
@@ -744,7 +867,7 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 	var total int64
 	for k, a := range groups {
 		st := a.st
-		st.Op, st.Algo, st.Bucket, st.BucketLbl = s.str(k.name), s.str(k.algo), k.bucket, BucketLabel(k.bucket)
+		st.Op, st.Algo, st.Bucket, st.BucketLbl = s.str(k.name), s.str(k.algo), k.bucket, units.Bucket(k.bucket)
 		best := 0
 		for n, c := range a.ranksN {
 			if c > a.ranksN[best] || (c == a.ranksN[best] && n > best) {
@@ -909,6 +1032,8 @@ type rankSpans struct {
 // spans computes every rank's rankSpans. A run recorded before wait
 // events existed has no way to tell when its program was blocked: there,
 // as then, the communication not covered by compute spans is exposed.
+// A point-to-point message the program waited for (Isend, Irecv) blocked
+// it only while it waited; another (Send, Recv) for its whole span.
 func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) []rankSpans {
 	haveWaits := false
 	for _, rs := range ranks {
@@ -931,9 +1056,20 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) 
 		ps := union(slices.Clone(rs.compute))
 		var ex []span
 		if haveWaits {
-			bl := append(blocked[r], rs.p2p...)
+			bl := blocked[r]
+			waited := map[p2pWaitKey]int{}
 			for _, w := range rs.waits {
 				bl = append(bl, span{w.start, w.end})
+				if w.name == s.p2p {
+					waited[p2pWaitKey{w.comm, w.peer, w.seq, w.bytes, w.end}]++
+				}
+			}
+			for i, m := range rs.p2pMsgs {
+				if k := (p2pWaitKey{m.comm, m.peer, m.tag, m.bytes, m.end}); waited[k] > 0 {
+					waited[k]--
+					continue
+				}
+				bl = append(bl, rs.p2p[i])
 			}
 			ex = intersect(cs, union(bl))
 		} else {
@@ -945,9 +1081,10 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) 
 }
 
 func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64, sp []rankSpans, world int) []RankStats {
-	wait := make([]int64, world)
-	for i, c := range calls {
-		wait[c.rank] += waits[i]
+	wait := rankWaits(calls, waits, world)
+	var shared [][]span // per rank: its calls that other ranks hold too
+	if m := s.meta.Manifest; m != nil && m.Source != nil && m.Source.PartialRanks {
+		shared = sharedCalls(calls, inst, world)
 	}
 	lastN, late, lateN := lateness(calls, inst, world)
 	out := make([]RankStats, 0, len(ranks))
@@ -958,11 +1095,49 @@ func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst []
 			ExposedNS: length(x.exposed), WaitNS: wait[r], RecvWaitNS: rs.recvWait, SendNS: rs.sendNS, RecvNS: rs.recvNS,
 			BytesSent: rs.bytesSent, BytesRecv: rs.bytesRecv, MsgsSent: rs.msgsSent, MsgsRecv: rs.msgsRecv,
 			LocalBytes: rs.selfBytes, LocalMsgs: rs.selfMsgs, LastArrivals: lastN[r], Truncated: rs.truncated}
+		if shared != nil {
+			// Ranks hold different calls: what each spent in the calls
+			// several ranks hold, so that the ranks compare.
+			sh := union(shared[r])
+			st.CommNS, st.ExposedNS = length(sh), length(intersect(sh, x.exposed))
+		}
 		st.OverlappedNS = st.CommNS - st.ExposedNS
 		if lateN[r] > 0 {
 			st.MeanLateNS = late[r] / float64(lateN[r])
 		}
 		out = append(out, st)
+	}
+	return out
+}
+
+// rankWaits is each rank's time waiting for the last rank to arrive: the
+// union of its waits, since calls that overlap on a rank (non-blocking
+// ones, Horovod's concurrent negotiations) wait at the same time.
+func rankWaits(calls []callRec, waits []int64, world int) []int64 {
+	per := make([][]span, world)
+	for i, c := range calls {
+		if waits[i] > 0 {
+			per[c.rank] = append(per[c.rank], span{c.start, c.start + waits[i]})
+		}
+	}
+	out := make([]int64, world)
+	for r, sp := range per {
+		out[r] = length(union(sp))
+	}
+	return out
+}
+
+// sharedCalls returns, per rank, the spans of its calls that at least one
+// other rank holds too.
+func sharedCalls(calls []callRec, inst [][2]int, world int) [][]span {
+	out := make([][]span, world)
+	for _, in := range inst {
+		if in[1]-in[0] < 2 {
+			continue
+		}
+		for _, c := range calls[in[0]:in[1]] {
+			out[c.rank] = append(out[c.rank], span{c.start, c.start + c.dur})
+		}
 	}
 	return out
 }
@@ -997,50 +1172,160 @@ func lateness(calls []callRec, inst [][2]int, world int) (lastN []int64, late []
 	return lastN, late, n
 }
 
-func (s *Summarizer) matrices(ranks []*RankSummarizer, world int) (Matrix, []Matrix) {
+// extent returns how many ranks the rank-by-rank tables (the traffic
+// matrices, the skew series) span: the ranks that have streams and the
+// peers their messages name, and the world of the run's manifest when it
+// is no larger. A rank far beyond how many distinct ranks the run shows
+// (a world_size of a million read from run.json, a damaged peer value, a
+// lone stream named rank-1048575) would make the n × n tables grow with
+// one value read from a file instead of the run's content: such ranks
+// are left out of the tables, and far lists a problem for each, naming
+// its stream and column.
+func (s *Summarizer) extent(ranks []*RankSummarizer) (n int, far []string) {
+	type origin struct {
+		rank int32  // the stream that names it
+		col  string // as its own rank, or as a peer
+	}
+	var dense [denseRanks]bool
+	seen := map[int32]origin{} // ranks from denseRanks on
+	distinct := 0
+	see := func(r int32, o origin) {
+		if r < denseRanks {
+			if !dense[r] {
+				dense[r] = true
+				distinct++
+			}
+			return
+		}
+		if _, ok := seen[r]; !ok {
+			seen[r] = o
+			distinct++
+		}
+	}
+	for _, rs := range ranks {
+		see(int32(rs.rank), origin{int32(rs.rank), trace.ColRank})
+	}
+	for _, rs := range ranks {
+		peer := origin{int32(rs.rank), trace.ColPeer}
+		for name, st := range rs.sendNSTo {
+			for p, ns := range st {
+				if ns > 0 {
+					see(int32(p), peer)
+				}
+			}
+			for p := range rs.sendFar[name] {
+				see(p, peer)
+			}
+		}
+		for _, acc := range rs.matrices {
+			for p, msgs := range acc.msgs {
+				if msgs > 0 {
+					see(int32(p), peer)
+				}
+			}
+			for p := range acc.far {
+				see(p, peer)
+			}
+		}
+	}
+	// A run that shows k distinct ranks spans at most 2k+64 of them: a
+	// world where most ranks left no trace still gets its tables, one
+	// where a single rank is numbered in the millions does not.
+	bound := 2*distinct + 64
+	for r := range denseRanks {
+		if dense[r] && r < bound {
+			n = r + 1
+		}
+	}
+	var left []int32
+	for r := range seen {
+		if int(r) < bound {
+			n = max(n, int(r)+1)
+		} else {
+			left = append(left, r)
+		}
+	}
+	if w := s.meta.WorldSize; w <= bound {
+		n = max(n, w)
+	}
+	slices.Sort(left)
+	for i, r := range left {
+		if i == 8 {
+			far = append(far, fmt.Sprintf("%d more ranks far beyond the %d the run shows are left out of the traffic matrices and the skew series", len(left)-i, distinct))
+			break
+		}
+		o := seen[r]
+		if o.col == trace.ColRank {
+			far = append(far, fmt.Sprintf("%s: column %s is %d, far beyond the %d ranks the run shows; this rank is left out of the traffic matrices and the skew series",
+				trace.RankFile(int(o.rank)), o.col, r, distinct))
+		} else {
+			far = append(far, fmt.Sprintf("%s (rank %d): column %s names rank %d, far beyond the %d ranks the run shows; its traffic with it is left out of the traffic matrices",
+				trace.RankFile(int(o.rank)), o.rank, o.col, r, distinct))
+		}
+	}
+	return n, far
+}
+
+// matrices sums the ranks' traffic into n × n matrices, overall and per
+// op; ranks from n on are left out (see extent).
+func (s *Summarizer) matrices(ranks []*RankSummarizer, n int) (Matrix, []Matrix) {
 	newM := func(op string) Matrix {
-		m := Matrix{Op: op, Bytes: make([][]int64, world), Messages: make([][]int64, world), TimeNS: make([][]int64, world), SendNS: make([][]int64, world)}
-		for i := range world {
-			m.Bytes[i], m.Messages[i], m.TimeNS[i], m.SendNS[i] = make([]int64, world), make([]int64, world), make([]int64, world), make([]int64, world)
+		m := Matrix{Op: op, Bytes: make([][]int64, n), Messages: make([][]int64, n), TimeNS: make([][]int64, n), SendNS: make([][]int64, n)}
+		for i := range n {
+			m.Bytes[i], m.Messages[i], m.TimeNS[i], m.SendNS[i] = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		}
 		return m
 	}
 	all := newM("")
 	per := map[int32]*Matrix{}
+	opM := func(name int32) *Matrix {
+		m := per[name]
+		if m == nil {
+			mm := newM(s.str(name))
+			m = &mm
+			per[name] = m
+		}
+		return m
+	}
 	for _, rs := range ranks {
-		for name, st := range rs.sendNSTo {
-			m := per[name]
-			if m == nil {
-				mm := newM(s.str(name))
-				m = &mm
-				per[name] = m
-			}
-			src := rs.rank
-			for dst, ns := range st {
-				if src < world && dst < world {
-					m.SendNS[src][dst] += ns
-					all.SendNS[src][dst] += ns
-				}
+		src := rs.rank
+		addSend := func(m *Matrix, dst int, ns int64) {
+			if src < n && dst < n {
+				m.SendNS[src][dst] += ns
+				all.SendNS[src][dst] += ns
 			}
 		}
-		for name, acc := range rs.matrices {
-			m := per[name]
-			if m == nil {
-				mm := newM(s.str(name))
-				m = &mm
-				per[name] = m
+		for name, st := range rs.sendNSTo {
+			m := opM(name)
+			for dst, ns := range st {
+				addSend(m, dst, ns)
 			}
-			dst := rs.rank
-			for src := range acc.bytes {
-				if src >= world || dst >= world {
-					continue
+		}
+		for name, far := range rs.sendFar {
+			m := opM(name)
+			for dst, ns := range far {
+				addSend(m, int(dst), ns)
+			}
+		}
+		dst := rs.rank
+		for name, acc := range rs.matrices {
+			m := opM(name)
+			add := func(src int, bytes, msgs, ns int64) {
+				if src >= n || dst >= n {
+					return
 				}
-				m.Bytes[src][dst] += acc.bytes[src]
-				m.Messages[src][dst] += acc.msgs[src]
-				m.TimeNS[src][dst] += acc.time[src]
-				all.Bytes[src][dst] += acc.bytes[src]
-				all.Messages[src][dst] += acc.msgs[src]
-				all.TimeNS[src][dst] += acc.time[src]
+				m.Bytes[src][dst] += bytes
+				m.Messages[src][dst] += msgs
+				m.TimeNS[src][dst] += ns
+				all.Bytes[src][dst] += bytes
+				all.Messages[src][dst] += msgs
+				all.TimeNS[src][dst] += ns
+			}
+			for src := range acc.bytes {
+				add(src, acc.bytes[src], acc.msgs[src], acc.time[src])
+			}
+			for src, c := range acc.far {
+				add(int(src), c[0], c[1], c[2])
 			}
 		}
 	}
@@ -1058,7 +1343,7 @@ func (s *Summarizer) messageSizes(ranks []*RankSummarizer) []SizeStats {
 		for k, st := range rs.sizes {
 			m := merged[k]
 			if m == nil {
-				m = &SizeStats{Op: s.str(k.name), Bucket: k.bucket, BucketLbl: BucketLabel(k.bucket)}
+				m = &SizeStats{Op: s.str(k.name), Bucket: k.bucket, BucketLbl: units.Bucket(k.bucket)}
 				merged[k] = m
 			}
 			m.Messages += st.Messages
@@ -1083,8 +1368,10 @@ func (s *Summarizer) messageSizes(ranks []*RankSummarizer) []SizeStats {
 // skewSeriesMax is how many world calls the skew heatmap samples.
 const skewSeriesMax = 400
 
-func (s *Summarizer) skew(calls []callRec, inst [][2]int, world int) Skew {
-	sk := Skew{Ranking: []int{}, ByOp: []OpSkew{}, Series: SkewSeries{Seq: []int64{}, Op: []string{}, Offset: [][]int64{}}}
+// skew measures arrival skew; rows is one more than the highest rank
+// with a stream, n the extent of the sampled series' rows (see extent).
+func (s *Summarizer) skew(calls []callRec, inst [][2]int, rows, n int) Skew {
+	sk := Skew{Ranking: []int{}, ByOp: []OpSkew{}, Series: SkewSeries{Seq: []int64{}, Op: []string{}, Label: []string{}, Offset: [][]int64{}}}
 	all := make([]int64, 0, len(inst))
 	byOp := map[int32][]int64{}
 	worldID, hasWorld := s.strIdx["world"]
@@ -1110,9 +1397,9 @@ func (s *Summarizer) skew(calls []callRec, inst [][2]int, world int) Skew {
 		sk.ByOp = append(sk.ByOp, OpSkew{Op: s.str(name), Dist: dist(d)})
 	}
 	sort.Slice(sk.ByOp, func(i, j int) bool { return sk.ByOp[i].Op < sk.ByOp[j].Op })
-	lastN, late, n := lateness(calls, inst, world)
-	for r := range world {
-		if n[r] > 0 {
+	lastN, late, cnt := lateness(calls, inst, rows)
+	for r := range rows {
+		if cnt[r] > 0 {
 			sk.Ranking = append(sk.Ranking, r)
 		}
 	}
@@ -1121,7 +1408,7 @@ func (s *Summarizer) skew(calls []callRec, inst [][2]int, world int) Skew {
 		if lastN[a] != lastN[b] {
 			return lastN[a] > lastN[b]
 		}
-		return late[a]/float64(n[a]) > late[b]/float64(n[b])
+		return late[a]/float64(cnt[a]) > late[b]/float64(cnt[b])
 	})
 	stride := max(1, (len(worldInst)+skewSeriesMax-1)/skewSeriesMax)
 	for i := 0; i < len(worldInst); i += stride {
@@ -1130,15 +1417,18 @@ func (s *Summarizer) skew(calls []callRec, inst [][2]int, world int) Skew {
 		for _, c := range calls[in[0]:in[1]] {
 			first = min(first, c.start)
 		}
-		row := make([]int64, world)
+		row := make([]int64, n)
 		for r := range row {
 			row[r] = -1
 		}
 		for _, c := range calls[in[0]:in[1]] {
-			row[c.rank] = c.start - first
+			if int(c.rank) < n {
+				row[c.rank] = c.start - first
+			}
 		}
 		sk.Series.Seq = append(sk.Series.Seq, calls[in[0]].seq)
 		sk.Series.Op = append(sk.Series.Op, s.str(calls[in[0]].name))
+		sk.Series.Label = append(sk.Series.Label, s.str(calls[in[0]].label))
 		sk.Series.Offset = append(sk.Series.Offset, row)
 	}
 	return sk

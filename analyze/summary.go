@@ -32,8 +32,13 @@ type Summary struct {
 	Epochs        []Epoch     `json:"epochs"`
 	Problems      []string    `json:"problems"`
 	// Unknown names the figures the run's source cannot give ("compute",
-	// "exposed", "overlapped"): they read 0, and pages show them as
-	// unknown rather than as zero.
+	// "exposed", "overlapped" for a tool's phases; "span", "durations",
+	// "comm", "communication", "wait", "skew", "straggler", "bandwidth"
+	// for a source without times; "communication", the headline's
+	// fraction, when ranks hold different calls; "compute" and
+	// "recv_wait", a receive's wait before its first byte, for a PMPI
+	// run): they read 0, and pages
+	// show them as unknown rather than as zero.
 	Unknown []string `json:"unknown,omitempty"`
 
 	fitAcc    *fitSums   // the fit's inputs, for fits pooled over runs
@@ -100,6 +105,28 @@ type Headline struct {
 	StragglerFrac   float64      `json:"straggler_fraction"` // share of multi-rank collectives it arrived last in
 	StragglerLateNS float64      `json:"straggler_late_ns"`  // its mean lateness behind the others' mean arrival
 	Accuracy        trace.Number `json:"accuracy"`           // final test accuracy from the manifest, 0 if none
+	// Verdicts a report colours its figures by: communication is more
+	// than CommHighFraction of the step (of the run without steps), and
+	// more than ExposedHighFraction of it is exposed.
+	CommHigh    bool `json:"comm_high"`
+	ExposedHigh bool `json:"exposed_high"`
+	// A benchmark's key numbers, over the collective groups but barriers:
+	// the group of the highest busbw (nil when none has a busbw), the
+	// largest size per call's group (the highest busbw among several), and
+	// the smallest and largest size per call (0 without collectives).
+	PeakBusBW    *SizeBusBW `json:"peak_busbw,omitempty"`
+	LargestBusBW *SizeBusBW `json:"largest_busbw,omitempty"`
+	CallBytesMin int64      `json:"call_bytes_min"`
+	CallBytesMax int64      `json:"call_bytes_max"`
+}
+
+// SizeBusBW is one collective group's bandwidth at its size per call.
+type SizeBusBW struct {
+	Op        string  `json:"op"`
+	Algo      string  `json:"algo"`
+	CallBytes int64   `json:"call_bytes"` // bytes per call
+	BusBWGBps float64 `json:"busbw_gbps"`
+	AlgBWGBps float64 `json:"algbw_gbps"`
 }
 
 // Dist is a distribution of durations in ns.
@@ -132,6 +159,11 @@ type CollStats struct {
 	// rank's completion: what the transfer took once everyone was there.
 	TransferNS        float64 `json:"transfer_ns"`
 	TransferBusBWGBps float64 `json:"transfer_busbw_gbps"` // busbw over TransferNS
+	// WaitFraction is WaitNS over the time of the group's events (Time.Sum).
+	WaitFraction float64 `json:"wait_fraction"`
+	// CallNS is the time per call algbw is over: the mean time, or for a
+	// benchmark's timed loop the slowest rank's loop time per call.
+	CallNS float64 `json:"call_ns"`
 }
 
 // OpStats is one collective op over every algorithm and size.
@@ -255,6 +287,7 @@ type OpSkew struct {
 type SkewSeries struct {
 	Seq    []int64   `json:"seq"`
 	Op     []string  `json:"op"`
+	Label  []string  `json:"label"` // the call's label (a tensor), "" for none
 	Offset [][]int64 `json:"offset_ns"`
 }
 
@@ -328,7 +361,7 @@ func (s *Summary) IsUnknown(figure string) bool {
 // communication with them, or its exposure, says nothing about the
 // program.
 func (s *Summary) forgetProgramWork() {
-	s.Unknown = append(s.Unknown, "compute", "exposed", "overlapped")
+	s.unknown("compute", "exposed", "overlapped")
 	for i := range s.Ranks {
 		s.Ranks[i].ComputeNS, s.Ranks[i].ExposedNS, s.Ranks[i].OverlappedNS = 0, 0, 0
 	}
@@ -336,4 +369,68 @@ func (s *Summary) forgetProgramWork() {
 		s.Steps[i].ComputeNS, s.Steps[i].ExposedNS, s.Steps[i].OverlappedNS = 0, 0, 0
 	}
 	s.StepSummary.ComputeNS, s.StepSummary.ExposedNS, s.StepSummary.OverlappedNS = 0, 0, 0
+}
+
+// unknown adds figures to Unknown, once each.
+func (s *Summary) unknown(figures ...string) {
+	for _, f := range figures {
+		if !s.IsUnknown(f) {
+			s.Unknown = append(s.Unknown, f)
+		}
+	}
+}
+
+// forgetTimes drops the figures measured from times the run's source does
+// not have (trace.Source.Untimed, NoDurations): without durations, the
+// time in communication, the waits, the straggler replay, bandwidths and
+// the model would be read off zeros; without any time, also the run's
+// span and the arrival skew, since the events are placed in order only.
+// Counts, sizes, communicators and algorithms stay.
+func (s *Summary) forgetTimes(starts bool) {
+	s.unknown("durations", "comm", "communication", "exposed", "overlapped", "wait", "straggler", "bandwidth")
+	for i := range s.Ranks {
+		r := &s.Ranks[i]
+		r.CommNS, r.ExposedNS, r.OverlappedNS, r.WaitNS, r.RecvWaitNS, r.SendNS, r.RecvNS = 0, 0, 0, 0, 0, 0, 0
+	}
+	for i := range s.Collectives {
+		c := &s.Collectives[i]
+		c.Time = Dist{N: c.Time.N}
+		c.AlgBWGBps, c.BusBWGBps, c.WaitNS, c.TransferNS, c.TransferBusBWGBps = 0, 0, 0, 0, 0
+	}
+	for i := range s.Ops {
+		o := &s.Ops[i]
+		o.TimeNS, o.MeanNS, o.BusBWGBps, o.TransferBusBWGBps, o.WaitNS, o.Share = 0, 0, 0, 0, 0, 0
+	}
+	for _, m := range append([]Matrix{s.Matrix}, s.OpMatrices...) {
+		for _, rows := range [][][]int64{m.TimeNS, m.SendNS} {
+			for _, row := range rows {
+				clear(row)
+			}
+		}
+	}
+	for i := range s.MessageSizes {
+		s.MessageSizes[i].TimeNS, s.MessageSizes[i].WaitNS, s.MessageSizes[i].GBps = 0, 0, 0
+	}
+	s.PointToPoint.TimeNS, s.PointToPoint.Share = 0, 0
+	for i := range s.PointToPoint.Hubs {
+		h := &s.PointToPoint.Hubs[i]
+		h.TransferNS, h.WaitNS, h.GBps = 0, 0, 0
+	}
+	for i := range s.Skew.ByLabel {
+		s.Skew.ByLabel[i].WaitNS = 0
+	}
+	s.Stragglers = Stragglers{Reason: "the run's source does not record how long calls took", Ranks: []RankCost{}, Named: []int{}}
+	s.Fit = Fit{RankCounts: []int{}, Source: "run", Reason: "the run's source does not record how long calls took; " + howToFit}
+	s.fitAcc, s.stepCalls, s.Projection = &fitSums{}, nil, nil
+	if starts {
+		return
+	}
+	s.unknown("span", "skew")
+	s.Run.SpanNS = 0
+	for i := range s.Ranks {
+		s.Ranks[i].LastArrivals, s.Ranks[i].MeanLateNS = 0, 0
+	}
+	s.Skew = Skew{Calls: s.Skew.Calls, Ranking: []int{}, ByOp: []OpSkew{}, ByLabel: []LabelSkew{},
+		Series:      SkewSeries{Seq: []int64{}, Op: []string{}, Label: []string{}, Offset: [][]int64{}},
+		LabelSeries: LabelSeries{AtNS: []int64{}, Label: []string{}, SkewNS: []int64{}, Last: []int{}}}
 }

@@ -2,9 +2,11 @@ package analyze
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Sweep compares a series of training runs that differ in batch size,
@@ -21,19 +23,51 @@ type Sweep struct {
 	// none: pass a calibration to get one).
 	Model        string `json:"model,omitempty"`
 	ProjectRanks int    `json:"project_ranks,omitempty"`
+	// The configurations a page leads with, as indexes into Configs
+	// (absent for none): the best final test accuracy, the shortest time
+	// to the target, the highest throughput.
+	BestAccuracy      *int `json:"best_accuracy,omitempty"`
+	FastestToTarget   *int `json:"fastest_to_target,omitempty"`
+	HighestThroughput *int `json:"highest_throughput,omitempty"`
+	// NoRule is what the largest global batch cost without a
+	// learning-rate rule, when the sweep has two batch sizes of it.
+	NoRule *SweepEnds `json:"no_rule,omitempty"`
+	// Findings say in words what the sweep answers: what the largest
+	// batch cost each learning-rate rule, and which rule kept the most.
+	Findings []string `json:"findings"`
 }
+
+// SweepEnds compares the smallest and the largest global batch of one
+// line of a sweep (the same ranks, rule, warm-up and learning rate).
+type SweepEnds struct {
+	Smallest int `json:"smallest"` // index into Configs
+	Largest  int `json:"largest"`  // index into Configs
+	// AccuracyChange is the largest's final test accuracy minus the
+	// smallest's; Verdict is "worse" when it lost more than half a point
+	// (LostAccuracy), else "".
+	AccuracyChange float64 `json:"accuracy_change"`
+	Verdict        string  `json:"verdict"`
+}
+
+// LostAccuracy is the fall of test accuracy (0.005: half a point) beyond
+// which a sweep's largest batch is called worse than its smallest.
+const LostAccuracy = 0.005
 
 // SweepConfig is one configuration of a sweep, its figures the mean over
 // its repeats (min and max where they differ).
 type SweepConfig struct {
-	BatchSize   int      `json:"batch_size"` // per rank
-	GlobalBatch int      `json:"global_batch"`
-	Ranks       int      `json:"ranks"`
-	LRScaling   string   `json:"lr_scaling"`
-	Warmup      string   `json:"warmup_epochs"`
-	LR          string   `json:"lr"`
-	Runs        []string `json:"runs"` // run directories, one per repeat
-	Failed      int      `json:"failed"`
+	BatchSize   int    `json:"batch_size"` // per rank
+	GlobalBatch int    `json:"global_batch"`
+	Ranks       int    `json:"ranks"`
+	LRScaling   string `json:"lr_scaling"`
+	Warmup      string `json:"warmup_epochs"`
+	LR          string `json:"lr"`
+	// Group names the configuration's line in a sweep's charts: every
+	// setting but the batch ("lr sqrt, warm-up 1"; the ranks and the base
+	// learning rate when the sweep varies them).
+	Group  string   `json:"group"`
+	Runs   []string `json:"runs"` // run directories, one per repeat
+	Failed int      `json:"failed"`
 	// Accuracy per epoch (mean over repeats) and at the end.
 	EpochAccuracy []float64 `json:"epoch_accuracy"`
 	Accuracy      Range     `json:"accuracy"`
@@ -49,8 +83,8 @@ type SweepConfig struct {
 	ExposedNSPerSample Range `json:"exposed_ns_per_sample"`
 	BusBWGBps          Range `json:"busbw_gbps"`
 	// ScalingEfficiency is samples/s over the same batch and rule's at the
-	// smallest rank count, scaled by the rank ratio (1 is perfect); 0
-	// when the sweep has one rank count.
+	// smallest rank count, scaled by the rank ratio (1 is perfect, and
+	// the smallest rank count's own); 0 when the sweep has one rank count.
 	ScalingEfficiency float64 `json:"scaling_efficiency"`
 	// ProjectedStepNS is the model's allreduce time per step at the
 	// sweep's ProjectRanks, when a model was given.
@@ -100,7 +134,7 @@ func DefaultSweepTarget(runs []SweepRun) float64 {
 // NewSweep builds a sweep's comparison from its runs. fit, if usable,
 // projects each configuration's allreduces to project ranks.
 func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
-	sw := &Sweep{Target: target, Configs: []SweepConfig{}}
+	sw := &Sweep{Target: target, Configs: []SweepConfig{}, Findings: []string{}}
 	if fit != nil && fit.Usable && project > 1 {
 		sw.Model, sw.ProjectRanks = fit.Source, project
 	}
@@ -171,8 +205,23 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 		}
 		sw.Configs = append(sw.Configs, sc)
 	}
-	// Scaling efficiency against the smallest rank count of the same
-	// batch, rule, warm-up and learning rate.
+	sw.scaling()
+	sw.groups()
+	sw.highlights()
+	sw.findings()
+	return sw
+}
+
+// scaling sets each configuration's scaling efficiency against the
+// smallest rank count of the same batch, rule, warm-up and learning rate.
+func (sw *Sweep) scaling() {
+	ranks := map[int]bool{}
+	for _, c := range sw.Configs {
+		ranks[c.Ranks] = true
+	}
+	if len(ranks) < 2 {
+		return
+	}
 	for i := range sw.Configs {
 		c := &sw.Configs[i]
 		base := -1
@@ -182,11 +231,140 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 				base = j
 			}
 		}
-		if b := sw.Configs[base]; b.Ranks < c.Ranks && b.SamplesPerSec.Mean > 0 {
+		switch b := sw.Configs[base]; {
+		case b.Ranks == c.Ranks && c.SamplesPerSec.N > 0:
+			c.ScalingEfficiency = 1 // its own base
+		case b.Ranks < c.Ranks && b.SamplesPerSec.Mean > 0:
 			c.ScalingEfficiency = c.SamplesPerSec.Mean / (b.SamplesPerSec.Mean * float64(c.Ranks) / float64(b.Ranks))
 		}
 	}
-	return sw
+}
+
+// groups names each configuration's line: the settings the sweep varies
+// but the batch.
+func (sw *Sweep) groups() {
+	varies := func(f func(SweepConfig) string) bool {
+		for _, c := range sw.Configs {
+			if f(c) != f(sw.Configs[0]) {
+				return true
+			}
+		}
+		return false
+	}
+	byRanks := varies(func(c SweepConfig) string { return strconv.Itoa(c.Ranks) })
+	byLR := varies(func(c SweepConfig) string { return c.LR })
+	for i := range sw.Configs {
+		c := &sw.Configs[i]
+		var parts []string
+		if byRanks {
+			parts = append(parts, plural(c.Ranks, "rank"))
+		}
+		parts = append(parts, "lr "+c.LRScaling)
+		if c.Warmup != "" && c.Warmup != "0" {
+			parts = append(parts, "warm-up "+c.Warmup)
+		}
+		if byLR {
+			parts = append(parts, "base lr "+c.LR)
+		}
+		c.Group = strings.Join(parts, ", ")
+	}
+}
+
+// highlights picks the configurations a page leads with, and what the
+// largest batch cost without a rule.
+func (sw *Sweep) highlights() {
+	pick := func(ok func(SweepConfig) bool, better func(a, b SweepConfig) bool) *int {
+		best := -1
+		for i, c := range sw.Configs {
+			if ok(c) && (best < 0 || better(c, sw.Configs[best])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		return &best
+	}
+	sw.BestAccuracy = pick(func(c SweepConfig) bool { return c.Accuracy.N > 0 },
+		func(a, b SweepConfig) bool { return a.Accuracy.Mean > b.Accuracy.Mean })
+	sw.FastestToTarget = pick(func(c SweepConfig) bool { return c.Reached > 0 },
+		func(a, b SweepConfig) bool { return a.TimeToTargetNS.Mean < b.TimeToTargetNS.Mean })
+	sw.HighestThroughput = pick(func(c SweepConfig) bool { return c.SamplesPerSec.N > 0 },
+		func(a, b SweepConfig) bool { return a.SamplesPerSec.Mean > b.SamplesPerSec.Mean })
+	if lo, hi, ok := sw.batchEnds("none"); ok {
+		e := &SweepEnds{Smallest: lo, Largest: hi, AccuracyChange: sw.Configs[hi].Accuracy.Mean - sw.Configs[lo].Accuracy.Mean}
+		if e.AccuracyChange < -LostAccuracy {
+			e.Verdict = "worse"
+		}
+		sw.NoRule = e
+	}
+}
+
+// batchEnds are the indexes of the configurations of the smallest and
+// largest global batch with rule and an accuracy, on the line (group) of
+// the first such configuration.
+func (sw *Sweep) batchEnds(rule string) (lo, hi int, ok bool) {
+	lo, hi = -1, -1
+	for i, c := range sw.Configs {
+		if c.LRScaling != rule || c.Accuracy.N == 0 || lo >= 0 && c.Group != sw.Configs[lo].Group {
+			continue
+		}
+		if lo < 0 || c.GlobalBatch < sw.Configs[lo].GlobalBatch {
+			lo = i
+		}
+		if hi < 0 || c.GlobalBatch > sw.Configs[hi].GlobalBatch {
+			hi = i
+		}
+	}
+	return lo, hi, lo >= 0 && sw.Configs[lo].GlobalBatch < sw.Configs[hi].GlobalBatch
+}
+
+// findings say what the sweep answers, in words: what the largest batch
+// of each line reaches against the smallest batch without a rule on the
+// same ranks, and which rule kept the most at the largest batch the rules
+// ran.
+func (sw *Sweep) findings() {
+	var lines []string
+	for _, c := range sw.Configs {
+		if !slices.Contains(lines, c.Group) {
+			lines = append(lines, c.Group)
+		}
+	}
+	var best SweepConfig
+	for _, g := range lines {
+		var at SweepConfig
+		for _, c := range sw.Configs {
+			if c.Group == g && c.Accuracy.N > 0 && c.GlobalBatch > at.GlobalBatch {
+				at = c
+			}
+		}
+		var base SweepConfig
+		for _, c := range sw.Configs {
+			if c.LRScaling == "none" && c.Ranks == at.Ranks && c.LR == at.LR && c.Accuracy.N > 0 &&
+				(base.GlobalBatch == 0 || c.GlobalBatch < base.GlobalBatch) {
+				base = c
+			}
+		}
+		if base.GlobalBatch == 0 || at.GlobalBatch <= base.GlobalBatch {
+			continue
+		}
+		sw.Findings = append(sw.Findings, fmt.Sprintf("at global batch %d, %s reaches %.2f%% test accuracy (%+.1f points against batch %d without a rule)",
+			at.GlobalBatch, g, 100*at.Accuracy.Mean, 100*(at.Accuracy.Mean-base.Accuracy.Mean), base.GlobalBatch))
+		if at.LRScaling != "none" && (at.GlobalBatch > best.GlobalBatch || at.GlobalBatch == best.GlobalBatch && at.Accuracy.Mean > best.Accuracy.Mean) {
+			best = at
+		}
+	}
+	if best.Group != "" {
+		sw.Findings = append(sw.Findings, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %.2f%%",
+			best.Group, best.GlobalBatch, 100*best.Accuracy.Mean))
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // ruleOrder orders learning-rate rules from the smallest learning rate

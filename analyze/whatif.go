@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -31,6 +32,9 @@ type Stragglers struct {
 	// recorded run must replay to itself).
 	TotalNS       int64 `json:"total_ns"`
 	ReplayErrorNS int64 `json:"replay_error_ns"`
+	// NoiseNS is what holding a rank that is not named saves, the median
+	// over them: the noise floor a named rank's cost is counted above.
+	NoiseNS int64 `json:"noise_ns"`
 	// BalancedNS is the replayed time with every rank's own work held to
 	// the typical (median over ranks) time: what the job would take with
 	// no straggling at all; BalancedSlowdown is TotalNS over it.
@@ -52,15 +56,29 @@ type Stragglers struct {
 // RankCost is what one rank's slowness cost the job.
 type RankCost struct {
 	Rank int `json:"rank"`
-	// CostNS is the time the job would save if this rank's own work took
-	// no longer than the other ranks' (the replay's saving); Share is it
-	// over TotalNS.
-	CostNS int64   `json:"cost_ns"`
-	Share  float64 `json:"share"`
+	// CostNS is the time this rank's slowness cost the job: what the
+	// replay saves with its own work, and its own part of each transfer,
+	// held to what the other ranks took for the same part of the program.
+	// For a rank that is not named that is what holding it alone saves
+	// (AloneNS). A named straggler's is what holding it saves beyond the
+	// noise floor (Stragglers.NoiseNS); named stragglers share what holding
+	// them all saves (their Shapley values): two ranks slow alike hide each
+	// other, so holding either alone saves little, and each is given half
+	// of what holding both saves. Share is CostNS over TotalNS.
+	CostNS  int64   `json:"cost_ns"`
+	AloneNS int64   `json:"alone_ns"`
+	Share   float64 `json:"share"`
 	// PerWindowNS is CostNS per window; Windows is how many windows it
 	// cost time in (over 1% of the mean window): how sure the verdict is.
 	PerWindowNS float64 `json:"per_window_ns"`
 	Windows     int     `json:"windows"`
+	// WorkNS and TransferNS split a named rank's cost by the kind of
+	// operation it was slow in, its own work between communication calls
+	// (compute, data loading, a delay before a call) or its own part of
+	// the transfers, in proportion to what holding only that part saves;
+	// 0 for ranks that are not named.
+	WorkNS     int64 `json:"work_ns"`
+	TransferNS int64 `json:"transfer_ns"`
 	// ExcessNS is how much longer its own work took than the typical rank's,
 	// summed over the run, whether or not it cost anyone time.
 	ExcessNS int64 `json:"excess_ns"`
@@ -107,7 +125,24 @@ const (
 	nameAlike = 0.5
 	// whatIfCandidates bounds the ranks replayed one by one.
 	whatIfCandidates = 8
+	// pairCandidates is how many of the slowest ranks are tried in pairs
+	// when no rank stands out alone.
+	pairCandidates = 4
+	// shapleyRanks bounds the named ranks that share out what holding them
+	// together saves (2^shapleyRanks replays); beyond it each is given
+	// what holding it alone saves.
+	shapleyRanks = 4
 )
+
+// shapleyWeight is the weight of a coalition of s of n players in a
+// player's Shapley value: s!(n-s-1)!/n!.
+func shapleyWeight(s, n int) float64 {
+	w := 1.0 / float64(n)
+	for i := 1; i <= s; i++ {
+		w *= float64(i) / float64(n-i)
+	}
+	return w
+}
 
 type opKind uint8
 
@@ -146,7 +181,19 @@ type replayer struct {
 	sendTo  []int32
 	nmsg    int
 	typical []int64 // key -> median own-work time over ranks
-	windows []windowRef
+	// typTail is, by key, the median tail over the ranks (a message's,
+	// a wait's after its call completed): a rank whose tail is longer than
+	// the others' for the same operation was itself slow in it.
+	typTail []int64
+	// A collective's transfer (its time after the last member arrived) is
+	// split on each member into the time it waited for the others'
+	// messages (waitIn) and its own time (the rest). ownExcess is a call's
+	// own time beyond the median member's: time it was descheduled or
+	// stopped inside the transfer, which the members waiting for its
+	// messages waited too.
+	waitIn    []int64
+	ownExcess []int64
+	windows   []windowRef
 	// callTail is each call's recorded time after its last member
 	// arrived, on its rank; opAt finds the operation (on the call's rank)
 	// that arrived at a call, msgAt the operation of a message.
@@ -218,102 +265,185 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 	}
 	out.WindowNS = winMean
 
-	// Candidates: the ranks whose own work ran longest over the typical.
+	// Candidates: the ranks whose own work, and own part of transfers,
+	// ran longest over the typical.
 	excess := rp.excess()
 	cands := slices.Clone(rp.ranks)
 	sort.SliceStable(cands, func(i, j int) bool { return excess[cands[i]] > excess[cands[j]] })
-	for i, r := range cands {
-		if i >= whatIfCandidates {
-			break
+	cands = cands[:min(len(cands), whatIfCandidates)]
+	// What holding a set of ranks to the typical saves, by the set.
+	type held struct {
+		res    *replayResult
+		saving int64
+	}
+	memo := map[string]held{}
+	hold := func(set []int) held {
+		set = slices.Sorted(slices.Values(set))
+		k := fmt.Sprint(set)
+		if h, ok := memo[k]; ok {
+			return h
 		}
-		without, _ := rp.replay(r, false, nil)
-		rc := RankCost{Rank: r, CostNS: max(out.TotalNS-without.total(), 0), ExcessNS: excess[r]}
-		if out.TotalNS > 0 {
-			rc.Share = float64(rc.CostNS) / float64(out.TotalNS)
+		h := held{res: actual}
+		if len(set) > 0 {
+			h.res, _ = rp.replay(-1, false, set)
+			h.saving = max(out.TotalNS-h.res.total(), 0)
 		}
-		if n := len(rp.windows); n > 0 {
-			rc.PerWindowNS = float64(rc.CostNS) / float64(n)
-			for _, d := range savedPerWindow(actual, without) {
-				if float64(d) > 0.01*winMean {
-					rc.Windows++
-				}
+		memo[k] = h
+		return h
+	}
+	countWindows := func(a, b *replayResult) (n int) {
+		for _, d := range savedPerWindow(a, b) {
+			if float64(d) > 0.01*winMean {
+				n++
 			}
 		}
-		out.Ranks = append(out.Ranks, rc)
+		return n
 	}
-	slices.SortStableFunc(out.Ranks, func(a, b RankCost) int { return cmp.Compare(b.CostNS, a.CostNS) })
-	// Name the costly ranks one at a time: with the first one's excess
-	// removed, the second may show (two slow ranks hide each other). Each
-	// round measures every remaining candidate against the same base.
+	alone := map[int]int64{}
+	for _, r := range cands {
+		alone[r] = hold([]int{r}).saving
+	}
+	stands := func(gain int64, windows int, floor int64) bool {
+		return out.TotalNS > 0 && float64(gain) >= nameShare*float64(out.TotalNS) && float64(gain) >= nameRatio*float64(floor) &&
+			windows >= min(nameWindows, len(rp.windows))
+	}
+	// Name the ranks one at a time, each by what holding it saves on top
+	// of those already named (a second slow rank may show only once the
+	// first is held), when that is nameRatio times what holding any other
+	// remaining rank saves in the same round: on a busy machine every rank
+	// is slow at times, and one is a straggler only when it stands out
+	// from all the others. Each must also cost about as much as the
+	// costliest named before it.
 	var named []int
-	var floor, firstCost int64
-	costs := map[int]int64{}
-	windows := map[int]int{}
-	for _, rc := range out.Ranks {
-		costs[rc.Rank], windows[rc.Rank] = rc.CostNS, rc.Windows
-	}
-	for round := 0; round < 3; round++ {
-		if round > 0 {
-			base, _ := rp.replay(-1, false, named)
-			for r := range costs {
-				if slices.Contains(named, r) {
-					continue
-				}
-				with, _ := rp.replay(r, false, named)
-				costs[r] = max(base.total()-with.total(), 0)
-				windows[r] = 0
-				for _, d := range savedPerWindow(base, with) {
-					if float64(d) > 0.01*winMean {
-						windows[r]++
-					}
-				}
-			}
-		}
-		best, bestCost := -1, int64(-1)
-		var others []int64
+	var first int64
+	for len(named) < len(cands) {
+		base := hold(named)
+		gains := map[int]int64{}
+		best, win := -1, 0
 		for _, r := range rp.ranks {
-			if slices.Contains(named, r) {
-				continue
+			if slices.Contains(named, r) || !slices.Contains(cands, r) {
+				continue // ranks beyond the candidates save less than any of them
 			}
-			c := costs[r] // 0 for ranks beyond the candidates, which cost less than any of them
-			others = append(others, c)
-			if c > bestCost {
-				best, bestCost = r, c
+			h := hold(append(slices.Clone(named), r))
+			gains[r] = h.saving - base.saving
+			if best < 0 || gains[r] > gains[best] {
+				best, win = r, countWindows(base.res, h.res)
 			}
 		}
 		if best < 0 {
 			break
 		}
-		// The noise floor: the median of the other ranks, as measured in
-		// the first round (later rounds have fewer ranks to judge by).
-		if round == 0 {
-			if i := slices.Index(others, bestCost); i >= 0 {
-				others = slices.Delete(others, i, i+1)
-			}
-			if len(others) > 0 {
-				slices.Sort(others)
-				floor = others[(len(others)-1)/2]
+		var next int64 // the next largest saving: ranks beyond the candidates save less
+		for _, r := range rp.ranks {
+			if r != best && !slices.Contains(named, r) {
+				next = max(next, gains[r])
 			}
 		}
-		if out.TotalNS <= 0 || float64(bestCost) < nameShare*float64(out.TotalNS) || float64(bestCost) < nameRatio*float64(floor) ||
-			windows[best] < min(nameWindows, len(rp.windows)) {
+		if !stands(gains[best], win, next) || (len(named) > 0 && float64(gains[best]) < nameAlike*float64(first)) {
 			break
 		}
-		// A second straggler must cost about as much as the first: a
-		// slow rank's shadow of smaller hiccups is not one.
-		if round > 0 && float64(bestCost) < nameAlike*float64(firstCost) {
-			break
-		}
-		if round == 0 {
-			firstCost = bestCost
-		}
+		first = max(first, gains[best])
 		named = append(named, best)
 	}
+	// Two ranks slow alike hide each other: holding either alone saves
+	// little, both a lot, and holding either with any third rank saves
+	// little again. With no rank named alone, the pair among the slowest
+	// whose holding saves most is named when that is nameRatio times what
+	// holding any other pair saves (ranks that share a busy core make
+	// pairs too, but not that far above the rest), and each of the two
+	// saves enough once the other is held.
+	if len(named) == 0 && len(cands) >= 3 {
+		top := cands[:min(len(cands), pairCandidates)]
+		var pairs [][2]int
+		for i := range top {
+			for j := i + 1; j < len(top); j++ {
+				pairs = append(pairs, [2]int{top[i], top[j]})
+			}
+		}
+		slices.SortStableFunc(pairs, func(a, b [2]int) int {
+			return cmp.Compare(hold(b[:]).saving, hold(a[:]).saving)
+		})
+		pair := pairs[0]
+		both := hold(pair[:])
+		ok := len(pairs) > 1 && float64(both.saving) >= nameRatio*float64(hold(pairs[1][:]).saving)
+		for k := range pair {
+			other := hold([]int{pair[1-k]})
+			ok = ok && stands(both.saving-other.saving, countWindows(other.res, both.res), 0)
+		}
+		if ok {
+			named = pair[:]
+		}
+	}
+	// Costs: the named ranks share what holding them all saves (their
+	// Shapley values: each one's saving averaged over the orders in which
+	// they could be held, so that two ranks that hide each other split
+	// what both cost); any other rank's is what holding it alone saves.
+	share := map[int]float64{}
+	if n := len(named); n > 0 && n <= shapleyRanks {
+		for m := 0; m < 1<<n; m++ {
+			var set []int
+			for i := range n {
+				if m&(1<<i) != 0 {
+					set = append(set, named[i])
+				}
+			}
+			for i, r := range named {
+				if m&(1<<i) == 0 {
+					share[r] += shapleyWeight(len(set), n) * float64(hold(append(slices.Clone(set), r)).saving-hold(set).saving)
+				}
+			}
+		}
+	}
+	// The noise floor: what holding a rank that is not a straggler saves,
+	// the median over the others. On a busy machine every rank is slow at
+	// times, and holding any rank to the median of the others saves its
+	// share of that: a straggler's cost is what it saves beyond it.
+	var rest []int64
+	for _, r := range rp.ranks {
+		if !slices.Contains(named, r) {
+			rest = append(rest, alone[r]) // 0 beyond the candidates
+		}
+	}
+	out.NoiseNS = median(rest)
+	all := hold(named)
+	for _, r := range cands {
+		rc := RankCost{Rank: r, ExcessNS: excess[r], AloneNS: alone[r], CostNS: alone[r]}
+		if v, ok := share[r]; ok {
+			rc.CostNS = max(int64(v)-out.NoiseNS, 0)
+		}
+		if slices.Contains(named, r) {
+			others := slices.DeleteFunc(slices.Clone(named), func(q int) bool { return q == r })
+			rc.Windows = countWindows(hold(others).res, all.res)
+			// The cost, split in proportion to what holding each part
+			// alone saves.
+			w, _ := rp.replayParts(r, false, nil, holdWork)
+			t, _ := rp.replayParts(r, false, nil, holdTransfers)
+			ws, ts := max(out.TotalNS-w.total(), 0), max(out.TotalNS-t.total(), 0)
+			if ws+ts > 0 {
+				rc.WorkNS = int64(float64(rc.CostNS) * float64(ws) / float64(ws+ts))
+				rc.TransferNS = rc.CostNS - rc.WorkNS
+			}
+		} else {
+			rc.Windows = countWindows(actual, hold([]int{r}).res)
+		}
+		if out.TotalNS > 0 {
+			rc.Share = float64(rc.CostNS) / float64(out.TotalNS)
+		}
+		if n := len(rp.windows); n > 0 {
+			rc.PerWindowNS = float64(rc.CostNS) / float64(n)
+		} else {
+			rc.Windows = 0
+		}
+		out.Ranks = append(out.Ranks, rc)
+	}
+	slices.SortStableFunc(out.Ranks, func(a, b RankCost) int { return cmp.Compare(b.CostNS, a.CostNS) })
 	out.Named = orEmpty(named)
 	out.WithoutNS = winMean
 	if len(named) > 0 && len(rp.windows) > 0 {
+		// Held, the named ranks lose their share of the noise too: it is
+		// given back.
 		without, _ := rp.replay(-1, false, named)
-		out.WithoutNS = float64(without.windowSpan()) / float64(len(rp.windows))
+		out.WithoutNS = float64(without.windowSpan()+int64(len(named))*out.NoiseNS) / float64(len(rp.windows))
 	}
 	out.CriticalPath = rp.criticalPath(actual)
 	return out
@@ -370,7 +500,9 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		var ops []rop
 		waitOf := map[[2]int64]waitRec{}
 		for _, w := range rs.waits {
-			waitOf[[2]int64{int64(w.comm), w.seq}] = w
+			if w.name != s.p2p { // a message's wait: its seq is a tag
+				waitOf[[2]int64{int64(w.comm), w.seq}] = w
+			}
 		}
 		for _, ci := range byRank[r] {
 			c := calls[ci]
@@ -441,9 +573,14 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		snd := l[k]
 		rp.msgFrom[rv.msg] = snd
 		// When the receiver waited, its first byte came this long after
-		// the send started; when the message was there first, no later
-		// than the post.
-		rp.lagOf[rv.msg] = max(recvFirst[rv.msg]-msgStart[snd], 0)
+		// the send started. When the message was there first, the post
+		// says only how late the receiver came, not how long the message
+		// took: it took no longer than its send.
+		lag := max(recvFirst[rv.msg]-msgStart[snd], 0)
+		if recvFirst[rv.msg] <= msgStart[rv.msg] {
+			lag = min(lag, max(msgEnd[snd]-msgStart[snd], 0))
+		}
+		rp.lagOf[rv.msg] = lag
 		if msgStart[rv.msg] < msgEnd[snd] {
 			rp.sendTo[snd] = rv.msg
 		}
@@ -509,14 +646,51 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 			gaps[o.key] = append(gaps[o.key], o.gap)
 		}
 	}
-	rp.typical = make([]int64, len(keys))
-	for k, g := range gaps {
-		if len(g) < 2 {
-			rp.typical[k] = -1 // nothing to compare with: never idealized
-			continue
+	tails := make([][]int64, len(keys))
+	for _, r := range rp.ranks {
+		for _, o := range rp.ops[r] {
+			if o.kind != opMark {
+				tails[o.key] = append(tails[o.key], o.tail)
+			}
 		}
-		slices.Sort(g)
-		rp.typical[k] = g[(len(g)-1)/2]
+	}
+	rp.typical = medians(gaps)
+	rp.typTail = medians(tails)
+	// Each member's own time in a transfer: its tail less its waits for
+	// the others' messages after the last arrival (its message waits less
+	// the time it waited for the others to arrive at all).
+	rp.waitIn = make([]int64, len(calls))
+	rp.ownExcess = make([]int64, len(calls))
+	own := make([]int64, len(calls))
+	has := make([]bool, len(calls))
+	for _, r := range rp.ranks {
+		for _, o := range rp.ops[r] {
+			if o.kind != opBlock && o.kind != opStart {
+				continue
+			}
+			c := calls[o.call]
+			l := rp.lastArrival(int(rp.instOf[o.call]), c.rank, func(j int) int64 { return calls[j].start })
+			w := min(max(c.recvWait-max(l-c.start, 0), 0), o.tail)
+			rp.waitIn[o.call], own[o.call], has[o.call] = w, o.tail-w, true
+		}
+	}
+	for _, in := range inst {
+		var os []int64
+		for j := in[0]; j < in[1]; j++ {
+			if has[j] {
+				os = append(os, own[j])
+			}
+		}
+		if len(os) < 2 {
+			continue // nothing to compare with
+		}
+		slices.Sort(os)
+		typ := os[(len(os)-1)/2]
+		for j := in[0]; j < in[1]; j++ {
+			if has[j] {
+				rp.ownExcess[j] = max(own[j]-typ, 0)
+			}
+		}
 	}
 	// Windows: steps, or else the world collectives.
 	rp.steps = len(steps) > 0
@@ -533,6 +707,30 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		}
 	}
 	return rp
+}
+
+// median returns the lower median of v (0 for none); it sorts v.
+func median(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[(len(v)-1)/2]
+}
+
+// medians returns the median of each list, or -1 for a list of fewer
+// than two (nothing to compare with: never idealized). It sorts the lists.
+func medians(lists [][]int64) []int64 {
+	out := make([]int64, len(lists))
+	for k, g := range lists {
+		if len(g) < 2 {
+			out[k] = -1
+			continue
+		}
+		slices.Sort(g)
+		out[k] = g[(len(g)-1)/2]
+	}
+	return out
 }
 
 // lastArrival is the latest arrival among the members call instance in
@@ -569,13 +767,23 @@ func (rp *replayer) lastArrival(in int, r int32, arrive func(j int) int64) int64
 	return l
 }
 
-// excess sums, per rank, its own work beyond the typical.
+// excess sums, per rank, its own work beyond the typical, and its tails
+// beyond the other members' of the same calls.
 func (rp *replayer) excess() map[int]int64 {
 	out := map[int]int64{}
 	for _, r := range rp.ranks {
 		for _, o := range rp.ops[r] {
 			if t := rp.typical[o.key]; t >= 0 && o.gap > t {
 				out[r] += o.gap - t
+			}
+			switch o.kind {
+			case opBlock, opStart:
+				out[r] += rp.ownExcess[o.call]
+			case opMark:
+			default:
+				if t := rp.typTail[o.key]; t >= 0 && o.tail > t {
+					out[r] += o.tail - t
+				}
 			}
 		}
 	}
@@ -681,6 +889,20 @@ func savedPerWindow(a, b *replayResult) []int64 {
 // except: rank ideal's (or every rank's, if all) held to the typical, and
 // the ranks in fixed too. ok is false if the dependencies never resolve.
 func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, bool) {
+	return rp.replayParts(ideal, all, fixed, holdWork|holdTransfers)
+}
+
+// heldParts says which parts of a held rank's program are held to the
+// typical: its own work between operations, its own part of transfers.
+type heldParts uint8
+
+const (
+	holdWork heldParts = 1 << iota
+	holdTransfers
+)
+
+// replayParts replays as replay does, holding only the parts given.
+func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldParts) (*replayResult, bool) {
 	world := len(rp.ops)
 	res := &replayResult{rp: rp, ends: make([][]int64, world), starts: make([][]int64, world),
 		whyRank: make([][]int32, world), whyOp: make([][]int32, world)}
@@ -690,6 +912,26 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 	}
 	if ideal >= 0 {
 		idealize[ideal] = true
+	}
+	// A held member's own excess in a transfer is taken from it, and from
+	// every other member as far as it waited for the others' messages.
+	heldEx := make([]int64, len(rp.inst))
+	for _, r := range rp.ranks {
+		if !all && !idealize[r] || parts&holdTransfers == 0 {
+			continue
+		}
+		for _, o := range rp.ops[r] {
+			if o.kind == opBlock || o.kind == opStart {
+				in := rp.instOf[o.call]
+				heldEx[in] = max(heldEx[in], rp.ownExcess[o.call])
+			}
+		}
+	}
+	callTail := func(r int, call int32, tail int64) int64 {
+		if (all || idealize[r]) && parts&holdTransfers != 0 {
+			return max(tail-rp.ownExcess[call], 0)
+		}
+		return tail - min(heldEx[rp.instOf[call]], rp.waitIn[call])
 	}
 	const unknown = int64(-1 << 62)
 	arrive := make([]int64, len(rp.calls)) // replayed arrival at each call
@@ -721,9 +963,16 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 			for next[r] < len(ops) {
 				i := next[r]
 				o := ops[i]
-				gap := o.gap
-				if (all || idealize[r]) && rp.typical[o.key] >= 0 {
+				gap, tail := o.gap, o.tail
+				held := all || idealize[r]
+				if held && parts&holdWork != 0 && rp.typical[o.key] >= 0 {
 					gap = min(gap, rp.typical[o.key])
+				}
+				switch {
+				case o.kind == opBlock:
+					tail = callTail(r, o.call, tail)
+				case held && parts&holdTransfers != 0 && rp.typTail[o.key] >= 0 && o.kind != opStart:
+					tail = min(tail, rp.typTail[o.key])
 				}
 				t := cursor[r] + gap
 				why, whyR := int32(-1), int32(r)
@@ -736,7 +985,7 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 					end = t
 				case opSend:
 					sent[o.call] = t
-					end = t + o.tail
+					end = t + tail
 					if rv := rp.sendTo[o.call]; rv >= 0 {
 						if posted[rv] == unknown {
 							goto blocked
@@ -744,7 +993,7 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 						if posted[rv] > t {
 							why, whyR = rv, -3
 						}
-						end = max(t, posted[rv]) + o.tail
+						end = max(t, posted[rv]) + tail
 					}
 				case opBlock:
 					arrive[o.call] = t
@@ -755,7 +1004,7 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 					if l > t {
 						why, whyR = rp.latest(o.call, arrive)
 					}
-					end = max(l, t) + o.tail
+					end = max(l, t) + tail
 					done[o.call] = end
 				case opWait:
 					l, ok := rp.resolve(o.call, arrive)
@@ -765,7 +1014,7 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 					// The call's own replayed completion on this rank.
 					c := rp.calls[o.call]
 					a := arrive[o.call]
-					comp := max(l, a) + rp.callTail[o.call]
+					comp := max(l, a) + callTail(r, o.call, rp.callTail[o.call])
 					done[o.call] = comp
 					if comp > t {
 						why, whyR = rp.latest(o.call, arrive)
@@ -773,7 +1022,7 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 							why, whyR = o.call, int32(c.rank)
 						}
 					}
-					end = max(t, comp) + o.tail
+					end = max(t, comp) + tail
 				case opRecv:
 					posted[o.call] = t
 					src := rp.msgFrom[o.call]
@@ -787,7 +1036,7 @@ func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, boo
 							why, whyR = src, -2
 						}
 					}
-					end = first + o.tail
+					end = first + tail
 				}
 				res.starts[r][i], res.ends[r][i] = t, end
 				res.whyOp[r][i], res.whyRank[r][i] = why, whyR

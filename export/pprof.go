@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -160,18 +161,7 @@ func sizeBucket(n int64) int8 {
 	return int8(bits.Len64(uint64(n)) - 1)
 }
 
-// sizeLabel names a size bucket: "64KiB-128KiB" holds sizes from 64 KiB
-// up to, not including, 128 KiB.
-func sizeLabel(k int8) string {
-	if k < 0 {
-		return "0B"
-	}
-	return pow2Label(uint(k)) + "-" + pow2Label(uint(k)+1)
-}
-
-// pow2Label names 2^k bytes with a binary prefix: 512B, 1KiB, 64MiB.
-func pow2Label(k uint) string {
-	units := [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	u := min(k/10, uint(len(units)-1))
-	return strconv.FormatUint(1<<(k-10*u), 10) + units[u]
-}
+// sizeLabel names a size bucket as every table does: "64KiB-128KiB"
+// holds sizes from 64 KiB up to, not including, 128 KiB (sizeBucket's k
+// is the table buckets' k-1).
+func sizeLabel(k int8) string { return units.Bucket(int(k) + 1) }

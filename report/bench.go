@@ -33,7 +33,7 @@ func benchTable(s *analyze.Summary) *Table {
 		Note: "One row per op, algorithm and size of the timed iterations: time is the slowest rank's mean time per call, as commprof bench and nccl-tests measure it.",
 		Columns: []Column{{Name: "op"}, {Name: "size", Numeric: true}, {Name: "algo"}, {Name: "ranks", Numeric: true}, {Name: "calls", Numeric: true},
 			{Name: "time", Numeric: true}, {Name: "algbw", Numeric: true}, {Name: "busbw", Numeric: true}, {Name: "wait", Numeric: true}},
-		Defs: map[string]string{"calls": "calls", "algbw": "algbw", "busbw": "busbw", "wait": "wait"}}
+		Defs: map[string]string{"size": "call-size", "ranks": "coll-ranks", "calls": "calls", "time": "call-time", "algbw": "algbw", "busbw": "busbw", "wait": "wait"}}
 	cs := append([]analyze.CollStats(nil), s.Collectives...)
 	sort.SliceStable(cs, func(i, j int) bool {
 		if cs[i].Op != cs[j].Op {
@@ -47,56 +47,36 @@ func benchTable(s *analyze.Summary) *Table {
 		}
 		size := c.Bytes / c.Calls
 		perCall := "—"
-		if c.AlgBWGBps > 0 {
-			perCall = units.Duration(float64(size) / c.AlgBWGBps)
-		}
-		wait := 0.0
-		if c.Time.Sum > 0 {
-			wait = float64(c.WaitNS) / float64(c.Time.Sum)
+		if c.CallNS > 0 {
+			perCall = units.Duration(c.CallNS)
 		}
 		t.Rows = append(t.Rows, []string{c.Op, units.Bytes(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), perCall,
-			fmt.Sprintf("%.3f", c.AlgBWGBps), fmt.Sprintf("%.3f", c.BusBWGBps), fmt.Sprintf("%.1f%%", 100*wait)})
-		t.Keys = append(t.Keys, []string{c.Op, fmt.Sprint(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), fmt.Sprintf("%.0f", float64(size)/max(c.AlgBWGBps, 1e-12)),
-			fmt.Sprint(c.AlgBWGBps), fmt.Sprint(c.BusBWGBps), fmt.Sprint(wait)})
+			fmt.Sprintf("%.3f", c.AlgBWGBps), fmt.Sprintf("%.3f", c.BusBWGBps), fmt.Sprintf("%.1f%%", 100*c.WaitFraction)})
+		t.Keys = append(t.Keys, []string{c.Op, fmt.Sprint(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), fmt.Sprint(c.CallNS),
+			fmt.Sprint(c.AlgBWGBps), fmt.Sprint(c.BusBWGBps), fmt.Sprint(c.WaitFraction)})
 	}
 	return t
 }
 
-// benchCards are a benchmark's key numbers: its best busbw and where,
-// the busbw at its largest size, and the sizes it covered.
+// benchCards are a benchmark's key numbers, as the analysis found them:
+// its best busbw and where, the busbw at its largest size, and the sizes
+// it covered.
 func benchCards(s *analyze.Summary) []card {
-	var best, largest analyze.CollStats
-	var lo, hi int64 = -1, 0
-	ops := map[string]bool{}
-	for _, c := range s.Collectives {
-		if c.Calls == 0 || c.Op == "barrier" {
-			continue
-		}
-		ops[c.Op] = true
-		size := c.Bytes / c.Calls
-		if c.BusBWGBps > best.BusBWGBps {
-			best = c
-		}
-		if size >= largest.Bytes/max(largest.Calls, 1) {
-			largest = c
-		}
-		if lo < 0 || size < lo {
-			lo = size
-		}
-		hi = max(hi, size)
-	}
 	var cs []card
-	if best.Calls > 0 {
-		cs = append(cs, card{Label: "peak bus bandwidth", Value: units.GBps(best.BusBWGBps), Def: "busbw",
-			Detail: fmt.Sprintf("%s %s at %s", best.Op, best.Algo, units.Bytes(best.Bytes/best.Calls))})
-		cs = append(cs, card{Label: "at the largest size", Value: units.GBps(largest.BusBWGBps), Def: "busbw",
-			Detail: fmt.Sprintf("%s %s at %s; algbw %s", largest.Op, largest.Algo, units.Bytes(largest.Bytes/largest.Calls), units.GBps(largest.AlgBWGBps))})
+	h := s.Headline
+	if p, l := h.PeakBusBW, h.LargestBusBW; p != nil && l != nil {
+		cs = append(cs, card{Label: "peak bus bandwidth", Value: units.GBps(p.BusBWGBps), Def: "busbw",
+			Detail: fmt.Sprintf("%s %s at %s", p.Op, p.Algo, units.Bytes(p.CallBytes))})
+		cs = append(cs, card{Label: "at the largest size", Value: units.GBps(l.BusBWGBps), Def: "busbw",
+			Detail: fmt.Sprintf("%s %s at %s; algbw %s", l.Op, l.Algo, units.Bytes(l.CallBytes), units.GBps(l.AlgBWGBps))})
 		var names []string
-		for op := range ops {
-			names = append(names, op)
+		for _, o := range s.Ops {
+			if o.Op != "barrier" && o.Calls > 0 {
+				names = append(names, o.Op)
+			}
 		}
 		sort.Strings(names)
-		cs = append(cs, card{Label: "sizes", Value: fmt.Sprintf("%s – %s", units.Bytes(lo), units.Bytes(hi)),
+		cs = append(cs, card{Label: "sizes", Value: fmt.Sprintf("%s – %s", units.Bytes(h.CallBytesMin), units.Bytes(h.CallBytesMax)), Def: "call-size",
 			Detail: fmt.Sprintf("%s on %d ranks", strings.Join(names, ", "), s.Run.WorldSize)})
 	}
 	if h := s.Headline; h.LinkGBps > 0 {

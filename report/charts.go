@@ -140,9 +140,13 @@ func rankChart(s *analyze.Summary) chartSpec {
 		exp = append(exp, float64(r.ExposedNS)-w)
 		wait = append(wait, w)
 	}
-	b := stackedBar(x, "rank", []barSeries{
+	series := []barSeries{
 		{"compute only", "t", colCompute, comp}, {"overlapped comm", "t", colOverlapped, ov},
-		{"exposed comm", "t", colExposed, exp}, {"waiting for the last rank", "t", colWait, wait}})
+		{"exposed comm", "t", colExposed, exp}, {"waiting for the last rank", "t", colWait, wait}}
+	if s.IsUnknown("compute") {
+		series = series[1:] // the source has none: not a bar of 0
+	}
+	b := stackedBar(x, "rank", series)
 	return chartSpec{ID: "chart-ranks", Title: "Where each rank's time goes", Height: 320,
 		Note:     "compute alone, communication hidden behind compute, communication not hidden, and the part of it spent waiting for the last rank to arrive",
 		Variants: []chartVariant{variant("time", "ns", "", b)}}
@@ -285,9 +289,15 @@ func skewChart(s *analyze.Summary) (chartSpec, bool) {
 			maxV = math.Max(maxV, float64(v))
 		}
 	}
-	h := heatmap(x, rankLabels(s.Run.WorldSize), "collective (sequence number)", "rank", cells, maxV, reds)
+	h := heatmap(x, rankLabels(len(ser.Offset[0])), "collective (sequence number)", "rank", cells, maxV, reds)
 	v := variant("arrival", "ns", "skew", h)
-	v.Labels = ser.Op
+	v.Labels = make([]string, len(ser.Op)) // what the tooltip names a call by: its op, after its tensor if labelled
+	for i, op := range ser.Op {
+		v.Labels[i] = op
+		if i < len(ser.Label) && ser.Label[i] != "" {
+			v.Labels[i] = ser.Label[i] + " · " + op
+		}
+	}
 	return chartSpec{ID: "chart-skew", Title: "Arrival skew: who is late, and when", Height: 300,
 		Note:     fmt.Sprintf("each rank's arrival after the first, for %d of the run's world collectives (evenly sampled)", len(ser.Seq)),
 		Variants: []chartVariant{v}}, true
@@ -308,7 +318,7 @@ func opSizeChart(s *analyze.Summary) (chartSpec, bool) {
 	}
 	var buckets []string
 	for k := lo; k <= hi; k++ {
-		buckets = append(buckets, analyze.BucketLabel(k))
+		buckets = append(buckets, units.Bucket(k))
 	}
 	sum := map[[2]int]int64{}
 	for _, c := range s.Collectives {
@@ -357,7 +367,7 @@ func sizeChart(s *analyze.Summary) (chartSpec, bool) {
 	}
 	var x []string
 	for k := lo; k <= hi; k++ {
-		x = append(x, analyze.BucketLabel(k))
+		x = append(x, units.Bucket(k))
 	}
 	build := func(val func(analyze.SizeStats) float64) *charts.Bar {
 		var series []barSeries

@@ -3,6 +3,8 @@ package report
 import (
 	"strings"
 	"unicode"
+
+	"github.com/commprof/commprof/analyze"
 )
 
 // MetricsURL is where the definitions of every figure live, in full.
@@ -56,6 +58,7 @@ func init() {
 		{"critical-path", "critical path", "The chain of work and waits, across ranks, that set the slowest step's length in the replay of the run.", secSkew},
 		{"accuracy", "test accuracy", "The test-set accuracy at the end of the last epoch, as the trainer recorded it.", secEpochs},
 		{"calls", "calls", "Collective calls matched across ranks by communicator and sequence number.", secEvents},
+		{"call-size", "size per call", "The bytes of one call: its buffer (for allgather and reduce-scatter, the whole n-rank buffer); a benchmark's sizes run from its smallest to its largest.", secColl},
 		{"latency", "mean, p50, p95, p99, max", "Over every rank's event of the group: one sample per rank per call; percentiles are nearest-rank.", secColl},
 		{"link", "link bandwidth", "1/β of the alpha-beta-gamma model fitted to the run's messages (within a host) or calibrated.", secModel},
 		{"model", "model", "T = α per message step + β per byte moved + γ per byte reduced, fitted to the run's messages and calls.", secModel},
@@ -67,6 +70,22 @@ func init() {
 		{"bytes-per-sample", "bytes per sample", "The collective bytes a rank's calls carried in a step, over the samples of the step's global batch.", secSweep},
 		{"scaling", "scaling efficiency", "samples/s over (samples/s at the sweep's smallest rank count × the rank ratio): 1 is perfect.", secSweep},
 		{"epoch-time", "time per epoch", "The mean time between the ends of consecutive epochs.", secEpochs},
+		{"epoch-accuracy", "accuracy per epoch", "The test accuracy at each epoch's end, in percent, the mean over a configuration's repeats.", secSweep},
+		{"time-per-sample", "time per sample", "The mean step time over the samples of a step (batch size × ranks).", secDiff},
+		{"span", "run span", "The time from the run's first event to the end of its last.", secEvents},
+		{"events", "events", "The events the rank recorded: collectives, messages, waits, compute spans, steps and marks.", secEvents},
+		{"coll-ranks", "ranks", "The communicator size most of the group's calls had: the ranks with an event for the call.", secColl},
+		{"coll-bytes", "bytes", "The calls' bytes summed: each call's buffer size (for allgather and reduce-scatter the whole n-rank buffer).", secColl},
+		{"call-time", "time per call", "The time per call algbw is over: the mean time, or for a benchmark's timed loop the slowest rank's loop time per call.", secColl},
+		{"comm", "communication", "The length of the union of the rank's collective events and its point-to-point sends and receives.", secRank},
+		{"sent-recv", "sent and received", "The bytes and the number of the rank's send and receive events.", secRank},
+		{"step-ranks", "ranks of a step", "The ranks that ran the step: its figures are the mean over them.", secStep},
+		{"slowest-rank", "slowest rank", "The step's time on its slowest rank.", secStep},
+		{"comm-bytes", "communication bytes", "The bytes of the collectives that started in the step, mean over its ranks.", secStep},
+		{"sweep-config", "configuration", "A sweep's configuration: rank count, learning-rate rule, warm-up epochs, batch size per rank and the global batch (batch size × ranks).", secSweep},
+		{"diff-change", "change", "B against A: (B − A) / |A|, new when A has no figure, gone when B has none.", secDiff},
+		{"op-time", "op time", "An op's time per step and rank: the time of its events over the ranks and the steps (per epoch for ops called less than once every other step).", secDiff},
+		{"result", "results", "The trainer's final metrics as it recorded them in the run's manifest: loss, train and test accuracy, images per second.", secDiff},
 	} {
 		definitions[d.Slug] = d
 	}
@@ -90,12 +109,85 @@ func headingAnchor(h string) string {
 
 // columnDefs links the columns of the stats views to their definitions.
 var columnDefs = map[string]map[string]string{
-	"op": {"calls": "calls", "mean": "latency", "p50": "latency", "p95": "latency", "p99": "latency", "max": "latency",
-		"algbw": "algbw", "busbw": "busbw", "wait": "wait"},
-	"rank": {"compute": "compute", "exposed": "exposed", "overlapped": "overlapped", "wait": "wait", "last": "last", "late": "late"},
-	"size": {"transfer bw": "transfer-bw"},
-	"step": {"time": "step-time", "compute": "compute", "exposed comm": "exposed", "overlapped comm": "overlapped", "idle": "idle", "wait": "wait"},
-	"peer": {"GB/s": "matrix"},
+	"op": {"ranks": "coll-ranks", "calls": "calls", "bytes": "coll-bytes", "total": "latency", "mean": "latency", "p50": "latency",
+		"p95": "latency", "p99": "latency", "max": "latency", "algbw": "algbw", "busbw": "busbw", "wait": "wait"},
+	"rank": {"events": "events", "compute": "compute", "comm": "comm", "exposed": "exposed", "overlapped": "overlapped", "wait": "wait",
+		"last": "last", "late": "late", "sent": "sent-recv", "recv": "sent-recv", "msgs sent": "sent-recv", "msgs recv": "sent-recv"},
+	"size": {"messages": "sizes", "bytes": "sizes", "time": "sizes", "wait": "sizes", "transfer bw": "transfer-bw"},
+	"step": {"ranks": "step-ranks", "time": "step-time", "slowest rank": "slowest-rank", "compute": "compute", "exposed comm": "exposed",
+		"overlapped comm": "overlapped", "idle": "idle", "wait": "wait", "comm bytes": "comm-bytes"},
+	"peer": {"bytes": "matrix", "messages": "matrix", "recv time": "matrix", "GB/s": "matrix"},
+}
+
+// changeDef is the definition of the figure a diff's change is of.
+func changeDef(c analyze.Change) string {
+	m := c.Metric
+	has := func(suffixes ...string) bool {
+		for _, x := range suffixes {
+			if strings.HasSuffix(m, x) {
+				return true
+			}
+		}
+		return false
+	}
+	switch c.Section {
+	case "outcome", "headline":
+		switch {
+		case strings.HasPrefix(m, "time to "):
+			return "time-to-target"
+		case m == "communication bytes per sample":
+			return "bytes-per-sample"
+		}
+		return map[string]string{"throughput": "throughput", "time per epoch": "epoch-time", "test accuracy": "accuracy",
+			"time per sample": "time-per-sample", "exposed communication per sample": "exposed", "step time": "step-time",
+			"communication": "communication", "exposed communication": "exposed", "bus bandwidth": "busbw", "arrival wait": "wait"}[m]
+	case "step":
+		switch {
+		case strings.HasPrefix(m, "step time"):
+			return "step-time"
+		case strings.HasPrefix(m, "compute"):
+			return "compute"
+		case strings.HasPrefix(m, "exposed"):
+			return "exposed"
+		case strings.HasPrefix(m, "overlapped"):
+			return "overlapped"
+		case strings.HasPrefix(m, "idle"):
+			return "idle"
+		case strings.HasPrefix(m, "arrival wait"):
+			return "wait"
+		case m == "communication fraction":
+			return "communication"
+		}
+	case "op", "epoch", "collective":
+		switch {
+		case has(" mean time per call", " mean time"):
+			return "latency"
+		case has(" busbw"):
+			return "busbw"
+		case strings.Contains(m, " calls per "):
+			return "calls"
+		case strings.Contains(m, " bytes per "):
+			return "coll-bytes"
+		case strings.Contains(m, " time per "):
+			return "op-time"
+		}
+	case "skew":
+		if strings.Contains(m, "straggler") {
+			return "straggler"
+		}
+		return "skew"
+	case "fit":
+		if strings.HasPrefix(m, "link") {
+			return "link"
+		}
+		return "model"
+	case "result":
+		if m == "test_accuracy" {
+			return "accuracy"
+		}
+		return "result"
+	}
+	return ""
 }
 
 // glossary collects the definitions a page links to, in order of first

@@ -7,6 +7,7 @@ import (
 	"github.com/go-echarts/go-echarts/v2/opts"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 )
 
 func perStep(s *analyze.Summary) float64 {
@@ -26,21 +27,11 @@ func diffSections(a, b *analyze.Summary, d *analyze.Diff) []section {
 	secs = append(secs, section{ID: "traffic", Title: "Traffic", Charts: []chartSpec{diffSizeChart(a, b, d), diffMatrixChart(a, b, d)}})
 	secs = append(secs, section{ID: "network", Title: "Bandwidth", Charts: []chartSpec{diffBusbwChart(a, b)}})
 	// The per-step (or per-run) changes, then the per-epoch ones apart.
-	all := DiffTable(d, 0)
-	steps, epochs := &Table{Title: "Per " + d.Basis, Columns: all.Columns}, &Table{Title: "Per epoch", Columns: all.Columns,
-		Note: "Ops called less than once every other step in both runs: the first broadcast, an epoch's evaluation."}
-	for i, c := range d.Changes {
-		if c.Section == "epoch" {
-			epochs.Rows = append(epochs.Rows, all.Rows[i])
-		} else {
-			steps.Rows = append(steps.Rows, all.Rows[i])
-		}
-	}
-	eff := all.Columns[5].Name
-	steps.Defs = map[string]string{eff: "effect"}
-	tables := []*Table{steps}
-	if len(epochs.Rows) > 0 {
-		tables = append(tables, epochs)
+	tables := DiffTables(d, 0)
+	tables[0].Title = "Per " + d.Basis
+	if len(tables) > 1 {
+		tables[1].Title = "Per epoch"
+		tables[1].Note = "Ops and collective sizes called less than once every other step in both runs: the first broadcast, an epoch's evaluation."
 	}
 	secs = append(secs, section{ID: "changes", Title: "Every change", Tables: tables,
 		Intro: "Those that move the time per sample most first, then the rest by how much they changed, weighted by their share of the run; better and worse follow each figure's direction (lower times, higher bandwidth and accuracy)."})
@@ -139,7 +130,7 @@ func diffSizeChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 	}
 	var x []string
 	for k := lo; k <= hi; k++ {
-		x = append(x, analyze.BucketLabel(k))
+		x = append(x, units.Bucket(k))
 	}
 	build := func(val func(analyze.SizeStats) float64) *charts.Bar {
 		var series []barSeries

@@ -47,32 +47,53 @@ func OutcomeTable(d *analyze.Diff) *Table {
 		{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true}, {Name: ""}}}
 	for _, c := range d.Outcomes {
 		t.Rows = append(t.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), c.Verdict})
+		t.RowDefs = append(t.RowDefs, changeDef(c))
 	}
+	t.Defs = map[string]string{"change": "diff-change"}
 	return t
 }
 
-// DiffTable is the diff's changes as a table, at most limit rows (0: all):
-// those that move the time per sample (or per step) most first, with how
-// much they move it.
-func DiffTable(d *analyze.Diff, limit int) *Table {
+// DiffTables are the diff's changes as tables: the per-step (or per-run)
+// ones, at most limit rows (0: all), those that move the time per sample
+// (or per step) most first with how much they move it; then, when there
+// are any, the per-epoch ones (ops and collective sizes called less than
+// once every other step), all of them.
+func DiffTables(d *analyze.Diff, limit int) []*Table {
 	per := "sample"
 	if !d.PerSample {
 		per = d.Basis
 	}
-	t := &Table{Title: fmt.Sprintf("Changes from A to B (per %s), those that move the time per %s most first", d.Basis, per), Columns: []Column{
+	steps := &Table{Title: fmt.Sprintf("Changes from A to B (per %s), those that move the time per %s most first", d.Basis, per), Columns: []Column{
 		{Name: "section"}, {Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true},
 		{Name: "change", Numeric: true}, {Name: "effect per " + per, Numeric: true}, {Name: ""}}}
-	for i, c := range d.Changes {
-		if limit > 0 && i >= limit {
-			break
+	epochs := &Table{Title: "Per epoch: ops and sizes called less than once every other step (the first broadcast, an epoch's evaluation)",
+		Columns: []Column{{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true}, {Name: ""}}}
+	more := 0
+	for _, c := range d.Changes {
+		switch {
+		case c.Section == "epoch":
+			epochs.Rows = append(epochs.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), c.Verdict})
+			epochs.RowDefs = append(epochs.RowDefs, changeDef(c))
+		case limit > 0 && len(steps.Rows) >= limit:
+			more++
+		default:
+			effect := ""
+			if c.EffectNS != 0 {
+				effect = signed(c.EffectNS)
+			}
+			steps.Rows = append(steps.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), effect, c.Verdict})
+			steps.RowDefs = append(steps.RowDefs, changeDef(c))
 		}
-		effect := ""
-		if c.EffectNS != 0 {
-			effect = signed(c.EffectNS)
-		}
-		t.Rows = append(t.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), effect, c.Verdict})
 	}
-	return t
+	steps.Defs = map[string]string{"change": "diff-change", steps.Columns[5].Name: "effect"}
+	epochs.Defs = map[string]string{"change": "diff-change"}
+	if more > 0 {
+		steps.Note = fmt.Sprintf("(%d more; --limit 0 prints all)", more)
+	}
+	if len(epochs.Rows) == 0 {
+		return []*Table{steps}
+	}
+	return []*Table{steps, epochs}
 }
 
 // signed is a duration with its sign.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"math"
 	"sort"
 	"strings"
 
@@ -54,6 +53,7 @@ type page struct {
 	Format    template.JS
 	Script    template.JS
 	Timeln    template.JS
+	Extra     template.JS // scripts of sections that bring their own (waiting.js)
 	CSS       template.CSS
 	// Defs are the definitions the page's figures link to, drawn at its
 	// end; MetricsURL has them all.
@@ -104,6 +104,7 @@ func assets(p *page) {
 	p.Format = template.JS(formatJS)
 	p.Script = template.JS(reportJS)
 	p.Timeln = template.JS(timelineJS)
+	p.Extra = template.JS(waitingJS)
 	p.CSS = template.CSS(reportCSSText)
 }
 
@@ -128,8 +129,18 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	}
 	p.Problems = append(p.Problems, s.Problems...)
 	p.Injected = s.Run.Injected
-	if s.IsUnknown("compute") {
+	switch {
+	case s.IsUnknown("compute") && s.IsUnknown("exposed"):
 		p.Notes = append(p.Notes, "The compute spans of this run are the tool's own phases, not the program's work: compute, and how much communication the program waited for (exposed) or hid behind its work (overlapped), are unknown and shown as —.")
+	case s.IsUnknown("compute"):
+		p.Notes = append(p.Notes, "This run's source records the program's communication calls, not its compute between them: compute is unknown and shown as —. Exposed communication is the time the program was blocked in a call or waiting for one to complete; overlapped, the rest of its non-blocking calls' time.")
+	}
+	if s.IsUnknown("recv_wait") {
+		p.Notes = append(p.Notes, "This run's source cannot tell when a message arrived within a receive: the receives' wait for their senders, and the transfer bandwidth apart from it, are unknown and shown as —.")
+	}
+	p.Notes = append(p.Notes, timeNotes(s)...)
+	if s.IsUnknown("span") {
+		tl = nil // its events would be placed in order, not in time
 	}
 	if src := s.Run.Source; src != nil {
 		if !src.CollectiveMessages {
@@ -140,7 +151,7 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 		}
 	}
 	assets(p)
-	p.Cards = runCards(s)
+	p.Cards = unknownTimeCards(s, runCards(s))
 	if isBench(s) {
 		p.Title, p.Cards = benchTitle(s), benchCards(s)
 	}
@@ -166,7 +177,7 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	if p.SummaryJS, err = jsonJS(s); err != nil {
 		return err
 	}
-	p.Sections = runSections(s, o)
+	p.Sections = withoutUnknownTimes(s, runSections(s, o))
 	if len(p.Sections) > 0 && p.Sections[0].ID == "bandwidth" {
 		p.Lead, p.Sections = p.Sections[:1], p.Sections[1:]
 	}
@@ -192,6 +203,9 @@ func runTitle(r analyze.RunInfo) string {
 func runSubtitle(r analyze.RunInfo) string {
 	parts := []string{fmt.Sprintf("%d ranks on %d host(s)", r.WorldSize, max(len(r.Hosts), 1)),
 		fmt.Sprintf("%d events", r.Events), units.Duration(float64(r.SpanNS)) + " recorded"}
+	if r.Source != nil && r.Source.Untimed {
+		parts[2] = "no times in the source"
+	}
 	if r.Start != "" {
 		parts = append(parts, "started "+r.Start)
 	}
@@ -244,18 +258,12 @@ func runCards(s *analyze.Summary) []card {
 		}
 		cs = append(cs, card{Label: "step time", Value: units.Duration(h.StepNS), Detail: d, Def: "step-time"})
 	} else {
-		cs = append(cs, card{Label: "run span", Value: units.Duration(float64(s.Run.SpanNS)), Detail: "no training steps recorded"})
+		cs = append(cs, card{Label: "run span", Value: units.Duration(float64(s.Run.SpanNS)), Detail: "no training steps recorded", Def: "span"})
 	}
-	cls := ""
-	if h.CommFraction > 0.3 {
-		cls = "bad"
-	}
+	cls := map[bool]string{true: "bad"}[h.CommHigh]
 	cs = append(cs, card{Label: "communication", Value: fmt.Sprintf("%.0f%%", 100*h.CommFraction), Class: cls, Def: "communication",
 		Detail: map[bool]string{true: "of the step", false: "of the run, per rank"}[h.Steps > 0]})
-	cls = ""
-	if h.ExposedFrac > 0.5 {
-		cls = "bad"
-	}
+	cls = map[bool]string{true: "bad"}[h.ExposedHigh]
 	if s.IsUnknown("exposed") {
 		cs = append(cs, card{Label: "exposed communication", Value: "unknown", Def: "exposed",
 			Detail: "the source does not record when the program waited"})
@@ -279,13 +287,24 @@ func runCards(s *analyze.Summary) []card {
 		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
 		if len(st.Ranks) > 0 {
 			rc := st.Ranks[0]
-			c.Detail = fmt.Sprintf("costliest: rank %d, %.1f%% of the run", rc.Rank, 100*rc.Share)
+			c.Detail = fmt.Sprintf("by cost: rank %d costliest, %.1f%% of the run", rc.Rank, 100*rc.Share)
+			// Who came last most often is another question (the waiting
+			// section's): say so, so that the two do not seem to disagree.
+			if last, n, ok := mostOftenLast(s); ok {
+				c.Detail += fmt.Sprintf(" · last to arrive most often: rank %d (%d of %d calls)", last, n, s.Skew.Calls)
+			}
 		}
 		if h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
 			c.Detail = fmt.Sprintf("costs %s per %s (%.0f%% of the run); without it a %s takes %s, not %s",
 				units.Duration(h.StragglerCostNS), unit, 100*h.StragglerShare, unit,
 				units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
+			for _, rc := range st.Ranks {
+				if rc.Rank == h.Straggler && rc.CostNS > 0 {
+					c.Detail += fmt.Sprintf(" · slow in its own work %.0f%%, in its part of transfers %.0f%%",
+						100*float64(rc.WorkNS)/float64(rc.CostNS), 100*float64(rc.TransferNS)/float64(rc.CostNS))
+				}
+			}
 		}
 		cs = append(cs, c)
 	}
@@ -331,6 +350,9 @@ func runSections(s *analyze.Summary, o Options) []section {
 				len(s.Run.Hosts), s.Run.ClockMethod, units.Duration(float64(s.Run.ClockUncertNS)))
 		}
 		secs = append(secs, section{ID: "skew", Title: "Arrival skew", Charts: skew, Intro: intro})
+	}
+	if sec, ok := waitingSection(s); ok {
+		secs = append(secs, sec)
 	}
 	var net []chartSpec
 	if c, ok := busbwChart(s); ok && !bench {
@@ -422,11 +444,24 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 	}
 	p.Cards = outcomeCards(d)
 	if len(p.Cards) == 0 {
-		p.Cards = diffCards(a, b, d)
+		p.Cards = diffCards(d)
 	}
 	p.Problems = append(append([]string{}, a.Problems...), b.Problems...)
+	// The changes that move the time per sample most, with how much
+	// (the diff ranks them first); without any, the largest changes.
+	per := "sample"
+	if !d.PerSample {
+		per = d.Basis
+	}
+	for _, c := range d.Changes {
+		if len(p.Findings) >= 6 || c.EffectNS == 0 {
+			break
+		}
+		p.Findings = append(p.Findings, fmt.Sprintf("%s: %s → %s (%s), %s per %s", c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit),
+			FormatRel(c), signed(c.EffectNS), per))
+	}
 	for i, c := range d.Changes {
-		if i >= 6 {
+		if d.Changes[0].EffectNS != 0 || i >= 6 {
 			break
 		}
 		if c.Rel != nil && c.B != 0 {
@@ -441,7 +476,6 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 	if len(d.Outcomes) > 0 {
 		t := OutcomeTable(d)
 		t.Title, t.Full = "", true
-		t.Defs = map[string]string{"metric": "outcome"}
 		p.Lead = []section{{ID: "outcomes", Title: "Outcomes", Tables: []*Table{t},
 			Intro: "What the configuration was changed for, B against A: " + FormatOutcomeBasis(d) + "."}}
 	}
@@ -451,15 +485,10 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 // outcomeCards are the diff's outcomes as cards: B's figure, A's and the
 // change, coloured by the diff's verdict.
 func outcomeCards(d *analyze.Diff) []card {
-	defs := map[string]string{"throughput": "throughput", "time per epoch": "epoch-time", "test accuracy": "accuracy",
-		"communication bytes per sample": "bytes-per-sample", "exposed communication per sample": "exposed"}
 	var cs []card
 	for _, c := range d.Outcomes {
 		cd := card{Label: c.Metric, Value: FormatValue(c.B, c.Unit), Detail: "A " + FormatValue(c.A, c.Unit) + " · " + FormatRel(c),
-			Def: defs[c.Metric]}
-		if strings.HasPrefix(c.Metric, "time to ") {
-			cd.Def = "time-to-target"
-		}
+			Def: changeDef(c)}
 		switch c.Verdict {
 		case "better":
 			cd.Class = "good"
@@ -479,63 +508,16 @@ func FormatOutcomeBasis(d *analyze.Diff) string {
 	return "the runs do not both name a batch size, so there are no per-sample figures"
 }
 
-// diffCards are the headline figures of B against A. A card is coloured
-// by the verdict the diff gives the same figure (metric), so that a step
-// that got longer with a bigger batch is no worse here than in the table;
-// a card without a figure in the diff goes by better.
-func diffCards(a, b *analyze.Summary, d *analyze.Diff) []card {
-	type fig struct {
-		label  string
-		va, vb float64
-		unit   string
-		better int    // -1 lower is better, +1 higher, 0 neutral
-		metric string // the same figure in the diff
-	}
-	ha, hb := a.Headline, b.Headline
-	figs := []fig{
-		{"step time", ha.StepNS, hb.StepNS, "ns", -1, "step time"},
-		{"throughput", ha.SamplesPerSec, hb.SamplesPerSec, "samples/s", 1, "throughput"},
-		{"communication", ha.CommFraction, hb.CommFraction, "fraction", -1, "communication fraction"},
-		{"exposed communication", ha.ExposedNS, hb.ExposedNS, "ns", -1, "exposed communication per step"},
-		{"bus bandwidth", ha.BusBWGBps, hb.BusBWGBps, "GB/s", 1, ""},
-		{"arrival wait", ha.WaitFraction, hb.WaitFraction, "fraction", -1, "arrival wait fraction of communication"},
-		{"test accuracy", float64(ha.Accuracy), float64(hb.Accuracy), "fraction", 1, "test_accuracy"},
-	}
-	verdicts := map[string]string{}
-	for _, c := range d.Changes {
-		verdicts[c.Metric] = c.Verdict
-	}
+// diffCards are the headline figures of B against A (analyze.Diff's
+// Headline), coloured by its verdicts.
+func diffCards(d *analyze.Diff) []card {
 	var cs []card
-	for _, f := range figs {
-		if f.va == 0 && f.vb == 0 {
-			continue
+	for _, c := range d.Headline {
+		cd := card{Label: c.Metric, Value: FormatValue(c.B, c.Unit), Detail: "A: none", Class: verdictClass(c.Verdict), Def: changeDef(c)}
+		if c.A != 0 {
+			cd.Detail = "A " + FormatValue(c.A, c.Unit) + " · " + FormatRel(c)
 		}
-		c := card{Label: f.label, Value: FormatValue(f.vb, f.unit)}
-		c.Detail = "A " + FormatValue(f.va, f.unit)
-		if f.va == 0 {
-			c.Detail = "A: none"
-		} else {
-			rel := (f.vb - f.va) / math.Abs(f.va)
-			c.Detail += fmt.Sprintf(" · %+.1f%%", 100*rel)
-			if v, ok := verdicts[f.metric]; ok && f.metric != "" {
-				f.better = 0
-				switch {
-				case math.Abs(rel) <= 0.02:
-				case v == "better":
-					c.Class = "good"
-				case v == "worse":
-					c.Class = "bad"
-				}
-			}
-			if math.Abs(rel) > 0.02 && f.better != 0 {
-				if (rel < 0) == (f.better < 0) {
-					c.Class = "good"
-				} else {
-					c.Class = "bad"
-				}
-			}
-		}
-		cs = append(cs, c)
+		cs = append(cs, cd)
 	}
 	return cs
 }
@@ -585,7 +567,8 @@ func criticalPathTable(s *analyze.Summary) *Table {
 		return nil
 	}
 	t := &Table{Columns: []Column{{Name: "from", Numeric: true}, {Name: "to", Numeric: true}, {Name: "rank", Numeric: true},
-		{Name: "what"}, {Name: "time", Numeric: true}}}
+		{Name: "what"}, {Name: "time", Numeric: true}},
+		Defs: map[string]string{"from": "critical-path", "to": "critical-path", "time": "critical-path"}}
 	segs := cp.Segments
 	const most = 60
 	if len(segs) > most {

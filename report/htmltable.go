@@ -41,6 +41,8 @@ type htmlCell struct {
 	Links []Link // drawn in place of Text when set
 	Key   string // sort key: the raw number behind a formatted cell
 	Class string // num or verdict
+	// Def and Tip link the cell (a row's figure) to its definition.
+	Def, Tip string
 }
 
 // sortBy orders t's rows by column col (its Keys when it has them, as
@@ -93,6 +95,15 @@ func (t *Table) sortBy(col int, desc bool) {
 			}
 		}
 	}
+	if t.RowDefs != nil {
+		defs := make([]string, len(idx))
+		for i, j := range idx {
+			if j < len(t.RowDefs) {
+				defs[i] = t.RowDefs[j]
+			}
+		}
+		t.RowDefs = defs
+	}
 	t.Rows, t.Keys, t.Links = rows, keys, links
 	t.Sorted, t.SortedBy, t.SortedDesc = true, col, desc
 }
@@ -110,8 +121,11 @@ func (t *Table) columnIndex(name string) int {
 // html builds the page's form of t, its headers linked through g.
 func (g *glossary) html(t *Table) htmlTable {
 	h := htmlTable{Title: t.Title, Note: t.Note}
-	verdict := -1
+	verdict, metric := -1, -1
 	for i, c := range t.Columns {
+		if c.Name == "metric" {
+			metric = i
+		}
 		hc := htmlColumn{Name: c.Name, Numeric: c.Numeric}
 		if slug := t.Defs[c.Name]; slug != "" {
 			hc.Def, hc.Tip = g.link(slug), definitions[slug].Text
@@ -128,6 +142,9 @@ func (g *glossary) html(t *Table) htmlTable {
 		hr := htmlRow{}
 		for i, cell := range row {
 			hc := htmlCell{Text: cell, Links: t.Links[[2]int{r, i}]}
+			if i == metric && r < len(t.RowDefs) && t.RowDefs[r] != "" {
+				hc.Def, hc.Tip = g.link(t.RowDefs[r]), definitions[t.RowDefs[r]].Text
+			}
 			if t.Keys != nil && r < len(t.Keys) && i < len(t.Keys[r]) {
 				hc.Key = t.Keys[r][i]
 			}

@@ -17,8 +17,12 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 	if name == "" {
 		name = r.Dir
 	}
-	fmt.Fprintf(w, "run %s: %d ranks on %d host(s), %d events, %s recorded, %s on disk",
-		name, r.WorldSize, max(len(r.Hosts), 1), r.Events, units.Duration(float64(r.SpanNS)), units.Bytes(r.DiskBytes))
+	span := units.Duration(float64(r.SpanNS)) + " recorded"
+	if s.IsUnknown("span") {
+		span = "no times in the source"
+	}
+	fmt.Fprintf(w, "run %s: %d ranks on %d host(s), %d events, %s, %s on disk",
+		name, r.WorldSize, max(len(r.Hosts), 1), r.Events, span, units.Bytes(r.DiskBytes))
 	if r.Status != "" {
 		fmt.Fprintf(w, ", %s", r.Status)
 	}

@@ -3,14 +3,20 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
+	"html"
+	"io"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -90,9 +96,12 @@ func TestPageViewSortsSlowestFirst(t *testing.T) {
 	}
 }
 
+// sweepFixture is a sweep as analyze.NewSweep leaves it: configurations,
+// their lines, the picks and the findings (written here by hand: the
+// page only shows them).
 func sweepFixture() *analyze.Sweep {
 	mk := func(batch int, rule string, acc, ttt float64) analyze.SweepConfig {
-		c := analyze.SweepConfig{BatchSize: batch, GlobalBatch: 4 * batch, Ranks: 4, LRScaling: rule, Warmup: "0", LR: "0.01",
+		c := analyze.SweepConfig{BatchSize: batch, GlobalBatch: 4 * batch, Ranks: 4, LRScaling: rule, Warmup: "0", LR: "0.01", Group: "lr " + rule,
 			Runs: []string{fmt.Sprintf("runs/r4-bs%d-lr%s-wu0", batch, rule)}, EpochAccuracy: []float64{acc - 0.1, acc},
 			Accuracy: analyze.Range{Mean: acc, Min: acc, Max: acc, N: 1}, EpochNS: analyze.Range{Mean: 1e9, N: 1},
 			SamplesPerSec: analyze.Range{Mean: float64(1000 * batch), N: 1}, CommBytesPerSample: analyze.Range{Mean: 1e6 / float64(batch), N: 1}}
@@ -101,9 +110,13 @@ func sweepFixture() *analyze.Sweep {
 		}
 		return c
 	}
+	pick := func(i int) *int { return &i }
 	return &analyze.Sweep{Target: 0.8, Configs: []analyze.SweepConfig{
 		mk(16, "none", 0.868, 8e9), mk(512, "none", 0.813, 26e9), mk(16, "sqrt", 0.868, 9e9), mk(512, "sqrt", 0.843, 13e9),
-		mk(16, "linear", 0.868, 9e9), mk(512, "linear", 0.54, 0)}}
+		mk(16, "linear", 0.868, 9e9), mk(512, "linear", 0.54, 0)},
+		BestAccuracy: pick(0), FastestToTarget: pick(0), HighestThroughput: pick(5),
+		NoRule:   &analyze.SweepEnds{Smallest: 0, Largest: 1, AccuracyChange: 0.813 - 0.868, Verdict: "worse"},
+		Findings: []string{"a finding of the analysis"}}
 }
 
 // The sweep page answers the batch-size question in its cards and
@@ -120,10 +133,9 @@ func TestSweepPage(t *testing.T) {
 		"best test accuracy", "86.80%",
 		"fastest to 80.0%", "8s",
 		"-5.5 points", "81.30% at global batch 2048 against 86.80% at 64",
-		"at global batch 2048, lr sqrt reaches 84.30% test accuracy (-2.5 points against batch 64 without a rule)",
-		"of the learning-rate rules, lr sqrt keeps the most accuracy at global batch 2048: 84.30%",
+		"a finding of the analysis", "highest throughput", "512000/s",
 		"76.8 → 86.8", // accuracy per epoch
-		`<a href="r4-bs512-lrlinear-wu0/">r4-bs512-lrlinear-wu0</a>`,
+		`<a href="r4-bs512-lrlinear-wu0/report.html">report</a>`,
 		`id="chart-sweep-accuracy"`, `id="chart-sweep-epochs"`, `id="def-time-to-target"`,
 	} {
 		if !strings.Contains(page, want) {
@@ -142,5 +154,101 @@ func TestSweepPage(t *testing.T) {
 	b.Reset()
 	if err := WriteSweepHTML(&b, &analyze.Sweep{}); err != nil || !strings.Contains(b.String(), "Sweep: no runs yet") {
 		t.Errorf("empty sweep: %v", err)
+	}
+}
+
+// Every figure on every page links to its definition: each card's label,
+// each column's header but those that name rather than measure (op,
+// rank, host ...), and each row of a table whose rows are figures (a
+// diff's "metric" column); and every link has its definition on the page.
+func TestEveryFigureIsDefined(t *testing.T) {
+	ctx := context.Background()
+	train, err := load.Load(ctx, "../testdata/runs/train", TimelineKeep(1<<26))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench, err := load.Summary(ctx, "../testdata/runs/bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSteps := run()
+	for i := range noSteps.Ranks {
+		noSteps.Ranks[i].Events = slices.DeleteFunc(noSteps.Ranks[i].Events, func(e trace.Event) bool { return e.Kind == trace.KindStep })
+	}
+	pages := map[string]func(w io.Writer) error{
+		"train run": func(w io.Writer) error {
+			tl, err := BuildTimeline(ctx, train, TimelineOptions{Detail: 1000})
+			if err != nil {
+				return err
+			}
+			return WriteHTML(w, train.Summary, tl, Options{})
+		},
+		"bench run":         func(w io.Writer) error { return WriteHTML(w, bench, nil, Options{}) },
+		"run without steps": func(w io.Writer) error { return WriteHTML(w, analyzetest.Summarize(noSteps), nil, Options{}) },
+		"diff with outcomes": func(w io.Writer) error {
+			return WriteDiffHTML(w, train.Summary, train.Summary, analyze.Compare(train.Summary, train.Summary))
+		},
+		"diff of benchmarks": func(w io.Writer) error { return WriteDiffHTML(w, bench, bench, analyze.Compare(bench, bench)) },
+		"sweep":              func(w io.Writer) error { return WriteSweepHTML(w, sweepFixture()) },
+	}
+	// Columns that name what a row is about rather than measure it.
+	names := map[string]bool{"op": true, "algo": true, "size": true, "host": true, "rank": true, "step": true, "src": true, "dst": true,
+		"what": true, "runs": true, "section": true, "metric": true, "A": true, "B": true, "": true, "tensor": true, "label": true}
+	var (
+		cardRE  = regexp.MustCompile(`(?s)<div class="cp-card"[^>]*><div class="cp-card-label">(.*?)</div>`)
+		tableRE = regexp.MustCompile(`(?s)<table class="cp-table"[^>]*>(.*?)</table>`)
+		thRE    = regexp.MustCompile(`(?s)<th(?:\s[^>]*)?>(.*?)</th>`)
+		trRE    = regexp.MustCompile(`(?s)<tr[^>]*>(.*?)</tr>`)
+		tdRE    = regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`)
+		defRE   = regexp.MustCompile(`^<a href="#(def-[a-z0-9-]+)"`)
+		tagRE   = regexp.MustCompile(`<[^>]+>`)
+	)
+	for name, write := range pages {
+		var b bytes.Buffer
+		if err := write(&b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		page := b.String()
+		linked := func(what, cell string) {
+			m := defRE.FindStringSubmatch(cell)
+			switch {
+			case m == nil:
+				t.Errorf("%s: %s is not linked to its definition: %s", name, what, cell)
+			case !strings.Contains(page, `<dt id="`+m[1]+`">`):
+				t.Errorf("%s: %s links to %s, which the page does not define", name, what, m[1])
+			}
+		}
+		cards := cardRE.FindAllStringSubmatch(page, -1)
+		if len(cards) == 0 {
+			t.Errorf("%s: no cards", name)
+		}
+		for _, c := range cards {
+			linked("card "+tagRE.ReplaceAllString(c[1], ""), c[1])
+		}
+		tables := tableRE.FindAllStringSubmatch(page, -1)
+		if len(tables) == 0 {
+			t.Errorf("%s: no tables", name)
+		}
+		for _, tb := range tables {
+			metric := -1
+			for i, th := range thRE.FindAllStringSubmatch(tb[1], -1) {
+				col := html.UnescapeString(tagRE.ReplaceAllString(th[1], ""))
+				if col == "metric" {
+					metric = i
+				}
+				if !names[col] {
+					linked("column "+col, th[1])
+				}
+			}
+			if metric < 0 {
+				continue
+			}
+			rows := trRE.FindAllStringSubmatch(tb[1], -1)
+			for _, tr := range rows[1:] {
+				if cells := tdRE.FindAllStringSubmatch(tr[1], -1); len(cells) > metric {
+					linked("row "+tagRE.ReplaceAllString(cells[metric][1], ""), cells[metric][1])
+				}
+			}
+		}
 	}
 }

@@ -122,37 +122,59 @@ func TestStragglerCard(t *testing.T) {
 	if c := get(true); c.Value != "rank 3" || c.Class != "bad" || !strings.Contains(c.Detail, "costs 10ms per step") || !strings.Contains(c.Detail, "takes 20ms, not 30ms") {
 		t.Errorf("a named straggler: %+v", c)
 	}
-	if c := get(false); c.Value != "none stands out" || c.Class == "bad" || !strings.Contains(c.Detail, "costliest: rank 3") {
+	if c := get(false); c.Value != "none stands out" || c.Class == "bad" || !strings.Contains(c.Detail, "rank 3 costliest") {
 		t.Errorf("none named: %+v", c)
 	}
 }
 
-// TestDiffCardsFollowTheVerdicts: a step twice as long for twice the
-// batch is not coloured worse, as the diff gives it no verdict; with the
-// same batch it is.
-func TestDiffCardsFollowTheVerdicts(t *testing.T) {
-	sum := func(batch int, step float64) *analyze.Summary {
-		s := &analyze.Summary{Run: analyze.RunInfo{WorldSize: 2, SamplesPerStep: batch}}
-		s.StepSummary = analyze.StepSummary{Steps: 10, Time: analyze.Dist{Mean: step}}
-		s.Headline.StepNS = step
-		return s
+// TestDiffCardsShowTheVerdicts: the cards are the diff's headline, each
+// coloured by its verdict, none for a figure without one.
+func TestDiffCardsShowTheVerdicts(t *testing.T) {
+	rel := func(r float64) *float64 { return &r }
+	d := &analyze.Diff{Headline: []analyze.Change{
+		{Section: "headline", Metric: "step time", Unit: "ns", A: 1e6, B: 2e6, Rel: rel(1)},
+		{Section: "headline", Metric: "bus bandwidth", Unit: "GB/s", A: 1, B: 2, Rel: rel(1), Verdict: "better"},
+		{Section: "headline", Metric: "arrival wait", Unit: "fraction", A: 0.1, B: 0.2, Rel: rel(1), Verdict: "worse"},
+		{Section: "headline", Metric: "test accuracy", Unit: "fraction", A: 0, B: 0.9},
+	}}
+	cs := diffCards(d)
+	if len(cs) != 4 {
+		t.Fatalf("%d cards for 4 figures", len(cs))
 	}
-	card := func(a, b *analyze.Summary) card {
-		for _, c := range diffCards(a, b, analyze.Compare(a, b)) {
-			if c.Label == "step time" {
-				return c
-			}
+	for i, want := range []struct{ label, value, detail, class string }{
+		{"step time", "2ms", "A 1ms · +100.0%", ""},
+		{"bus bandwidth", "2.00 GB/s", "A 1.00 GB/s · +100.0%", "good"},
+		{"arrival wait", "20.0%", "A 10.0% · +100.0%", "bad"},
+		{"test accuracy", "90.0%", "A: none", ""},
+	} {
+		if c := cs[i]; c.Label != want.label || c.Value != want.value || c.Detail != want.detail || c.Class != want.class || c.Def == "" {
+			t.Errorf("card %d: %+v, want %+v with a definition", i, c, want)
 		}
-		t.Fatal("no step time card")
-		return card{}
 	}
-	if c := card(sum(64, 1e6), sum(128, 2e6)); c.Class != "" {
-		t.Errorf("twice the step for twice the batch: class %q", c.Class)
+}
+
+// The diff page's findings are the changes that move the time per sample
+// most, with how much; a diff without such changes lists its largest.
+func TestDiffFindingsLeadWithEffect(t *testing.T) {
+	rel := func(r float64) *float64 { return &r }
+	s := analyzetest.Summarize(run())
+	d := &analyze.Diff{Basis: "step", PerSample: true, Changes: []analyze.Change{
+		{Section: "step", Metric: "compute per step", Unit: "ns", A: 1e6, B: 3e6, Rel: rel(2), EffectNS: 2000},
+		{Section: "step", Metric: "communication fraction", Unit: "fraction", A: 0.1, B: 0.2, Rel: rel(1)},
+	}}
+	var b bytes.Buffer
+	if err := WriteDiffHTML(&b, s, s, d); err != nil {
+		t.Fatal(err)
 	}
-	if c := card(sum(64, 1e6), sum(64, 2e6)); c.Class != "bad" {
-		t.Errorf("twice the step for the same batch: class %q", c.Class)
+	if page := b.String(); !strings.Contains(page, "compute per step: 1ms → 3ms (&#43;200.0%), &#43;2µs per sample") || strings.Contains(page, "communication fraction: 10.0%") {
+		t.Errorf("findings with an effect: %s", regexp.MustCompile(`(?s)<ul class="cp-findings".*?</ul>`).FindString(page))
 	}
-	if c := card(sum(64, 2e6), sum(64, 1e6)); c.Class != "good" {
-		t.Errorf("half the step: class %q", c.Class)
+	d.Changes[0].EffectNS = 0
+	b.Reset()
+	if err := WriteDiffHTML(&b, s, s, d); err != nil {
+		t.Fatal(err)
+	}
+	if page := b.String(); !strings.Contains(page, "communication fraction: 10.0% → 20.0% (&#43;100.0%)") {
+		t.Errorf("findings without effects: %s", regexp.MustCompile(`(?s)<ul class="cp-findings".*?</ul>`).FindString(page))
 	}
 }

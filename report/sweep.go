@@ -22,7 +22,7 @@ func WriteSweepHTML(w io.Writer, sw *analyze.Sweep) error {
 	p := &page{Kind: "sweep", Title: "Sweep: " + sweepShape(sw), Subtitle: sweepSubtitle(sw)}
 	assets(p)
 	p.Cards = sweepCards(sw)
-	p.Findings = sweepFindings(sw)
+	p.Findings = sw.Findings
 	for _, c := range sw.Configs {
 		if c.Failed > 0 {
 			p.Problems = append(p.Problems, fmt.Sprintf("%s: %d of %d runs did not complete (%s)", sweepName(c), c.Failed, len(c.Runs), strings.Join(runNames(c.Runs), ", ")))
@@ -36,41 +36,6 @@ func WriteSweepHTML(w io.Writer, sw *analyze.Sweep) error {
 		p.Sections = sweepSections(sw)
 	}
 	return render(w, p)
-}
-
-// group is a line of the sweep's charts: every setting but the batch.
-type group struct {
-	ranks      int
-	rule, warm string
-	lr         string
-}
-
-func groupOf(c analyze.SweepConfig) group {
-	return group{ranks: c.Ranks, rule: c.LRScaling, warm: c.Warmup, lr: c.LR}
-}
-
-func (g group) name(sw *analyze.Sweep) string {
-	var parts []string
-	if sweepVaries(sw, func(c analyze.SweepConfig) string { return strconv.Itoa(c.Ranks) }) {
-		parts = append(parts, plural(g.ranks, "rank"))
-	}
-	parts = append(parts, "lr "+g.rule)
-	if g.warm != "" && g.warm != "0" {
-		parts = append(parts, "warm-up "+g.warm)
-	}
-	if sweepVaries(sw, func(c analyze.SweepConfig) string { return c.LR }) {
-		parts = append(parts, "base lr "+g.lr)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func sweepVaries(sw *analyze.Sweep, f func(analyze.SweepConfig) string) bool {
-	for _, c := range sw.Configs {
-		if f(c) != f(sw.Configs[0]) {
-			return true
-		}
-	}
-	return false
 }
 
 // distinct is the sorted distinct values of f over the sweep.
@@ -144,118 +109,59 @@ func sweepSubtitle(sw *analyze.Sweep) string {
 	return strings.Join(parts, " · ")
 }
 
-// sweepCards: the best accuracy, the fastest to the target, the highest
-// throughput, and what the largest batch lost without a learning-rate
-// rule.
+// sweepCards are the configurations the sweep's analysis picked: the
+// best accuracy, the fastest to the target, the highest throughput, and
+// what the largest batch lost without a learning-rate rule.
 func sweepCards(sw *analyze.Sweep) []card {
 	var cs []card
-	best, fastest, quickest := -1, -1, -1
-	for i, c := range sw.Configs {
-		if c.Accuracy.N > 0 && (best < 0 || c.Accuracy.Mean > sw.Configs[best].Accuracy.Mean) {
-			best = i
+	at := func(i *int) (analyze.SweepConfig, bool) {
+		if i == nil || *i < 0 || *i >= len(sw.Configs) {
+			return analyze.SweepConfig{}, false
 		}
-		if c.Reached > 0 && (fastest < 0 || c.TimeToTargetNS.Mean < sw.Configs[fastest].TimeToTargetNS.Mean) {
-			fastest = i
-		}
-		if c.SamplesPerSec.N > 0 && (quickest < 0 || c.SamplesPerSec.Mean > sw.Configs[quickest].SamplesPerSec.Mean) {
-			quickest = i
-		}
+		return sw.Configs[*i], true
 	}
-	if best >= 0 {
-		c := sw.Configs[best]
+	if c, ok := at(sw.BestAccuracy); ok {
 		cs = append(cs, card{Label: "best test accuracy", Value: fmt.Sprintf("%.2f%%", 100*c.Accuracy.Mean), Detail: sweepName(c), Def: "accuracy"})
 	}
-	if fastest >= 0 {
-		c := sw.Configs[fastest]
+	if c, ok := at(sw.FastestToTarget); ok {
 		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: units.Duration(c.TimeToTargetNS.Mean), Detail: sweepName(c), Def: "time-to-target"})
 	} else if len(sw.Configs) > 0 {
 		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: "none reached it", Class: "bad", Def: "time-to-target"})
 	}
-	if quickest >= 0 {
-		c := sw.Configs[quickest]
+	if c, ok := at(sw.HighestThroughput); ok {
 		cs = append(cs, card{Label: "highest throughput", Value: fmt.Sprintf("%.0f/s", c.SamplesPerSec.Mean), Detail: sweepName(c), Def: "throughput"})
 	}
-	if lo, hi, ok := batchEnds(sw, "none"); ok {
-		d := hi.Accuracy.Mean - lo.Accuracy.Mean
-		c := card{Label: "largest batch, no lr rule", Value: fmt.Sprintf("%+.1f points", 100*d), Def: "accuracy",
-			Detail: fmt.Sprintf("%.2f%% at global batch %d against %.2f%% at %d", 100*hi.Accuracy.Mean, hi.GlobalBatch, 100*lo.Accuracy.Mean, lo.GlobalBatch)}
-		if d < -0.005 {
-			c.Class = "bad"
+	if e := sw.NoRule; e != nil {
+		lo, okl := at(&e.Smallest)
+		hi, okh := at(&e.Largest)
+		if okl && okh {
+			c := card{Label: "largest batch, no lr rule", Value: fmt.Sprintf("%+.1f points", 100*e.AccuracyChange), Def: "accuracy",
+				Detail: fmt.Sprintf("%.2f%% at global batch %d against %.2f%% at %d", 100*hi.Accuracy.Mean, hi.GlobalBatch, 100*lo.Accuracy.Mean, lo.GlobalBatch),
+				Class:  verdictClass(e.Verdict)}
+			cs = append(cs, c)
 		}
-		cs = append(cs, c)
 	}
 	return cs
 }
 
-// batchEnds are the configurations of the smallest and largest global
-// batch with rule, on the sweep's first rank count, warm-up and lr.
-func batchEnds(sw *analyze.Sweep, rule string) (lo, hi analyze.SweepConfig, ok bool) {
-	var in []analyze.SweepConfig
-	for _, c := range sw.Configs {
-		if c.LRScaling == rule && c.Accuracy.N > 0 {
-			in = append(in, c)
-		}
+// verdictClass is a card's class for an analysis' verdict.
+func verdictClass(v string) string {
+	switch v {
+	case "better":
+		return "good"
+	case "worse":
+		return "bad"
 	}
-	if len(in) < 2 {
-		return lo, hi, false
-	}
-	g := groupOf(in[0])
-	lo, hi = in[0], in[0]
-	for _, c := range in {
-		if groupOf(c) != g {
-			continue
-		}
-		if c.GlobalBatch < lo.GlobalBatch {
-			lo = c
-		}
-		if c.GlobalBatch > hi.GlobalBatch {
-			hi = c
-		}
-	}
-	return lo, hi, lo.GlobalBatch < hi.GlobalBatch
+	return ""
 }
 
-// sweepFindings say what the sweep answers, in words: what the largest
-// batch cost each rule, and which rule recovered most.
-func sweepFindings(sw *analyze.Sweep) []string {
-	var out []string
-	base, _, ok := batchEnds(sw, "none")
-	if !ok {
-		return out
-	}
-	type res struct {
-		name string
-		acc  float64
-		n    int
-	}
-	var best res
-	for _, g := range sweepGroups(sw) {
-		var at analyze.SweepConfig
-		for _, c := range sw.Configs {
-			if groupOf(c) == g && c.Accuracy.N > 0 && c.GlobalBatch > at.GlobalBatch {
-				at = c
-			}
-		}
-		if at.GlobalBatch <= base.GlobalBatch {
-			continue
-		}
-		out = append(out, fmt.Sprintf("at global batch %d, %s reaches %.2f%% test accuracy (%+.1f points against batch %d without a rule)",
-			at.GlobalBatch, g.name(sw), 100*at.Accuracy.Mean, 100*(at.Accuracy.Mean-base.Accuracy.Mean), base.GlobalBatch))
-		if g.rule != "none" && at.Accuracy.Mean > best.acc {
-			best = res{g.name(sw), at.Accuracy.Mean, at.GlobalBatch}
-		}
-	}
-	if best.name != "" {
-		out = append(out, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %.2f%%", best.name, best.n, 100*best.acc))
-	}
-	return out
-}
-
-func sweepGroups(sw *analyze.Sweep) []group {
-	var gs []group
+// sweepGroups are the sweep's lines, in the order of their first
+// configuration.
+func sweepGroups(sw *analyze.Sweep) []string {
+	var gs []string
 	for _, c := range sw.Configs {
-		if g := groupOf(c); !slices.Contains(gs, g) {
-			gs = append(gs, g)
+		if !slices.Contains(gs, c.Group) {
+			gs = append(gs, c.Group)
 		}
 	}
 	return gs
@@ -271,7 +177,7 @@ func sweepSections(sw *analyze.Sweep) []section {
 		for _, g := range sweepGroups(sw) {
 			var data []opts.LineData
 			for _, c := range sw.Configs {
-				if groupOf(c) != g {
+				if c.Group != g {
 					continue
 				}
 				if v, ok := val(c); ok {
@@ -281,7 +187,7 @@ func sweepSections(sw *analyze.Sweep) []section {
 			slices.SortFunc(data, func(a, b opts.LineData) int {
 				return a.Value.([]interface{})[0].(int) - b.Value.([]interface{})[0].(int)
 			})
-			l.AddSeries(g.name(sw), data)
+			l.AddSeries(g, data)
 		}
 		return l
 	}
@@ -321,7 +227,9 @@ func sweepSections(sw *analyze.Sweep) []section {
 	if ranks := distinct(sw, func(c analyze.SweepConfig) int { return c.Ranks }); len(ranks) > 1 {
 		secs[1].Charts = append(secs[1].Charts, scalingChart(sw, ranks))
 	}
-	secs = append(secs, section{ID: "configurations", Title: "Every configuration", Tables: []*Table{sweepTable(sw)},
+	t := SweepTable(sw)
+	t.Title = ""
+	secs = append(secs, section{ID: "configurations", Title: "Every configuration", Tables: []*Table{t},
 		Intro: "Means over each configuration's repeats (min–max where they differ); click a header to sort."})
 	return secs
 }
@@ -345,7 +253,7 @@ func epochChart(sw *analyze.Sweep) chartSpec {
 			charts.WithXAxisOpts(opts.XAxis{Type: "category", Name: "epoch"}), charts.WithYAxisOpts(opts.YAxis{Type: "value", Scale: opts.Bool(true)}))
 		l.SetXAxis(x)
 		for _, cf := range sw.Configs {
-			if groupOf(cf) != g {
+			if cf.Group != g {
 				continue
 			}
 			data := make([]opts.LineData, len(cf.EpochAccuracy))
@@ -354,7 +262,7 @@ func epochChart(sw *analyze.Sweep) chartSpec {
 			}
 			l.AddSeries(fmt.Sprintf("batch %d", cf.GlobalBatch), data)
 		}
-		c.Variants = append(c.Variants, variant(g.name(sw), "pct", "", l))
+		c.Variants = append(c.Variants, variant(g, "pct", "", l))
 	}
 	return c
 }
@@ -388,12 +296,8 @@ func scalingChart(sw *analyze.Sweep, ranks []int) chartSpec {
 			if (key{c.BatchSize, c.LRScaling, c.Warmup}) != k {
 				continue
 			}
-			v := c.ScalingEfficiency
-			if c.Ranks == ranks[0] {
-				v = 1
-			}
-			if v > 0 {
-				data[slices.Index(ranks, c.Ranks)] = opts.LineData{Value: round(v)}
+			if c.ScalingEfficiency > 0 {
+				data[slices.Index(ranks, c.Ranks)] = opts.LineData{Value: round(c.ScalingEfficiency)}
 			}
 		}
 		l.AddSeries(fmt.Sprintf("batch %d/rank, lr %s", k.batch, k.rule), data)
@@ -403,14 +307,18 @@ func scalingChart(sw *analyze.Sweep, ranks []int) chartSpec {
 		Variants: []chartVariant{variant("efficiency", "pct", "", l)}}
 }
 
-// sweepTable is every configuration, one row each.
-func sweepTable(sw *analyze.Sweep) *Table {
-	t := &Table{Full: true, Columns: []Column{{Name: "ranks", Numeric: true}, {Name: "lr"}, {Name: "warm-up", Numeric: true},
+// SweepTable is every configuration of a sweep, one row each: the table
+// `commprof sweep` prints and its page shows. A figure over repeats that
+// differ reads "mean (min–max)"; a time to target some repeats did not
+// reach says how many did.
+func SweepTable(sw *analyze.Sweep) *Table {
+	t := &Table{Title: fmt.Sprintf("Every configuration (target test accuracy %.1f%%)", 100*sw.Target), Full: true, Columns: []Column{{Name: "ranks", Numeric: true}, {Name: "lr"}, {Name: "warm-up", Numeric: true},
 		{Name: "batch", Numeric: true}, {Name: "global", Numeric: true}, {Name: "accuracy", Numeric: true}, {Name: "per epoch"},
 		{Name: "epoch", Numeric: true}, {Name: "samples/s", Numeric: true}, {Name: "to target", Numeric: true},
 		{Name: "bytes/sample", Numeric: true}, {Name: "exposed/sample", Numeric: true}, {Name: "busbw", Numeric: true},
 		{Name: "scaling", Numeric: true}},
-		Defs: map[string]string{"accuracy": "accuracy", "epoch": "epoch-time", "samples/s": "throughput", "to target": "time-to-target",
+		Defs: map[string]string{"ranks": "sweep-config", "lr": "sweep-config", "warm-up": "sweep-config", "batch": "sweep-config", "global": "sweep-config",
+			"accuracy": "accuracy", "per epoch": "epoch-accuracy", "epoch": "epoch-time", "samples/s": "throughput", "to target": "time-to-target",
 			"bytes/sample": "bytes-per-sample", "exposed/sample": "exposed", "busbw": "busbw", "scaling": "scaling"}}
 	if sw.ProjectRanks > 0 {
 		t.Columns = append(t.Columns, Column{Name: fmt.Sprintf("allreduce@%d", sw.ProjectRanks), Numeric: true})
@@ -435,7 +343,7 @@ func sweepTable(sw *analyze.Sweep) *Table {
 		}
 		ttt := rng(c.TimeToTargetNS, dur)
 		if c.Reached > 0 && c.Reached < len(c.Runs) {
-			ttt += fmt.Sprintf(" (%d of %d)", c.Reached, len(c.Runs))
+			ttt += fmt.Sprintf(" (%d of %d reached it)", c.Reached, len(c.Runs))
 		}
 		eff := "—"
 		if c.ScalingEfficiency > 0 {
@@ -445,6 +353,9 @@ func sweepTable(sw *analyze.Sweep) *Table {
 			rng(c.Accuracy, pct), strings.Join(epochs, " → "), rng(c.EpochNS, dur), rng(c.SamplesPerSec, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 			ttt, rng(c.CommBytesPerSample, func(v float64) string { return units.Bytes(int64(v)) }), rng(c.ExposedNSPerSample, dur),
 			rng(c.BusBWGBps, units.GBps), eff}
+		if c.Failed > 0 {
+			row[5] += fmt.Sprintf(" (%d of %d failed)", c.Failed, len(c.Runs))
+		}
 		keys := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch),
 			fmt.Sprint(c.Accuracy.Mean), "", fmt.Sprint(c.EpochNS.Mean), fmt.Sprint(c.SamplesPerSec.Mean), fmt.Sprint(c.TimeToTargetNS.Mean),
 			fmt.Sprint(c.CommBytesPerSample.Mean), fmt.Sprint(c.ExposedNSPerSample.Mean), fmt.Sprint(c.BusBWGBps.Mean), fmt.Sprint(c.ScalingEfficiency)}
@@ -457,10 +368,17 @@ func sweepTable(sw *analyze.Sweep) *Table {
 		}
 		row = append(row, strings.Join(runNames(c.Runs), ", "))
 		keys = append(keys, "")
-		// Each run's directory, beside sweep.html: served, its page.
+		// Each run's report, beside sweep.html: `commprof sweep` writes
+		// it, and serve answers it with the run's page.
 		var links []Link
-		for _, n := range runNames(c.Runs) {
-			links = append(links, Link{Text: n, URL: n + "/"})
+		for i, n := range runNames(c.Runs) {
+			// The row says which configuration: the link says which
+			// repeat, so the column stays narrow.
+			text := "report"
+			if len(c.Runs) > 1 {
+				text = fmt.Sprintf("repeat %d", i+1)
+			}
+			links = append(links, Link{Text: text, URL: n + "/report.html"})
 		}
 		if t.Links == nil {
 			t.Links = map[[2]int][]Link{}

@@ -32,6 +32,9 @@ type Table struct {
 	// Links turn cells into links on a page: by row and column, the
 	// cell's links, drawn in place of its text.
 	Links map[[2]int][]Link
+	// RowDefs, for a table whose rows are figures (a diff's), link each
+	// row's "metric" cell to its figure's definition, row for row.
+	RowDefs []string
 }
 
 // Column is a table column; numeric columns are right-aligned.
@@ -90,6 +93,18 @@ func (f formatter) frac(x float64) string {
 
 func (f formatter) int(n int64) string { return fmt.Sprintf("%d", n) }
 
+// or is cell, or "—" (empty in CSV) when the run's source cannot give
+// figure (Summary.Unknown).
+func (f formatter) or(s *analyze.Summary, figure, cell string) string {
+	switch {
+	case !s.IsUnknown(figure):
+		return cell
+	case f.raw:
+		return ""
+	}
+	return "—"
+}
+
 func opTable(s *analyze.Summary, f formatter) *Table {
 	t := &Table{Title: "Collectives by op, algorithm and size", Columns: []Column{
 		{Name: "op"}, {Name: "algo"}, {Name: "size"}, {Name: "ranks", Numeric: true}, {Name: "calls", Numeric: true},
@@ -98,13 +113,10 @@ func opTable(s *analyze.Summary, f formatter) *Table {
 		{Name: "max", Numeric: true, Unit: "ns"}, {Name: "algbw", Numeric: true, Unit: "GB/s"}, {Name: "busbw", Numeric: true, Unit: "GB/s"},
 		{Name: "wait", Numeric: true, Unit: "fraction"}}}
 	for _, c := range s.Collectives {
-		w := 0.0
-		if c.Time.Sum > 0 {
-			w = float64(c.WaitNS) / float64(c.Time.Sum)
-		}
+		d := func(ns float64) string { return f.or(s, "durations", f.dur(ns)) }
 		t.Rows = append(t.Rows, []string{c.Op, c.Algo, c.BucketLbl, f.int(int64(c.Ranks)), f.int(c.Calls), f.bytes(float64(c.Bytes)),
-			f.dur(float64(c.Time.Sum)), f.dur(c.Time.Mean), f.dur(float64(c.Time.P50)), f.dur(float64(c.Time.P95)), f.dur(float64(c.Time.P99)),
-			f.dur(float64(c.Time.Max)), f.gbps(c.AlgBWGBps), f.gbps(c.BusBWGBps), f.frac(w)})
+			d(float64(c.Time.Sum)), d(c.Time.Mean), d(float64(c.Time.P50)), d(float64(c.Time.P95)), d(float64(c.Time.P99)),
+			d(float64(c.Time.Max)), f.or(s, "bandwidth", f.gbps(c.AlgBWGBps)), f.or(s, "bandwidth", f.gbps(c.BusBWGBps)), f.or(s, "wait", f.frac(c.WaitFraction))})
 	}
 	return t
 }
@@ -116,22 +128,15 @@ func rankTable(s *analyze.Summary, f formatter) *Table {
 		{Name: "wait", Numeric: true, Unit: "ns"}, {Name: "last", Numeric: true}, {Name: "late", Numeric: true, Unit: "ns"},
 		{Name: "sent", Numeric: true, Unit: "bytes"}, {Name: "recv", Numeric: true, Unit: "bytes"},
 		{Name: "msgs sent", Numeric: true}, {Name: "msgs recv", Numeric: true}}}
-	work := func(figure string, ns int64) string {
-		switch {
-		case s.IsUnknown(figure) && f.raw:
-			return "" // the source cannot say (Summary.Unknown)
-		case s.IsUnknown(figure):
-			return "—"
-		}
-		return f.dur(float64(ns))
-	}
+	work := func(figure string, ns int64) string { return f.or(s, figure, f.dur(float64(ns))) }
 	for _, r := range s.Ranks {
 		host := r.Host
 		if r.Truncated {
 			host += " (cut)"
 		}
-		t.Rows = append(t.Rows, []string{f.int(int64(r.Rank)), host, f.int(r.Events), work("compute", r.ComputeNS), f.dur(float64(r.CommNS)),
-			work("exposed", r.ExposedNS), work("overlapped", r.OverlappedNS), f.dur(float64(r.WaitNS)), f.int(r.LastArrivals), f.dur(r.MeanLateNS),
+		t.Rows = append(t.Rows, []string{f.int(int64(r.Rank)), host, f.int(r.Events), work("compute", r.ComputeNS), work("comm", r.CommNS),
+			work("exposed", r.ExposedNS), work("overlapped", r.OverlappedNS), work("wait", r.WaitNS), f.or(s, "skew", f.int(r.LastArrivals)),
+			f.or(s, "skew", f.dur(r.MeanLateNS)),
 			f.bytes(float64(r.BytesSent)), f.bytes(float64(r.BytesRecv)), f.int(r.MsgsSent), f.int(r.MsgsRecv)})
 	}
 	return t
@@ -142,8 +147,10 @@ func sizeTable(s *analyze.Summary, f formatter) *Table {
 		{Name: "op"}, {Name: "size"}, {Name: "messages", Numeric: true}, {Name: "bytes", Numeric: true, Unit: "bytes"},
 		{Name: "time", Numeric: true, Unit: "ns"}, {Name: "wait", Numeric: true, Unit: "ns"}, {Name: "transfer bw", Numeric: true, Unit: "GB/s"}}}
 	for _, m := range s.MessageSizes {
-		t.Rows = append(t.Rows, []string{m.Op, m.BucketLbl, f.int(m.Messages), f.bytes(float64(m.Bytes)), f.dur(float64(m.TimeNS)),
-			f.dur(float64(m.WaitNS)), f.gbps(m.GBps)})
+		t.Rows = append(t.Rows, []string{m.Op, m.BucketLbl, f.int(m.Messages), f.bytes(float64(m.Bytes)), f.or(s, "durations", f.dur(float64(m.TimeNS))),
+			// Without a receive's wait for its first byte (recv_wait), its
+			// transfer is not told from its waiting either.
+			f.or(s, "recv_wait", f.or(s, "durations", f.dur(float64(m.WaitNS)))), f.or(s, "recv_wait", f.or(s, "bandwidth", f.gbps(m.GBps)))})
 	}
 	return t
 }
@@ -176,7 +183,7 @@ func peerTable(s *analyze.Summary, f formatter) *Table {
 				bw = float64(b) / float64(m.TimeNS[src][dst])
 			}
 			t.Rows = append(t.Rows, []string{f.int(int64(src)), f.int(int64(dst)), f.bytes(float64(b)), f.int(m.Messages[src][dst]),
-				f.dur(float64(m.TimeNS[src][dst])), f.gbps(bw)})
+				f.or(s, "durations", f.dur(float64(m.TimeNS[src][dst]))), f.or(s, "bandwidth", f.gbps(bw))})
 		}
 	}
 	return t

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"sort"
-	"time"
 
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/report"
@@ -15,88 +13,38 @@ import (
 )
 
 // live reads a run's progress: its manifest, its streams' sizes and the
-// summary of every batch written so far.
+// summary of every batch written so far; report.NewLive says what they
+// mean.
 func (s *server) live(ctx context.Context, r *run) (*report.Live, error) {
-	now := s.now()
-	l := &report.Live{Name: r.name, Title: r.name, Report: "./", Updated: now.UTC().Format(time.RFC3339), Ranks: []report.LiveRank{}, Findings: []string{}}
+	src := report.LiveSource{Name: r.name, Now: s.now(), LastWrite: r.fp.modTime}
 	m, err := trace.ReadManifest(r.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		l.Problem = err.Error()
+		src.Problem = err.Error()
 	}
 	if m != nil {
-		l.Title, l.Status, l.WorldSize, l.Error = m.Name, rundir.Status(r.dir, m), m.WorldSize, m.Error
-		if l.Status == trace.StatusAbandoned && l.Error == "" {
-			l.Error = "Its recorder is gone (killed, or its machine stopped) before it could finish run.json, which still says running; the events it wrote are kept."
-		}
-		if l.Title == "" {
-			l.Title = r.name
-		}
-		if !m.Start.IsZero() {
-			l.Start = m.Start.Format(time.RFC3339)
-			end := now
-			switch {
-			case l.Status == trace.StatusAbandoned:
-				end = r.fp.modTime // its last write
-			case l.Status != trace.StatusRunning && !m.End.IsZero():
-				end = m.End
-			}
-			l.ElapsedNS = max(0, end.Sub(m.Start).Nanoseconds())
-		}
-	}
-	l.Running = l.Status == trace.StatusRunning
-	byRank := map[int]*report.LiveRank{}
-	rank := func(n int) *report.LiveRank {
-		lr, ok := byRank[n]
-		if !ok {
-			lr = &report.LiveRank{Rank: n}
-			byRank[n] = lr
-		}
-		return lr
-	}
-	if m != nil {
-		for _, e := range m.Ranks {
-			rank(e.Rank).Host = e.Host
-		}
+		src.Manifest, src.Status = m, rundir.Status(r.dir, m)
 	}
 	rf, err := trace.OpenRun(r.dir)
 	switch {
 	case err == nil:
-		for _, st := range rf.Streams {
-			rank(st.Rank).Bytes = st.Bytes
-			l.DiskBytes += st.Bytes
-		}
-	case errors.Is(err, trace.ErrNotTrace) && l.Running:
+		src.Streams = rf.Streams
+	case errors.Is(err, trace.ErrNotTrace) && src.Status == trace.StatusRunning:
 		// Started, no stream yet.
 	default:
-		l.Problem = err.Error()
+		src.Problem = err.Error()
 	}
 	if err == nil {
 		sum, err := s.summary(ctx, r)
 		switch {
 		case err == nil:
-			l.Events, l.SpanNS = sum.Run.Events, sum.Run.SpanNS
-			l.Findings = append(l.Findings, sum.Findings...)
-			for _, rs := range sum.Ranks {
-				lr := rank(rs.Rank)
-				lr.Events = rs.Events
-				if rs.Host != "" {
-					lr.Host = rs.Host
-				}
-			}
-			if l.WorldSize == 0 {
-				l.WorldSize = sum.Run.WorldSize
-			}
+			src.Summary = sum
 		case isContextErr(err):
 			return nil, err
 		default:
-			l.Problem = err.Error()
+			src.Problem = err.Error()
 		}
 	}
-	for _, lr := range byRank {
-		l.Ranks = append(l.Ranks, *lr)
-	}
-	sort.Slice(l.Ranks, func(i, j int) bool { return l.Ranks[i].Rank < l.Ranks[j].Rank })
-	return l, nil
+	return report.NewLive(src), nil
 }
 
 func (s *server) handleLive(w http.ResponseWriter, r *http.Request) {

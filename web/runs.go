@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -272,7 +270,7 @@ func (s *server) info(ctx context.Context, r *run) (listed, error) {
 			if !m.Start.IsZero() {
 				ri.Start, l.sortTime = m.Start.Format(time.RFC3339), m.Start
 			}
-			configColumns(ri, m.Config, m.Metrics)
+			ri.SetConfig(m.Config, m.Metrics)
 		}
 		sum, err := s.summary(ctx, r)
 		if isContextErr(err) || errors.Is(err, errBusy) {
@@ -291,7 +289,7 @@ func (s *server) info(ctx context.Context, r *run) (listed, error) {
 			ri.Title = r.name
 		}
 		ri.Status, ri.WorldSize, ri.Events, ri.DiskBytes = sum.Run.Status, sum.Run.WorldSize, sum.Run.Events, sum.Run.DiskBytes
-		configColumns(ri, sum.Run.Config, sum.Run.Metrics)
+		ri.SetConfig(sum.Run.Config, sum.Run.Metrics)
 		if sum.Run.SamplesPerStep > 0 {
 			ri.GlobalBatch = sum.Run.SamplesPerStep
 		}
@@ -308,24 +306,6 @@ func (s *server) info(ctx context.Context, r *run) (listed, error) {
 		return l, nil
 	}
 	return l, err
-}
-
-// configColumns sets the index's configuration columns of a run from its
-// manifest's configuration and final metrics.
-func configColumns(ri *report.RunInfo, config map[string]string, metrics trace.Metrics) {
-	if b, err := strconv.Atoi(config["batch_size"]); err == nil && b > 0 {
-		ri.BatchSize = b
-		if ri.WorldSize > 0 {
-			ri.GlobalBatch = b * ri.WorldSize
-		}
-	}
-	ri.LRScaling = config["lr_scaling"]
-	if w := config["warmup_epochs"]; w != "" && w != "0" {
-		ri.WarmupEpochs = w
-	}
-	if acc, ok := metrics["test_accuracy"]; ok && !math.IsNaN(acc) && !math.IsInf(acc, 0) {
-		ri.Accuracy = &acc
-	}
 }
 
 // runs lists the runs and sweeps directly under the runs directory,

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/rundir"
@@ -172,58 +170,12 @@ func (s *server) sweepInfo(ctx context.Context, sd *sweepDir, runs []listed) lis
 		ri.Stats = runURL(sd.name) + SweepFile
 		ri.Status = trace.StatusComplete
 		ri.Configs = len(sw.Configs)
-		ri.Range = sweepRange(sw)
+		ri.Range = report.NewSweepRange(sw)
 	}
 	if running > 0 {
 		ri.Status = trace.StatusRunning
 	}
 	return l
-}
-
-// sweepRange is what the list of runs shows of a sweep's configurations:
-// the span of each of its columns.
-func sweepRange(sw *analyze.Sweep) *report.SweepRange {
-	rg := &report.SweepRange{}
-	first := true
-	span := func(r *[2]int, v int) {
-		if first || v < r[0] {
-			r[0] = v
-		}
-		if first || v > r[1] {
-			r[1] = v
-		}
-	}
-	for _, c := range sw.Configs {
-		span(&rg.BatchSize, c.BatchSize)
-		span(&rg.GlobalBatch, c.GlobalBatch)
-		span(&rg.Ranks, c.Ranks)
-		first = false
-		rule := c.LRScaling
-		if c.Warmup != "" && c.Warmup != "0" {
-			rule += ", warm-up " + c.Warmup
-		}
-		if rule != "" && !slices.Contains(rg.LRRules, rule) {
-			rg.LRRules = append(rg.LRRules, rule)
-		}
-		if c.SamplesPerSec.N > 0 {
-			rg.SamplesPerSec = fspan(rg.SamplesPerSec, c.SamplesPerSec.Mean)
-		}
-		if c.Accuracy.N > 0 {
-			rg.Accuracy = fspan(rg.Accuracy, c.Accuracy.Mean)
-		}
-	}
-	return rg
-}
-
-// fspan widens r (nil: empty) to hold v.
-func fspan(r *[2]float64, v float64) *[2]float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return r
-	}
-	if r == nil {
-		return &[2]float64{v, v}
-	}
-	return &[2]float64{min(r[0], v), max(r[1], v)}
 }
 
 // serveSweep serves a sweep's page: its sweep.json drawn as

@@ -59,7 +59,10 @@
         };
         break;
       default:
-        option.tooltip.valueFormatter = function (x) { return x == null ? "" : f(x); };
+        // Sections that bring their own tooltip (waiting.js) register it here.
+        var own = (window.CommprofTooltips || {})[v.tooltip];
+        if (own) own(v, option, F, esc);
+        else option.tooltip.valueFormatter = function (x) { return x == null ? "" : f(x); };
     }
     return option;
   }
