@@ -14,7 +14,8 @@
 # for each size the median time and busbw of each and their ratio, then
 # the range (min-max) of each side's busbw and time over the runs. Timings
 # on a shared 2-core VM are noisy: the medians and ranges of alternating
-# runs are what the docs quote. Extra commprof flags can be passed in
+# runs are what the docs quote; the output repeats commprof's line saying
+# how rank 0 reached its peers. Extra commprof flags can be passed in
 # COMMPROF_FLAGS; KEEP=DIR keeps every run's table in DIR; COMMPROF_BIN
 # names a commprof binary to use instead of building bin/commprof.
 set -euo pipefail
@@ -42,7 +43,9 @@ fi
 for r in $(seq "$reps"); do
 	# shellcheck disable=SC2086
 	COMMPROF_TRANSPORT=$transport "$cp" bench allreduce --ranks "$np" --min "$min" --max "$max" --factor "$factor" \
-		--iters "$iters" --warmup 5 ${COMMPROF_FLAGS:-} | grep -v '^#' | tail -n +2 >"$tmp/cp.$r"
+		--iters "$iters" --warmup 5 ${COMMPROF_FLAGS:-} >"$tmp/raw.out"
+	grep "^# rank 0's links" "$tmp/raw.out" >"$tmp/links" || true
+	grep -v '^#' "$tmp/raw.out" | tail -n +2 >"$tmp/cp.$r"
 	(cd bench/mpi && mpirun --allow-run-as-root --oversubscribe "${btl[@]}" -np "$np" ./mpi_allreduce -b "$min" -e "$max" -f "$factor" \
 		-n "$iters" -w 5) | grep -v '^#' | tail -n +2 >"$tmp/mpi.$r"
 done
@@ -53,6 +56,7 @@ fi
 cat "$tmp"/cp.* | awk '{print $1, $4, $5, $7, $8}' >"$tmp/cp"
 cat "$tmp"/mpi.* | awk '{print $1, $4, $5, $7, $8}' >"$tmp/mpi"
 echo "# $np ranks over $transport (Open MPI: ${btl[*]}), $reps alternating runs of each, medians; commprof $("$cp" version | cut -d' ' -f2)"
+cat "$tmp/links"
 printf "%10s %19s %12s %10s %12s %10s %8s %8s %7s %15s %15s\n" "size(B)" "commprof algo" "cp time(us)" "cp busbw" "mpi time(us)" "mpi busbw" "bw ratio" "t ratio" "#wrong" "cp busbw range" "mpi busbw range"
 awk '
 function sorted(list, a,   n, i, j, t) {

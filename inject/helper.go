@@ -1,13 +1,16 @@
 package inject
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,15 +25,20 @@ const HelperArg = "__inject-helper"
 // (the program's own binary) as helpers, and returns a function that
 // stops them; call it when the rank ends. Stalls need the operating
 // system to stop the process, which it cannot do to itself; hogs pin this
-// process and theirs to one core.
-func (p Plan) Start(exe string) (stop func(), err error) {
+// process and theirs to one core. stalled, if not nil, is called (from a
+// goroutine of Start's) once the rank runs again after each stop, with the
+// stop's start and end on the host's monotonic clock (ns): the truth a
+// report can be checked against.
+func (p Plan) Start(exe string, stalled func(from, to int64)) (stop func(), err error) {
 	var cmds []*exec.Cmd
+	var readers sync.WaitGroup
 	stop = func() {
 		for _, c := range cmds {
 			// A stall helper answers SIGTERM by letting the rank go on.
 			_ = c.Process.Signal(syscall.SIGTERM)
 			_ = c.Wait()
 		}
+		readers.Wait()
 		// If a helper died between stopping and continuing this rank,
 		// nothing would wake it: it is running now, but make sure.
 		_ = syscall.Kill(os.Getpid(), syscall.SIGCONT)
@@ -51,14 +59,43 @@ func (p Plan) Start(exe string) (stop func(), err error) {
 			continue
 		}
 		c := exec.Command(exe, append([]string{HelperArg}, args...)...)
-		c.Stdout, c.Stderr = os.Stderr, os.Stderr
+		c.Stderr = os.Stderr
+		var out io.ReadCloser
+		if f.Kind == Stall {
+			if out, err = c.StdoutPipe(); err != nil {
+				stop()
+				return nil, fmt.Errorf("injecting %s: %w", f, err)
+			}
+		} else {
+			c.Stdout = os.Stderr
+		}
 		if err := c.Start(); err != nil {
 			stop()
 			return nil, fmt.Errorf("injecting %s: starting its helper: %w", f, err)
 		}
 		cmds = append(cmds, c)
+		if out != nil {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				readStops(out, stalled)
+			}()
+		}
 	}
 	return stop, nil
+}
+
+// readStops reads a stall helper's report of its stops, one "FROM TO"
+// line (monotonic ns) per stop, until the helper ends.
+func readStops(r io.Reader, stalled func(from, to int64)) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var from, to int64
+		if _, err := fmt.Sscan(sc.Text(), &from, &to); err == nil && stalled != nil && to > from {
+			stalled(from, to)
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
 }
 
 // RunHelper runs a helper process: "stall PID DUR PERIOD" stops process
@@ -89,7 +126,8 @@ func RunHelper(ctx context.Context, args []string) error {
 	return fmt.Errorf("inject helper: unknown task %v", args)
 }
 
-// stall stops and continues pid on schedule. Whatever ends it, the
+// stall stops and continues pid on schedule, and reports each stop on
+// standard output as "FROM TO" in monotonic ns. Whatever ends it, the
 // process is left running.
 func stall(ctx context.Context, pid int, dur, period time.Duration) error {
 	defer syscall.Kill(pid, syscall.SIGCONT)
@@ -98,11 +136,20 @@ func stall(ctx context.Context, pid int, dur, period time.Duration) error {
 		if err := sleepUntil(ctx, next); err != nil {
 			return nil
 		}
+		from := monotonic()
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			return nil // the rank is gone
 		}
 		err := sleepUntil(ctx, next.Add(dur))
-		if kerr := syscall.Kill(pid, syscall.SIGCONT); kerr != nil || err != nil {
+		// Read each end of the stop next to the signal that makes it:
+		// a helper descheduled after a signal would otherwise stretch
+		// what it reports.
+		to := monotonic()
+		kerr := syscall.Kill(pid, syscall.SIGCONT)
+		if kerr == nil {
+			fmt.Fprintf(os.Stdout, "%d %d\n", from, to)
+		}
+		if kerr != nil || err != nil {
 			return nil
 		}
 		next = next.Add(period)

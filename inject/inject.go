@@ -94,11 +94,11 @@ func (f Fault) Describe() string {
 	case Delay:
 		if f.Every > 0 {
 			if f.Every == 1 {
-				return fmt.Sprintf("rank %d held back %v before every collective", f.Rank, f.Dur)
+				return fmt.Sprintf("rank %d held back %v before every communication call", f.Rank, f.Dur)
 			}
-			return fmt.Sprintf("rank %d held back %v before every %d collectives", f.Rank, f.Dur, f.Every)
+			return fmt.Sprintf("rank %d held back %v before every %d communication calls", f.Rank, f.Dur, f.Every)
 		}
-		return fmt.Sprintf("rank %d held back %v before a collective every %v", f.Rank, f.Dur, f.Period)
+		return fmt.Sprintf("rank %d held back %v before a communication call every %v", f.Rank, f.Dur, f.Period)
 	case Stall:
 		return fmt.Sprintf("rank %d stopped for %v every %v", f.Rank, f.Dur, f.Period)
 	case Link:

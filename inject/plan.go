@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // for go:linkname
 
 	"github.com/commprof/commprof/collectives"
 )
@@ -12,6 +13,19 @@ import (
 // MarkDelay is the mark a delayed rank records as each delay starts, with
 // the delay in ns as its value: the truth a report can be checked against.
 const MarkDelay = "inject.delay"
+
+// MarkStall is the mark a stalled rank records, once it runs again, at the
+// time each stop began, with how long it was stopped in ns as its value.
+const MarkStall = "inject.stall"
+
+// nanotime is the runtime's monotonic clock (CLOCK_MONOTONIC on Linux):
+// the clock recordings are stamped with, the same for every process of a
+// host.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+func monotonic() int64 { return nanotime() }
 
 // Plan is the part of a job's faults that one rank applies to itself.
 type Plan struct {

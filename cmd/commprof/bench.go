@@ -159,7 +159,7 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 		}
 		var rows []bench.Result
 		if c.Rank() == 0 && !o.json {
-			bench.TableHeader(o.stdout, s, c.Size(), o.algo, "rank 0's sockets: "+job.TCP.Describe())
+			bench.TableHeader(o.stdout, s, c.Size(), o.algo, "rank 0's links: "+tools.Links)
 		}
 		err := bench.Run(ctx, c, s, func(r bench.Result) {
 			if c.Rank() != 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 )
 
@@ -84,8 +85,8 @@ func runBenchRead(ctx context.Context, stdout io.Writer, o *benchReadOptions, di
 		return enc.Encode(map[string]any{"run": dir, "columns": o.columns, "streams": count.Streams, "events": count.Events,
 			"disk_bytes": count.DiskBytes, "cut_streams": count.Cut, "reads": runs, "best": best})
 	}
-	fmt.Fprintf(stdout, "# %s: %d streams, %d events, %.1f MiB on disk; columns: %s\n", dir, count.Streams, count.Events,
-		float64(count.DiskBytes)/(1<<20), o.columns)
+	fmt.Fprintf(stdout, "# %s: %d streams, %d events, %s on disk; columns: %s\n", dir, count.Streams, count.Events,
+		units.Bytes(count.DiskBytes), o.columns)
 	if count.Cut > 0 {
 		fmt.Fprintf(stdout, "# %d streams were cut; their complete batches are counted\n", count.Cut)
 	}

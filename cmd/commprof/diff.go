@@ -26,12 +26,16 @@ func newDiffCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &diffOptions{}
 	cmd := &cobra.Command{
 		Use:   "diff RUN_A RUN_B",
-		Short: "Compare two runs, largest changes first",
-		Long: `diff compares run B against run A: step time and its parts, throughput,
-every op and every collective size, arrival skew, the fitted network, the
-accuracy, and the configuration keys that differ. Figures are normalised
-per step (when both runs have steps) and per sample (when both name their
-batch size), so runs with different batch sizes or rank counts compare.`,
+		Short: "Compare two runs: the outcomes first, then the changes that move the time per sample most",
+		Long: `diff compares run B against run A. It leads with what the configuration
+differs in (the title) and the outcomes: throughput, time per epoch, test
+accuracy and time to accuracy, time per sample, and the communication
+bytes and exposed communication per sample. Then every other figure per step, those that
+move the time per sample most first, and the ops called once an epoch
+(the first broadcast, the evaluation) per epoch, in a table of their own.
+Figures are per step (when both runs have steps) and per sample (when both
+name their batch size), so runs with different batch sizes or rank counts
+compare.`,
 		Example: `  commprof diff runs/train-bs64 runs/train-bs512
   commprof diff A B --format json | jq '.changes[:5]'`,
 		Args: exactArgs(2),
@@ -90,13 +94,14 @@ func runDiff(ctx context.Context, ios *iostreams.IOStreams, o *diffOptions, dirA
 			return err
 		}
 	}
-	t := report.DiffTable(d, o.limit)
-	fmt.Fprintf(w, "\n%s\n", t.Title)
-	if err := t.WriteText(w); err != nil {
-		return err
-	}
-	if o.limit > 0 && len(d.Changes) > o.limit {
-		fmt.Fprintf(w, "(%d more; --limit 0 prints all)\n", len(d.Changes)-o.limit)
+	for _, t := range report.DiffTables(d, o.limit) {
+		fmt.Fprintf(w, "\n%s\n", t.Title)
+		if err := t.WriteText(w); err != nil {
+			return err
+		}
+		if t.Note != "" {
+			fmt.Fprintln(w, t.Note)
+		}
 	}
 	return nil
 }

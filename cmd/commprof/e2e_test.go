@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,9 +51,17 @@ type result struct {
 // commprof runs the binary with a time limit and a clean COMMPROF_ environment.
 func commprof(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return commprofUnder(t, nil, env, args...)
+}
+
+// commprofUnder runs the binary as commprof does, under wrap (a command
+// that runs another, such as taskset; none if empty).
+func commprofUnder(t *testing.T, wrap []string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	argv := append(append(slices.Clone(wrap), bin), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(cleanEnv(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -160,15 +170,16 @@ func TestBenchNcclTestsFlags(t *testing.T) {
 }
 
 // TestBenchHeaderNamesTransport: the table says how rank 0's sockets are
-// driven, so that figures can be compared knowingly.
+// driven, so that figures can be compared knowingly (and, over shared
+// memory, TestAutoTransportInAJob).
 func TestBenchHeaderNamesTransport(t *testing.T) {
 	for _, tc := range []struct {
 		env  []string
 		want string
 	}{
-		{nil, "# rank 0's sockets: TCP congestion control reno, raw I/O "},
-		{[]string{"COMMPROF_RAW_IO=off", "COMMPROF_TCP_CONGESTION=reno"}, "# rank 0's sockets: TCP congestion control reno, raw I/O off\n"},
-		{[]string{"COMMPROF_RAW_IO=on", "COMMPROF_TCP_CONGESTION=system"}, "# rank 0's sockets: TCP congestion control the host's default"},
+		{[]string{"COMMPROF_TRANSPORT=tcp"}, "# rank 0's links: 1 peer through TCP (congestion control reno, raw I/O "},
+		{[]string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=off", "COMMPROF_TCP_CONGESTION=reno"}, "# rank 0's links: 1 peer through TCP (congestion control reno, raw I/O off)\n"},
+		{[]string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=on", "COMMPROF_TCP_CONGESTION=system"}, "# rank 0's links: 1 peer through TCP (congestion control the host's default"},
 	} {
 		r := commprof(t, tc.env, "bench", "allreduce", "--ranks", "2", "--max", "8", "--iters", "2")
 		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
@@ -285,7 +296,7 @@ func startJob(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buf
 		t.Fatalf("no header from rank 0: %q %v", line, err)
 	}
 	go func() { _, _ = br.WriteTo(io.Discard) }()
-	return cmd, stderr, rankPIDs(t, cmd.Process.Pid)
+	return cmd, stderr, rankPIDs(t, cmd.Process.Pid, 4)
 }
 
 // startCommprof starts the binary with a clean environment plus env, to be
@@ -309,7 +320,7 @@ func startCommprof(t *testing.T, env []string, args ...string) (*exec.Cmd, *bufi
 }
 
 // rankPIDs finds the children of the launcher and their ranks.
-func rankPIDs(t *testing.T, parent int) map[int]int {
+func rankPIDs(t *testing.T, parent, n int) map[int]int {
 	t.Helper()
 	pids := map[int]int{}
 	ents, _ := os.ReadDir("/proc")
@@ -334,8 +345,8 @@ func rankPIDs(t *testing.T, parent int) map[int]int {
 			}
 		}
 	}
-	if len(pids) != 4 {
-		t.Fatalf("found ranks %v under launcher %d", pids, parent)
+	if len(pids) != n {
+		t.Fatalf("found ranks %v under launcher %d, want %d", pids, parent, n)
 	}
 	return pids
 }
@@ -372,7 +383,10 @@ var transports = []struct {
 }
 
 // TestKilledRankStopsTheJob kills rank 2 mid-collective: the other ranks
-// must report rank 2 and the launcher must exit non-zero naming it.
+// must report rank 2 and the launcher must exit non-zero naming it. The
+// peer timeout is 5 s: each rank must name rank 2 for its death (the
+// kernel closes its connections, and sockets, at once), not for its
+// silence, which they would report only after the timeout.
 func TestKilledRankStopsTheJob(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) { killedRankStopsTheJob(t, tr.env) })
@@ -380,11 +394,13 @@ func TestKilledRankStopsTheJob(t *testing.T) {
 }
 
 func killedRankStopsTheJob(t *testing.T, env []string) {
-	cmd, stderr, pids := startLong(t, env)
+	cmd, stderr, pids := startLong(t, append([]string{"COMMPROF_PEER_TIMEOUT=5s"}, env...))
 	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	code, took := waitExit(t, cmd, 20*time.Second)
+	// A limit for a hang only: the outcome below says whether the ranks
+	// saw the death or waited out the timeout.
+	code, took := waitExit(t, cmd, 60*time.Second)
 	out := stderr.String()
 	if code == 0 {
 		t.Fatalf("exit 0 after a rank was killed\n%s", out)
@@ -394,12 +410,17 @@ func killedRankStopsTheJob(t *testing.T, env []string) {
 	}
 	for _, r := range []int{0, 1, 3} {
 		prefix := fmt.Sprintf("[rank %d] commprof: rank %d: ", r, r)
-		ok := false
+		var report string
 		for _, line := range strings.Split(out, "\n") {
-			ok = ok || strings.HasPrefix(line, prefix) && strings.Contains(line, "rank 2 failed")
+			if strings.HasPrefix(line, prefix) && strings.Contains(line, "rank 2 failed") {
+				report = line
+			}
 		}
-		if !ok {
+		switch {
+		case report == "":
 			t.Errorf("rank %d did not report rank 2's failure:\n%s", r, out)
+		case strings.Contains(report, "no data or heartbeat"):
+			t.Errorf("rank %d took rank 2's death for a silence, after the peer timeout: %s", r, report)
 		}
 	}
 	t.Logf("stopped %v after the kill:\n%s", took, out)
@@ -511,6 +532,34 @@ func TestInterrupt(t *testing.T) {
 			if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !bytes.Contains(st, []byte(") Z")) {
 				t.Errorf("rank %d (pid %d) still running after the launcher exited", r, pid)
 			}
+		}
+	}
+}
+
+// TestKilledLauncherStopsItsRanks: a launcher killed with SIGKILL, which
+// cannot stop its ranks itself, leaves none running: the kernel sends each
+// SIGTERM (Linux).
+func TestKilledLauncherStopsItsRanks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	cmd, stderr, pids := startLong(t, nil)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := time.Now().Add(15 * time.Second)
+	for r, pid := range pids {
+		for {
+			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil || bytes.Contains(st, []byte(") Z")) {
+				break // gone, or a zombie waiting for its new parent
+			}
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("rank %d (pid %d) still running 15s after its launcher was killed\n%s", r, pid, stderr)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,8 +206,20 @@ func TestExportLeavesNoPartialFile(t *testing.T) {
 	if err == nil {
 		t.Fatal("exporting over a directory succeeded")
 	}
-	if _, serr := os.Stat(target + ".tmp"); !os.IsNotExist(serr) {
-		t.Errorf("%s.tmp left behind (%v)", target, serr)
+	// An export stopped once its temporary file is made (Ctrl-C) leaves
+	// neither the file nor its temporary one (.NAME.tmpXXXX beside it,
+	// internal/atomicfile).
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	stopped := filepath.Join(dir, "stopped.csv")
+	if err := runExport(ctx, ios, &exportOptions{format: "csv", out: stopped}, dir); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an export interrupted: %v", err)
+	}
+	if _, err := os.Stat(stopped); !os.IsNotExist(err) {
+		t.Errorf("an interrupted export left %s (%v)", stopped, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*.tmp*")); len(left) > 0 {
+		t.Errorf("temporary files left behind: %v", left)
 	}
 	if st, serr := os.Stat(target); serr != nil || !st.IsDir() {
 		t.Errorf("the directory at the path was touched: %v", serr)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/commprof/commprof/importers"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -99,7 +100,7 @@ func runImport(ctx context.Context, ios *iostreams.IOStreams, o *importOptions, 
 		files = fmt.Sprintf("%d files (%s, ...)", len(res.Files), strings.Join(res.Files[:2], ", "))
 	}
 	fmt.Fprintf(stdout, "imported %s (%s, %s) into %s: %d ranks, %d events, in %s\n", files, res.Format,
-		humanSize(res.InputBytes), res.Dir, res.Ranks, res.Events, time.Since(started).Round(time.Millisecond))
+		units.Bytes(res.InputBytes), res.Dir, res.Ranks, res.Events, time.Since(started).Round(time.Millisecond))
 	for _, s := range res.Summary {
 		fmt.Fprintf(stdout, "  %s\n", s)
 	}
@@ -159,7 +160,7 @@ func (p *importProgress) update(file string, done, total int64) {
 	if t > 0 {
 		pct = 100 * float64(d) / float64(t)
 	}
-	fmt.Fprintf(p.w, "\rimporting %s: %.0f%% (%s of %s)   ", filepath.Base(file), pct, humanSize(d), humanSize(t))
+	fmt.Fprintf(p.w, "\rimporting %s: %.0f%% (%s of %s)   ", filepath.Base(file), pct, units.Bytes(d), units.Bytes(t))
 	p.printed = true
 }
 
@@ -167,16 +168,4 @@ func (p *importProgress) finish() {
 	if p.printed {
 		fmt.Fprintln(p.w)
 	}
-}
-
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

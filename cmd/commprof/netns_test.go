@@ -8,9 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // netns makes two network namespaces joined by a veth pair, 10.77.N.1 and
@@ -82,7 +85,7 @@ func recordOnHosts(t *testing.T, a, b string, n, perHost int, dir string, args .
 		}
 		cmd := exec.Command("ip", append([]string{"netns", "exec", ns, "unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, host, bin}, args...)...)
 		cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR="+master, "MASTER_PORT="+port,
-			"COMMPROF_JOIN_TIMEOUT=30s", "COMMPROF_TRACE_DIR="+dir, "COMMPROF_RUN_ID=netns")
+			envnames.JoinTimeout+"=30s", envnames.TraceDir+"="+dir, envnames.RunID+"=netns")
 		return cmd
 	})
 }
@@ -97,7 +100,7 @@ func TestTruthModelOverAShapedLink(t *testing.T) {
 	a, b := netns(t)
 	shape(t, a, b, "400mbit")
 	base := t.TempDir()
-	bench := []string{"bench", "allreduce", "--min", "64K", "--max", "4M", "--factor", "4", "--iters", "6", "--warmup", "1"}
+	bench := []string{"bench", "allreduce", "--min", "64K", "--max", "4M", "--factor", "4", "--iters", "20", "--warmup", "2"}
 	local, across, held := filepath.Join(base, "local"), filepath.Join(base, "across"), filepath.Join(base, "four")
 	recordOnHosts(t, a, b, 2, 2, local, bench...)
 	recordOnHosts(t, a, b, 2, 1, across, bench...)
@@ -128,29 +131,51 @@ func TestTruthModelOverAShapedLink(t *testing.T) {
 	}
 }
 
-// TestTwoHosts runs a 4-rank job over two network namespaces, two ranks
-// on each, as torchrun would start it on two hosts: the ranks on the second
+// TestTwoHosts runs 4-rank jobs over two network namespaces, two ranks on
+// each, as torchrun would start them on two hosts: the ranks on the second
 // host reach rank 0 and each other only across the veth link. With the
 // default transport and with COMMPROF_TRANSPORT=shm, which fails the job
-// unless the two ranks of each namespace share memory, the job mixes
-// shared memory within each "host" and TCP between them; with tcp every
-// pair is TCP.
+// unless the two ranks of each namespace share memory, each job mixes
+// shared memory within each "host" and TCP between them, and rank 0's
+// header says so; every collective bench runs, with every algorithm it
+// takes, finds no wrong element at any size. With tcp every pair is TCP.
 func TestTwoHosts(t *testing.T) {
 	a, b := netns(t)
 	master := fmt.Sprintf("10.77.%d.1", os.Getpid()%200)
-	for _, transport := range []string{"", "shm", "tcp"} {
-		t.Run("transport="+transport, func(t *testing.T) {
-			outs := runByHand(t, 4, func(r int) *exec.Cmd {
-				ns := a
-				if r >= 2 {
-					ns = b
-				}
-				cmd := exec.Command("ip", "netns", "exec", ns, bin, "bench", "allreduce", "--min", "8", "--max", "4M", "--factor", "16", "--iters", "3", "--warmup", "1")
-				cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE=4", "MASTER_ADDR="+master, "MASTER_PORT=29500",
-					"COMMPROF_JOIN_TIMEOUT=30s", "COMMPROF_TRANSPORT="+transport)
-				return cmd
-			})
-			checkTable(t, outs[0].String(), 5) // 8·16^k ≤ 4M
+	job := func(t *testing.T, transport string, args ...string) string {
+		t.Helper()
+		outs := runByHand(t, 4, func(r int) *exec.Cmd {
+			ns := a
+			if r >= 2 {
+				ns = b
+			}
+			cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin, "bench"}, args...)...)
+			cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE=4", "MASTER_ADDR="+master, "MASTER_PORT=29500",
+				envnames.JoinTimeout+"=30s", "COMMPROF_TRANSPORT="+transport)
+			return cmd
 		})
+		return outs[0].String()
 	}
+	sizes := []string{"--min", "8", "--max", "4M", "--factor", "16", "--iters", "3", "--warmup", "1"}
+	for _, transport := range []string{"", "shm"} {
+		for _, op := range []collectives.Op{collectives.OpAllReduce, collectives.OpBroadcast, collectives.OpReduce, collectives.OpAllGather, collectives.OpReduceScatter} {
+			for _, algo := range append([]collectives.Algo{collectives.AlgoAuto}, collectives.Algorithms(op)...) {
+				t.Run(fmt.Sprintf("transport=%s/%s/%s", transport, op, algo), func(t *testing.T) {
+					// A root on the second host, for broadcast and reduce.
+					out := job(t, transport, append([]string{op.String(), "--algo", algo.String(), "--root", "3"}, sizes...)...)
+					checkTable(t, out, 5) // 8·16^k ≤ 4M
+					if want := "# rank 0's links: 1 peer through shared memory (1024 KiB rings"; !strings.Contains(out, want) || !strings.Contains(out, ", 2 peers through TCP (") {
+						t.Errorf("rank 0 does not reach its host's rank through shared memory and the other host's through TCP:\n%s", out)
+					}
+				})
+			}
+		}
+	}
+	t.Run("transport=tcp", func(t *testing.T) {
+		out := job(t, "tcp", append([]string{"allreduce"}, sizes...)...)
+		checkTable(t, out, 5)
+		if want := "# rank 0's links: 3 peers through TCP ("; !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	})
 }

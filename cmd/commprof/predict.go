@@ -157,11 +157,21 @@ func writePredict(w io.Writer, dirs []string, res predictResult) {
 		from = f.Source
 	}
 	fmt.Fprintf(w, "model from %s: %d collective calls of %d sizes on %v ranks\n", from, f.Calls, f.Sizes, f.RankCounts)
-	fmt.Fprintf(w, "  alpha %s per step, beta %.4g ns/byte (%s; by message size where calibrated), gamma %.4g ns/byte (from %s)\n",
-		units.Duration(f.AlphaNS), f.BetaNSPerB, units.GBps(f.LinkGBps), f.GammaNSPerB, f.GammaFrom)
+	fmt.Fprintf(w, "  alpha %s per step, beta %.4g ns/byte within a host (by message size where calibrated)", units.Duration(f.AlphaNS), f.BetaNSPerB)
+	if f.AlphaNetNS > 0 || f.BetaNetNSPerB > 0 {
+		fmt.Fprintf(w, "; alpha %s and beta %.4g ns/byte between hosts", units.Duration(f.AlphaNetNS), f.BetaNetNSPerB)
+	}
+	fmt.Fprintf(w, "; link %s; gamma %.4g ns/byte", units.GBps(f.LinkGBps), f.GammaNSPerB)
+	if f.GammaFrom != "" {
+		fmt.Fprintf(w, " (from %s)", f.GammaFrom)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  R² %.3f, median error %.0f%% over the calls it was fitted to\n", f.CallR2, 100*f.MedianError)
 	fmt.Fprintf(w, "\n%s's allreduces at its %d ranks: measured %s per %s, model %s (%s)\n", dirs[0], p.Current,
 		units.Duration(p.Measured), p.Basis, units.Duration(p.Modeled), relErr(p.Modeled, p.Measured))
+	if p.Assumed != "" {
+		fmt.Fprintf(w, "  (%s)\n", p.Assumed)
+	}
 	t := &report.Table{Title: "Projected allreduce time per " + p.Basis, Columns: []report.Column{{Name: "algorithm"}}}
 	for _, r := range p.Ranks {
 		t.Columns = append(t.Columns, report.Column{Name: fmt.Sprintf("%d ranks", r), Numeric: true})

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
 )
@@ -56,7 +58,8 @@ compute spans into DIR/rank-NNNNN.arrows, with DIR/run.json describing the run.
 COMMAND is a commprof command that runs as ranks (bench, train), which record
 starts on --ranks local processes, or a launcher (mpirun, srun, ...) whose
 command line starts commprof ranks; the ranks then find the run directory in
-COMMPROF_TRACE_DIR (with mpirun across hosts, pass it on with -x).
+COMMPROF_TRACE_DIR and the job's secret in COMMPROF_SECRET, which record
+has Open MPI's and MPICH's mpirun pass on to every host (-x, -genvlist).
 
 A launcher of any other MPI program (C, C++, Fortran, Python with mpi4py) is
 recorded through the PMPI library: every rank loads it with LD_PRELOAD and
@@ -154,6 +157,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	}
 	if len(faults) > 0 {
 		env = append(env, inject.Env+"="+strings.Join(inject.Strings(faults), ";"))
+		for _, f := range faults {
+			fmt.Fprintf(o.stderr, "commprof: injecting on purpose: %s\n", f.Describe())
+		}
 	}
 
 	var runErr error
@@ -165,12 +171,22 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 		runErr = rankrun.Start(ctx, o.ranks, args, env, o.stdout, o.stderr)
 	} else {
+		if os.Getenv(collectives.EnvJobID) == "" {
+			// One id for the launcher's ranks, whatever the launcher
+			// gives them (MPICH's Hydra gives none): with it, ranks all
+			// on this host find rank 0 with nothing else set.
+			env = append(env, collectives.EnvJobID+"="+runID)
+		}
 		argv, envMPI := args, []string(nil)
 		if mpi, err = prepareMPI(ctx, o, args); err != nil {
 			rd.Discard() // made for this run, and empty
 			return err
 		} else if mpi != nil {
 			argv, envMPI = mpi.plan.Args, mpi.plan.Env
+		} else if f, err := pmpi.DetectFlavor(ctx, args[0]); err == nil {
+			// commprof's own ranks under mpirun: the variables above
+			// must reach the ranks on other hosts too.
+			argv, envMPI = passOn(args, f, envNames(env), os.Getenv)
 		}
 		c := exec.Command(argv[0], argv[1:]...)
 		c.Env = append(append(os.Environ(), env...), envMPI...)
@@ -216,11 +232,52 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	return runErr
 }
 
+// passOn returns the command line of an MPI launcher that passes the
+// variables names on to every rank, on every host, and the variables to
+// add to the launcher's own environment. Open MPI's mpirun passes only the
+// variables named with -x (or in OMPI_MCA_mca_base_env_list, which it
+// refuses beside -x); MPICH's and Intel MPI's (Hydra) pass all by default,
+// and those of -genvlist even when told otherwise. Names only: a value on
+// the command line would show the job's secret to every user of the host.
+func passOn(args []string, flavor pmpi.Flavor, names []string, getenv func(string) string) (argv, env []string) {
+	a := []string{args[0]}
+	switch flavor {
+	case pmpi.OpenMPI:
+		if list := getenv("OMPI_MCA_mca_base_env_list"); list != "" {
+			return args, []string{"OMPI_MCA_mca_base_env_list=" + list + ";" + strings.Join(names, ";")}
+		}
+		for _, n := range names {
+			a = append(a, "-x", n)
+		}
+	case pmpi.MPICH:
+		a = append(a, "-genvlist", strings.Join(names, ","))
+	default:
+		return args, nil
+	}
+	return append(a, args[1:]...), nil
+}
+
+// envNames returns the names of the variables of env (NAME=value), and
+// those of the job's own that the user set (its secret, its time limits).
+func envNames(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		n, _, _ := strings.Cut(kv, "=")
+		out = append(out, n)
+	}
+	for _, n := range []string{collectives.EnvSecret, collectives.EnvJoinTimeout, collectives.EnvPeerTimeout, collectives.EnvTransport} {
+		if os.Getenv(n) != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // finishManifest records what only the launcher knows: each local rank's
 // exit status and whether the run was interrupted. If rank 0 never wrote a
 // manifest (it died first), it writes one from what it knows.
 func finishManifest(dir, name, runID string, args []string, o *recordOptions, local bool, runErr error, interrupted bool, started time.Time, injected []string) error {
-	return rundir.Update(dir, func(m *trace.Manifest) (*trace.Manifest, error) {
+	return rundir.Finish(dir, func(m *trace.Manifest) (*trace.Manifest, error) {
 		return finishedManifest(m, name, runID, args, o, local, runErr, interrupted, started, injected), nil
 	})
 }

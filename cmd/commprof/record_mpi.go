@@ -130,8 +130,8 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 			"and dynamically linked (LD_PRELOAD does not reach a static binary); --mpi openmpi|mpich if it uses the other MPI; "+
 			"and, for ranks on other hosts, that they see %s and the library at the same paths",
 			strings.Join(args, " "), r.plan.Library, dir, r.plan.Flavor, dir)
-		if r.plan.Flavor == pmpi.OpenMPI {
-			msg += ". Open MPI's Fortran bindings call PMPI directly: a Fortran program of Open MPI is not recorded (one built with MPICH is)"
+		if r.plan.Flavor == pmpi.MPICH {
+			msg += ". MPICH's mpi_f08 module calls PMPI_Init itself: a Fortran program that uses it is not recorded (with `use mpi` or mpif.h it is)"
 		}
 		if runErr != nil {
 			msg += fmt.Sprintf(" (the launcher failed too: %v)", runErr)

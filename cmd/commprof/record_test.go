@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/commprof/commprof/internal/envnames"
+	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -129,15 +132,17 @@ func TestRecordBench(t *testing.T) {
 		t.Errorf("the replaced run: %v %+v", err, run)
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
-	if r := commprof(t, []string{"COMMPROF_COMPACT=maybe"}, "record", "--ranks", "2", "--out", bad, "--", "bench", "allreduce", "--max", "8"); r.code == 0 || !strings.Contains(r.stderr, `COMMPROF_COMPACT="maybe": want on or off`) {
+	if r := commprof(t, []string{envnames.Compact + "=maybe"}, "record", "--ranks", "2", "--out", bad, "--", "bench", "allreduce", "--max", "8"); r.code == 0 || !strings.Contains(r.stderr, `COMMPROF_COMPACT="maybe": want on or off`) {
 		t.Errorf("record with COMMPROF_COMPACT=maybe: %d %q", r.code, r.stderr)
 	}
 }
 
 // TestRecordArrowJS reads recorded runs with Apache Arrow JS, an
 // implementation independent of commprof's, for every codec: as the ranks
-// wrote them (batches flushed every 20 ms, dictionary deltas between
-// them) and as compacted at the end (one batch).
+// wrote them (batches flushed every 2 ms, dictionary deltas between
+// them) and as compacted at the end (one batch). Over shared memory a
+// 256 KiB allreduce takes about 25 µs, so the run is made long enough
+// (1000 iterations per size, 80-100 ms here) to span many flushes.
 func TestRecordArrowJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	tool, _ := filepath.Abs("../../tools/read-trace.mjs")
@@ -151,8 +156,8 @@ func TestRecordArrowJS(t *testing.T) {
 		codec := tc.codec
 		t.Run(codec+"/compact="+tc.compact, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
-			r := commprof(t, []string{"COMMPROF_FLUSH=20ms", "COMMPROF_COMPACT=" + tc.compact}, "record", "--ranks", "2", "--codec", codec, "--out", dir, "--",
-				"bench", "allreduce", "--min", "64K", "--max", "256K", "--iters", "200")
+			r := commprof(t, []string{envnames.Flush + "=2ms", envnames.Compact + "=" + tc.compact}, "record", "--ranks", "2", "--codec", codec, "--out", dir, "--",
+				"bench", "allreduce", "--min", "64K", "--max", "256K", "--iters", "1000")
 			if r.code != 0 {
 				t.Fatalf("record: %d\n%s", r.code, r.stderr)
 			}
@@ -214,7 +219,7 @@ func TestRecordArrowJS(t *testing.T) {
 // rank has flushed a batch. It returns the record process and the ranks.
 func startRecording(t *testing.T, dir string) (*exec.Cmd, *bytes.Buffer, map[int]int) {
 	t.Helper()
-	cmd, stderr, pids := startJob(t, []string{"COMMPROF_FLUSH=50ms"}, "record", "--ranks", "4", "--out", dir, "--",
+	cmd, stderr, pids := startJob(t, []string{envnames.Flush + "=50ms"}, "record", "--ranks", "4", "--out", dir, "--",
 		"bench", "allreduce", "--min", "1M", "--max", "1M", "--iters", "1000000")
 	deadline := time.Now().Add(20 * time.Second)
 	for r := range 4 {
@@ -335,9 +340,22 @@ func TestRecordOnAFullDisk(t *testing.T) {
 	if err != nil || m.Status != trace.StatusFailed || !strings.Contains(m.Error, "no space left on device") {
 		t.Fatalf("run.json: %v %+v", err, m)
 	}
+	// The last write was record's own (only record knows the ranks' exit
+	// statuses): the space set aside for it was not used up before.
+	exits := 0
+	for _, e := range m.Ranks {
+		if e.ExitStatus != nil {
+			exits++
+		}
+	}
+	if exits == 0 {
+		t.Errorf("run.json holds no rank's exit status: record's final write was lost\n%+v", m)
+	}
+	// Neither temporary files nor the recording's own (its locks, the
+	// space it set aside) are left.
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if strings.Contains(e.Name(), ".tmp") {
+		if strings.Contains(e.Name(), ".tmp") || strings.HasPrefix(e.Name(), ".commprof-") {
 			t.Errorf("left %s", e.Name())
 		}
 	}
@@ -371,5 +389,75 @@ func TestDefaultName(t *testing.T) {
 		if got := defaultName(tc.args); got != tc.want {
 			t.Errorf("defaultName(%q) = %q, want %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+// Under Open MPI's or MPICH's mpirun, record has the launcher pass the
+// job's variables, its secret among them, on to the ranks of every host:
+// by name, so that the secret's value never shows on a command line.
+func TestPassOnToTheRanks(t *testing.T) {
+	args := []string{"mpirun", "-H", "a,b", "-np", "4", "commprof", "train"}
+	names := []string{envnames.TraceDir, "COMMPROF_SECRET"}
+	none := func(string) string { return "" }
+	for _, tc := range []struct {
+		flavor  pmpi.Flavor
+		getenv  func(string) string
+		argv    []string
+		envWant []string
+	}{
+		{pmpi.OpenMPI, none, []string{"mpirun", "-x", envnames.TraceDir, "-x", "COMMPROF_SECRET", "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
+		{pmpi.MPICH, none, []string{"mpirun", "-genvlist", envnames.TraceDir + ",COMMPROF_SECRET", "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
+		{pmpi.OpenMPI, func(k string) string {
+			if k == "OMPI_MCA_mca_base_env_list" {
+				return "MINE"
+			}
+			return ""
+		}, args, []string{"OMPI_MCA_mca_base_env_list=MINE;COMMPROF_TRACE_DIR;COMMPROF_SECRET"}},
+	} {
+		argv, env := passOn(args, tc.flavor, names, tc.getenv)
+		if !slices.Equal(argv, tc.argv) || !slices.Equal(env, tc.envWant) {
+			t.Errorf("%s: %q %q\nwant %q %q", tc.flavor, argv, env, tc.argv, tc.envWant)
+		}
+	}
+}
+
+// A recording of commprof's ranks under an Open MPI mpirun (here a stand-
+// in that says it is one and notes its command line and environment)
+// starts it with -x COMMPROF_SECRET, the secret in its environment and
+// nowhere on its command line.
+func TestRecordUnderMpirunPassesTheSecretOn(t *testing.T) {
+	path := t.TempDir()
+	note := filepath.Join(path, "mpirun.args")
+	script := "#!/bin/sh\n" +
+		"if [ \"$1\" = --version ]; then echo 'mpirun (Open MPI) 4.1.2'; exit 0; fi\n" +
+		"printf '%s\\n' \"$@\" > " + note + "\n" +
+		"printf '%s\\n' \"$COMMPROF_SECRET\" > " + note + ".secret\n" +
+		"exit 3\n"
+	if err := os.WriteFile(filepath.Join(path, "mpirun"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	r := commprof(t, []string{"PATH=" + path + ":" + os.Getenv("PATH")}, "record", "--out", out, "--", "mpirun", "-H", "a,b", "-np", "2", bin, "train")
+	b, err := os.ReadFile(note)
+	if err != nil {
+		t.Fatalf("the launcher was not run (exit %d): %v\n%s", r.code, err, r.stderr)
+	}
+	argv := strings.Split(strings.TrimSpace(string(b)), "\n")
+	secret, _ := os.ReadFile(note + ".secret")
+	s := strings.TrimSpace(string(secret))
+	if len(s) < 32 {
+		t.Fatalf("the launcher's environment holds the secret %q", s)
+	}
+	i := slices.Index(argv, "COMMPROF_SECRET")
+	if i < 1 || argv[i-1] != "-x" || !slices.Contains(argv, envnames.TraceDir) {
+		t.Errorf("the launcher's command line does not pass the secret on: %q", argv)
+	}
+	for _, a := range argv {
+		if strings.Contains(a, s) {
+			t.Errorf("the secret's value is on the launcher's command line: %q", argv)
+		}
+	}
+	if r.code == 0 {
+		t.Errorf("a launcher that failed: exit 0")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -162,6 +163,7 @@ func TestServeBadInvocations(t *testing.T) {
 		{[]string{"serve", filepath.Join(dir, "nosuch")}, 1, "nosuch does not exist"},
 		{[]string{"serve", "a", "b"}, 2, "at most 1 argument"},
 		{[]string{"serve", "--addr", "7070", dir}, 2, "want host:port"},
+		{[]string{"serve", "--addr", "127.0.0.1:99999", dir}, 2, "a port from 0 to 65535"},
 	} {
 		r := commprof(t, nil, tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
@@ -401,8 +403,18 @@ func TestServeListMatchesStats(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The recorder and its ranks die at once (SIGKILL, an out-of-memory
+	// kill): nobody finishes run.json. The ranks are stopped first so
+	// that none can see the recorder go and end the run itself.
+	ranks := rankPIDs(t, rec.Process.Pid, 2)
+	for _, pid := range ranks {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
 	_ = rec.Process.Kill()
 	_ = rec.Wait()
+	for _, pid := range ranks {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 
 	_, u, stderr := startServe(t, "--addr", "127.0.0.1:0", runs)
 	c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{}}
@@ -470,17 +482,33 @@ func TestServeListMatchesStats(t *testing.T) {
 		if acc, ok := sum.Run.Metrics["test_accuracy"]; ok != (ri.Accuracy != nil) || ok && acc != *ri.Accuracy {
 			t.Errorf("%s: accuracy %v, stats %v", name, ri.Accuracy, sum.Run.Metrics)
 		}
-		wantStatus := sum.Run.Status
-		if name == "killed" {
-			wantStatus = "abandoned"
+		if name == "killed" && sum.Run.Status != "abandoned" {
+			t.Errorf("stats of a run whose recorder was killed says %q, want abandoned", sum.Run.Status)
 		}
-		if ri.Status != wantStatus {
-			t.Errorf("%s: status %q, want %q", name, ri.Status, wantStatus)
+		if ri.Status != sum.Run.Status {
+			t.Errorf("%s: status %q, stats says %q", name, ri.Status, sum.Run.Status)
 		}
 		checked++
 	}
 	if checked != 5 {
 		t.Errorf("checked %d runs, want 5: %v", checked, byName)
+	}
+	// The killed recording's report says so too, and its readers have
+	// cleared what the recorder left (the space it set aside, its locks).
+	if r := commprof(t, nil, "stats", killed); !strings.Contains(r.stdout, "abandoned") {
+		t.Errorf("stats of the killed run:\n%s", r.stdout)
+	}
+	html := filepath.Join(t.TempDir(), "killed.html")
+	if r := commprof(t, nil, "report", killed, "-o", html); r.code != 0 {
+		t.Errorf("report of the killed run: exit %d\n%s", r.code, r.stderr)
+	} else if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("abandoned")) {
+		t.Errorf("the killed run's report does not say abandoned (%v)", err)
+	}
+	ents, _ := os.ReadDir(killed)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".commprof-") {
+			t.Errorf("the killed recording's %s is still there after its readers", e.Name())
+		}
 	}
 	var sw struct {
 		Configs []json.RawMessage `json:"configs"`

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/iostreams"
-	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
@@ -37,6 +36,7 @@ type sweepOptions struct {
 	target     float64
 	model      string
 	project    int
+	force      bool
 	stdout     io.Writer
 	stderr     io.Writer
 	tty        bool // stderr is a terminal: a progress bar
@@ -59,7 +59,9 @@ step projected to --project ranks. It prints a table and writes
 DIR/sweep.json and DIR/sweep.html.
 
 A sweep can be interrupted (Ctrl-C) and run again with the same flags:
-finished runs are kept, not redone.`,
+finished runs are kept, not redone. A finished run recorded with other
+train flags (--epochs 1, now --epochs 5) is not mixed in: the sweep stops
+and names the flag; --force records such runs again.`,
 		Example: `  commprof sweep --out runs/bs --batch-sizes 64,128,256,512,1024,2048 -- train --data /usr/share/datasets/fashion-mnist --epochs 3
   commprof sweep --out runs/lr --batch-sizes 256,1024 --lr-scaling none,linear,sqrt --warmup-epochs 0,1 -- train --epochs 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -81,6 +83,7 @@ finished runs are kept, not redone.`,
 	f.Float64Var(&o.target, "target", 0, "test accuracy to time (default: 90% of the best any run reached, rounded down to 0.5%)")
 	f.StringVar(&o.model, "model", "", "a model file from commprof calibrate, to project the allreduces to --project ranks")
 	f.IntVar(&o.project, "project", 128, "rank count to project to with --model")
+	f.BoolVar(&o.force, "force", false, "record again the finished runs in --out that were recorded with other train flags")
 	return cmd
 }
 
@@ -198,12 +201,41 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 			}
 		}
 	}
-	var todo []sweepRun
-	for _, r := range plan {
-		if m, err := trace.ReadManifest(r.dir(o.out)); err == nil && m.Status == trace.StatusComplete {
-			continue // done by an earlier invocation
+	// A finished run is kept only when it was recorded with the command
+	// this sweep would record it with: the directory's name does not hold
+	// the train flags (--epochs, --data, --lr) or the computed
+	// --lr-base-batch.
+	programArgs := func(r sweepRun) []string {
+		args := []string{"train", "--quiet", "--batch-size", strconv.Itoa(r.batch), "--lr-scaling", r.rule, "--warmup-epochs", r.warmup}
+		if base != "" {
+			args = append(args, base)
 		}
-		todo = append(todo, r)
+		return append(args, o.trainFlags...)
+	}
+	var todo []sweepRun
+	var stale []string
+	for _, r := range plan {
+		m, err := trace.ReadManifest(r.dir(o.out))
+		if err != nil || m.Status != trace.StatusComplete {
+			todo = append(todo, r)
+			continue
+		}
+		if why := recordedOtherwise(m, r.ranks, programArgs(r)); why != "" {
+			stale = append(stale, filepath.Base(r.dir(o.out))+" was recorded "+why)
+			todo = append(todo, r)
+		}
+	}
+	if len(stale) > 0 && !o.force {
+		more := ""
+		if len(stale) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(stale)-1)
+		}
+		return fmt.Errorf("%d finished runs in %s were recorded with other flags than this sweep's: %s%s; "+
+			"record this sweep under another --out, run it with the flags it was recorded with, or add --force to record those runs again (replacing them)",
+			len(stale), o.out, stale[0], more)
+	}
+	for _, s := range stale {
+		fmt.Fprintf(o.stderr, "sweep: --force: recording again: %s\n", s)
 	}
 	fmt.Fprintf(o.stderr, "sweep: %d runs, %d already recorded in %s\n", len(plan), len(plan)-len(todo), o.out)
 	prog := newSweepProgress(o.stderr, o.tty, len(todo))
@@ -213,12 +245,7 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 			break
 		}
 		prog.start(r.String())
-		args := []string{"record", "--force", "--ranks", strconv.Itoa(r.ranks), "--out", r.dir(o.out), "--", "train", "--quiet",
-			"--batch-size", strconv.Itoa(r.batch), "--lr-scaling", r.rule, "--warmup-epochs", r.warmup}
-		if base != "" {
-			args = append(args, base)
-		}
-		args = append(args, o.trainFlags...)
+		args := append([]string{"record", "--force", "--ranks", strconv.Itoa(r.ranks), "--out", r.dir(o.out), "--"}, programArgs(r)...)
 		err := runQuiet(ctx, exe, args, r.dir(o.out)+".log")
 		if err != nil && ctx.Err() != nil {
 			break
@@ -237,7 +264,7 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 		if m, err := trace.ReadManifest(d); err != nil || m.Status == trace.StatusInterrupted || m.Status == trace.StatusRunning {
 			continue // not run yet, or cut short by the interrupt: redone next time
 		}
-		s, err := load.Summary(context.WithoutCancel(ctx), d)
+		s, err := sweepRunReport(context.WithoutCancel(ctx), d)
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", r, err))
 			continue
@@ -263,7 +290,14 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	if _, err := writeFileAtomic(context.WithoutCancel(ctx), page, func(w io.Writer) error { return report.WriteSweepHTML(w, sw) }); err != nil {
 		return fmt.Errorf("sweep: writing %s: %w", page, err)
 	}
-	writeSweepTable(o.stdout, sw)
+	t := report.SweepTable(sw)
+	fmt.Fprintf(o.stdout, "%s\n", t.Title)
+	if err := t.WriteText(o.stdout); err != nil {
+		return err
+	}
+	for _, f := range sw.Findings {
+		fmt.Fprintf(o.stdout, "- %s\n", f)
+	}
 	fmt.Fprintf(o.stdout, "\nwrote %s and %s\n", filepath.Join(o.out, "sweep.json"), page)
 	for _, f := range failed {
 		fmt.Fprintf(o.stderr, "commprof: warning: %s\n", f)
@@ -275,6 +309,106 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 		return fmt.Errorf("%d of %d runs failed", len(failed), len(plan))
 	}
 	return nil
+}
+
+// sweepRunReport summarizes a run of the sweep and, unless its
+// report.html is newer than its run.json, writes it (the sweep's page
+// links each run's report.html), in the same read of the run.
+func sweepRunReport(ctx context.Context, dir string) (*analyze.Summary, error) {
+	page := filepath.Join(dir, "report.html")
+	pi, err := os.Stat(page)
+	mi, merr := os.Stat(filepath.Join(dir, trace.ManifestFile))
+	if err == nil && merr == nil && pi.ModTime().After(mi.ModTime()) {
+		return load.Summary(ctx, dir)
+	}
+	run, err := load.Load(ctx, dir, report.TimelineKeep(64<<20))
+	if err != nil {
+		return nil, err
+	}
+	tl, err := report.BuildTimeline(ctx, run, report.TimelineOptions{Detail: 100_000})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := writeFileAtomic(ctx, page, func(w io.Writer) error { return report.WriteHTML(w, run.Summary, tl, report.Options{}) }); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", page, err)
+	}
+	return run.Summary, nil
+}
+
+// recordedOtherwise says how the finished run m differs from what the
+// sweep would record (on ranks ranks, the program args), "" when it does
+// not: "with --epochs 1, this sweep records it with --epochs 5".
+func recordedOtherwise(m *trace.Manifest, ranks int, args []string) string {
+	if m.WorldSize != ranks {
+		return fmt.Sprintf("on %d ranks, this sweep records it on %d", m.WorldSize, ranks)
+	}
+	i := slices.Index(m.Command, "--")
+	if i < 0 {
+		return fmt.Sprintf("by another command (%s)", strings.Join(m.Command, " "))
+	}
+	rec := m.Command[i+1:]
+	if slices.Equal(rec, args) {
+		return ""
+	}
+	if len(rec) == 0 || rec[0] != args[0] {
+		return fmt.Sprintf("by another command (%s)", strings.Join(rec, " "))
+	}
+	a, b := programFlags(rec[1:]), programFlags(args[1:])
+	show := func(name string, f map[string]string) string {
+		v, ok := f[name]
+		switch {
+		case !ok:
+			return "without " + name
+		case v == "":
+			return "with " + name
+		}
+		return "with " + name + " " + v
+	}
+	for _, name := range slices.Sorted(maps.Keys(mapsUnion(a, b))) {
+		va, oka := a[name]
+		vb, okb := b[name]
+		if va == vb && oka == okb {
+			continue
+		}
+		why := show(name, a) + ", this sweep records it " + show(name, b)
+		if name == "--lr-base-batch" {
+			why += " (the sweep sets it to its smallest global batch unless the train flags do)"
+		}
+		return why
+	}
+	// The same flags, in another order or repeated.
+	return fmt.Sprintf("as %q, this sweep records it as %q", strings.Join(rec, " "), strings.Join(args, " "))
+}
+
+// programFlags reads a program's flags as name to value ("" for a flag
+// without one): --name=value, or --name followed by a value that is not
+// itself a flag.
+func programFlags(args []string) map[string]string {
+	out := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			out[a] = "" // a positional argument
+			continue
+		}
+		if name, v, ok := strings.Cut(a, "="); ok {
+			out[name] = v
+			continue
+		}
+		if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			out[a] = args[i+1]
+			i++
+			continue
+		}
+		out[a] = ""
+	}
+	return out
+}
+
+func mapsUnion(a, b map[string]string) map[string]string {
+	u := maps.Clone(a)
+	maps.Copy(u, b)
+	return u
 }
 
 // sweepProgress shows a sweep's progress: a bar on a terminal, a line per
@@ -367,42 +501,4 @@ func lastLine(path string) string {
 		}
 	}
 	return last
-}
-
-// writeSweepTable prints a sweep's configurations, one per row.
-func writeSweepTable(w io.Writer, sw *analyze.Sweep) {
-	fmt.Fprintf(w, "target accuracy %.1f%%\n", 100*sw.Target)
-	cols := []string{"ranks", "lr", "warm-up", "batch", "global", "accuracy", "epoch", "samples/s", "to target", "bytes/sample", "exposed/sample", "busbw", "scaling"}
-	if sw.ProjectRanks > 0 {
-		cols = append(cols, fmt.Sprintf("allreduce@%d", sw.ProjectRanks))
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
-	for _, c := range sw.Configs {
-		acc, ttt := "—", "—"
-		if c.Accuracy.N > 0 {
-			acc = fmt.Sprintf("%.2f%%", 100*c.Accuracy.Mean)
-		}
-		if c.Reached > 0 {
-			ttt = units.Duration(c.TimeToTargetNS.Mean)
-			if c.Reached < len(c.Runs) {
-				ttt += fmt.Sprintf(" (%d/%d)", c.Reached, len(c.Runs))
-			}
-		}
-		eff := "—"
-		if c.ScalingEfficiency > 0 {
-			eff = fmt.Sprintf("%.0f%%", 100*c.ScalingEfficiency)
-		}
-		row := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch), acc,
-			units.Duration(c.EpochNS.Mean), fmt.Sprintf("%.0f", c.SamplesPerSec.Mean), ttt, units.Bytes(int64(c.CommBytesPerSample.Mean)),
-			units.Duration(c.ExposedNSPerSample.Mean), fmt.Sprintf("%.2f GB/s", c.BusBWGBps.Mean), eff}
-		if sw.ProjectRanks > 0 {
-			row = append(row, units.Duration(c.ProjectedStepNS))
-		}
-		if c.Failed > 0 {
-			row[5] += fmt.Sprintf(" (%d failed)", c.Failed)
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
-	}
-	tw.Flush()
 }

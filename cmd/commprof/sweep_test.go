@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -225,6 +226,7 @@ func checkSweepPage(t *testing.T, page string, sw *analyze.Sweep) {
 	res := webtest.CheckPage(t, page, webtest.Options{Screenshot: shot, FullPage: true, HoverEvent: -1, WaitFor: drawn, Viewport: "1280x800",
 		Eval: `({rows: [...document.querySelectorAll('#configurations tbody tr')].map(r => [r.cells[0].textContent, r.cells[3].textContent, r.cells[1].textContent, r.cells[5].getAttribute('data-v')]),
 			cards: document.querySelectorAll('.cp-card').length,
+			links: [...document.querySelectorAll('#configurations tbody a')].map(a => a.getAttribute('href')),
 			clipped: ` + webtest.ClippedJS + `})`})
 	t.Logf("screenshot %s", shot)
 	if p := res.Problems(); len(p) > 0 {
@@ -233,6 +235,7 @@ func checkSweepPage(t *testing.T, page string, sw *analyze.Sweep) {
 	var got struct {
 		Rows    [][4]string
 		Cards   int
+		Links   []string
 		Clipped []string
 	}
 	if err := json.Unmarshal(res.Eval, &got); err != nil || res.Charts.Total < 5 || res.Charts.Drawn != res.Charts.Total || got.Cards < 3 {
@@ -249,5 +252,174 @@ func checkSweepPage(t *testing.T, page string, sw *analyze.Sweep) {
 	}
 	if len(got.Clipped) > 0 {
 		t.Errorf("at 1280 px the sweep page draws outside its boxes: %q", got.Clipped)
+	}
+	// Each run's link opens its report, a file beside the page: opened
+	// from disk, not a directory listing.
+	runs := 0
+	for _, c := range sw.Configs {
+		runs += len(c.Runs)
+	}
+	if len(got.Links) != runs {
+		t.Errorf("%d links to runs on the page, %d runs", len(got.Links), runs)
+	}
+	for _, l := range got.Links {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(page), filepath.FromSlash(l)))
+		if err != nil || !strings.HasSuffix(l, "/report.html") || !strings.Contains(string(b), `id="chart-`) {
+			t.Errorf("the link %q does not open a run's report: %v", l, err)
+		}
+	}
+}
+
+// TestSweepResumeChecksFlags: a finished run recorded with other train
+// flags is not kept as if it were this sweep's. The sweep refuses, naming
+// the flag, and --force records the run again.
+func TestSweepResumeChecksFlags(t *testing.T) {
+	dir := t.TempDir()
+	sweep := func(extra []string, train ...string) result {
+		args := append([]string{"sweep", "--out", dir, "--ranks", "1"}, extra...)
+		args = append(append(args, "--", "train", "--synthetic-size", "600", "--hidden", "16"), train...)
+		return commprof(t, nil, args...)
+	}
+	if r := sweep([]string{"--batch-sizes", "32"}, "--epochs", "1"); r.code != 0 {
+		t.Fatalf("first sweep: exit %d\n%s", r.code, r.stderr)
+	}
+	run := filepath.Join(dir, "r1-bs32-lrnone-wu0")
+	first, err := trace.ReadManifest(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		extra, train []string
+		want         []string
+	}{
+		{[]string{"--batch-sizes", "32"}, []string{"--epochs", "2"},
+			[]string{"r1-bs32-lrnone-wu0 was recorded with --epochs 1, this sweep records it with --epochs 2", "--force"}},
+		{[]string{"--batch-sizes", "32"}, []string{"--epochs", "1", "--lr", "0.1"},
+			[]string{"without --lr, this sweep records it with --lr 0.1"}},
+		// A smaller batch lowers the base of the learning-rate rules.
+		{[]string{"--batch-sizes", "16,32"}, []string{"--epochs", "1"},
+			[]string{"with --lr-base-batch 32, this sweep records it with --lr-base-batch 16", "smallest global batch"}},
+	} {
+		r := sweep(c.extra, c.train...)
+		if r.code != exitError {
+			t.Errorf("%v %v: exit %d, want %d\n%s", c.extra, c.train, r.code, exitError, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%v %v: stderr lacks %q:\n%s", c.extra, c.train, w, r.stderr)
+			}
+		}
+		if m, err := trace.ReadManifest(run); err != nil || m.RunID != first.RunID {
+			t.Fatalf("a refused sweep recorded the run again (%v)", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "r1-bs16-lrnone-wu0")); err == nil {
+			t.Fatal("a refused sweep recorded a run")
+		}
+	}
+	r := sweep([]string{"--batch-sizes", "32", "--force"}, "--epochs", "2")
+	if r.code != 0 || !strings.Contains(r.stderr, "recording again: r1-bs32-lrnone-wu0") || !strings.Contains(r.stderr, "1 runs, 0 already recorded") {
+		t.Fatalf("--force: exit %d\n%s", r.code, r.stderr)
+	}
+	m, err := trace.ReadManifest(run)
+	if err != nil || m.RunID == first.RunID || !slices.Contains(m.Command, "--epochs") || m.Command[len(m.Command)-1] != "2" {
+		t.Fatalf("--force did not record the run again with --epochs 2: %v %v", m.Command, err)
+	}
+	var sw analyze.Sweep
+	b, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
+	if err != nil || json.Unmarshal(b, &sw) != nil || len(sw.Configs) != 1 || len(sw.Configs[0].EpochAccuracy) != 2 {
+		t.Fatalf("sweep.json after --force: %v %s", err, b)
+	}
+	// Now the same flags again: kept.
+	if r := sweep([]string{"--batch-sizes", "32"}, "--epochs", "2"); r.code != 0 || !strings.Contains(r.stderr, "1 runs, 1 already recorded") {
+		t.Errorf("the same flags again: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestSweepRepeatsAndModel records each configuration twice, with
+// warm-ups (none of which apply to "none") and a model: the figures span
+// the repeats' own, and the projection is the model's ring formula over
+// the run's allreduces.
+func TestSweepRepeatsAndModel(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model.json")
+	const alpha, beta, gamma = 1000.0, 0.1, 0.01
+	if err := os.WriteFile(model, []byte(fmt.Sprintf(`{"format":"commprof-model","version":1,"fit":{"usable":true,"alpha_ns":%v,"beta_ns_per_byte":%v,"gamma_ns_per_byte":%v}}`,
+		alpha, beta, gamma)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "sweep")
+	r := commprof(t, nil, "sweep", "--out", out, "--batch-sizes", "32", "--lr-scaling", "none,linear", "--warmup-epochs", "0,1",
+		"--ranks", "2", "--repeat", "2", "--model", model, "--project", "64", "--", "train", "--epochs", "2", "--synthetic-size", "800", "--hidden", "16")
+	if r.code != 0 {
+		t.Fatalf("sweep: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "sweep: 6 runs") {
+		t.Errorf("want 6 runs (none once, linear with and without warm-up, twice each):\n%s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "r2-bs32-lrnone-wu1")); err == nil {
+		t.Error("none with a warm-up was recorded: it is the same run as without")
+	}
+	var sw analyze.Sweep
+	b, err := os.ReadFile(filepath.Join(out, "sweep.json"))
+	if err != nil || json.Unmarshal(b, &sw) != nil {
+		t.Fatalf("sweep.json: %v", err)
+	}
+	if len(sw.Configs) != 3 || sw.ProjectRanks != 64 || sw.Model != model {
+		t.Fatalf("%d configurations, projected to %d with %q", len(sw.Configs), sw.ProjectRanks, sw.Model)
+	}
+	p := 64.0
+	ring := func(n float64) float64 { return 2*(p-1)*alpha + 2*(p-1)/p*n*beta + (p-1)/p*n*gamma }
+	for _, c := range sw.Configs {
+		name := c.LRScaling + " warm-up " + c.Warmup
+		if len(c.Runs) != 2 || c.Runs[1] != c.Runs[0]+"-rep2" || c.Failed != 0 {
+			t.Errorf("%s: runs %v, %d failed", name, c.Runs, c.Failed)
+			continue
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, d := range c.Runs {
+			acc, _, _ := rawSweepFigures(t, d, c.GlobalBatch)
+			lo, hi = min(lo, acc), max(hi, acc)
+		}
+		if c.Accuracy.N != 2 || c.Accuracy.Min != lo || c.Accuracy.Max != hi || math.Abs(c.Accuracy.Mean-(lo+hi)/2) > 1e-12 {
+			t.Errorf("%s: accuracy %+v, the repeats marked %v and %v", name, c.Accuracy, lo, hi)
+		}
+		if c.SamplesPerSec.N != 2 || c.SamplesPerSec.Min > c.SamplesPerSec.Mean || c.SamplesPerSec.Mean > c.SamplesPerSec.Max {
+			t.Errorf("%s: samples/s %+v", name, c.SamplesPerSec)
+		}
+		if c.Reached > 2 || (c.Reached > 0) != (c.TimeToTargetNS.N > 0) || c.TimeToTargetNS.N != c.Reached {
+			t.Errorf("%s: reached in %d repeats, time to target over %d", name, c.Reached, c.TimeToTargetNS.N)
+		}
+		// The model's projection of the first repeat's world allreduces
+		// made at least every other step.
+		run, err := trace.ReadRun(c.Runs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := map[int32]bool{}
+		calls := map[int64]float64{}
+		for _, e := range run.Ranks[0].Events {
+			switch {
+			case e.Kind == trace.KindStep:
+				steps[e.Step] = true
+			case e.Kind == trace.KindCollective && e.Name == "allreduce" && e.Comm == "world":
+				calls[e.Bytes]++
+			}
+		}
+		want := 0.0
+		for n, k := range calls {
+			if per := k / float64(len(steps)); per >= 0.5 {
+				want += per * ring(float64(n))
+			}
+		}
+		if want == 0 || math.Abs(c.ProjectedStepNS-want) > 1e-6*want {
+			t.Errorf("%s: projected allreduce time per step at 64 ranks %v ns, the formula gives %v", name, c.ProjectedStepNS, want)
+		}
+	}
+	// The terminal table is report's: the projection's column, the
+	// repeats' min–max and both runs of a configuration.
+	for _, want := range []string{"allreduce@64", "r2-bs32-lrlinear-wu1, r2-bs32-lrlinear-wu1-rep2", "per epoch", "–"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the table lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
