@@ -3,18 +3,23 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"math"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/trace"
 )
 
 // record records a small bench run and returns its directory.
-func recordBench(t *testing.T, dir string, ranks, op, algo, max string, env ...string) string {
+func recordBench(t *testing.T, dir string, ranks, op, algo, max string) string {
 	t.Helper()
-	r := commprof(t, env, "record", "--ranks", ranks, "--out", dir, "--", "bench", op, "--algo", algo, "--min", "1K", "--max", max,
+	r := commprof(t, nil, "record", "--ranks", ranks, "--out", dir, "--", "bench", op, "--algo", algo, "--min", "1K", "--max", max,
 		"--factor", "4", "--iters", "3", "--warmup", "1")
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -73,16 +78,10 @@ func TestPatternsOfRecordedRuns(t *testing.T) {
 	}
 }
 
-func TestStatsDiffPredict(t *testing.T) {
+func TestStatsDiff(t *testing.T) {
 	base := t.TempDir()
-	// Up to 4 MiB over TCP, so that the time per byte stands out of a
-	// busy machine's noise and the model's fit is usable. (Over shared
-	// memory, 4 ranks on 2 cores, 3 calls per size fit with R² from 0.24
-	// to 0.92 from one run to the next, and predict rightly refuses the
-	// poor ones; this test is about the commands, not the fit.)
-	tcp := collectives.EnvTransport + "=tcp"
-	a := recordBench(t, filepath.Join(base, "a"), "2", "allreduce", "ring", "4M", tcp)
-	b := recordBench(t, filepath.Join(base, "b"), "4", "allreduce", "ring", "4M", tcp)
+	a := recordBench(t, filepath.Join(base, "a"), "2", "allreduce", "ring", "4M")
+	b := recordBench(t, filepath.Join(base, "b"), "4", "allreduce", "ring", "4M")
 
 	s := statsJSON(t, b)
 	if s.SchemaVersion != analyze.SchemaVersion || s.Run.WorldSize != 4 || len(s.Ranks) != 4 || s.Run.Events == 0 || s.Fit.Messages == 0 {
@@ -141,7 +140,74 @@ func TestStatsDiffPredict(t *testing.T) {
 		t.Fatalf("diff json: %v %+v", err, d.A)
 	}
 
-	r = commprof(t, nil, "predict", a, b, "--ranks", "8,4096", "--check", b, "--format", "json")
+	// predict on recorded runs: a projection when their fit is usable,
+	// else the reason and a non-zero exit (a busy machine can make it
+	// so). Its figures are checked below on runs whose times are known.
+	r = commprof(t, nil, "predict", a, b, "--ranks", "8")
+	if r.code == 0 && !strings.Contains(r.stdout, "Projected allreduce time per run") ||
+		r.code != 0 && (r.code != 1 || !strings.Contains(r.stderr, "no projection: ")) {
+		t.Fatalf("predict on recorded runs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// modelRun writes a run of p ranks whose ring allreduces, 3 per size from
+// 1 KiB to 4 MiB, take exactly the alpha-beta-gamma model's time.
+func modelRun(t *testing.T, dir string, p int, alpha, beta, gamma float64) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &trace.Manifest{FormatVersion: trace.FormatVersion, Name: fmt.Sprintf("model-%dr", p), WorldSize: p, Launcher: "local",
+		Command: []string{"bench", "allreduce"}, Config: map[string]string{"program": "bench", "ranks": strconv.Itoa(p)},
+		Status: trace.StatusComplete, Start: time.Unix(1_700_000_000, 0), End: time.Unix(1_700_000_010, 0)}
+	fp := float64(p)
+	for r := range p {
+		var evs []trace.Event
+		seq, at := int64(0), int64(1_000)
+		for n := int64(1 << 10); n <= 4<<20; n *= 4 {
+			fn := float64(n)
+			dur := int64(2*(fp-1)*alpha + 2*(fp-1)/fp*fn*beta + (fp-1)/fp*fn*gamma)
+			for range 3 {
+				evs = append(evs, trace.Event{Rank: int32(r), Kind: trace.KindCollective, Name: "allreduce", Algo: "ring", DType: "float32", Comm: "world",
+					Start: at, Dur: dur, Bytes: n, Seq: seq, Peer: -1, Step: -1, Root: -1, Chunk: -1})
+				seq++
+				at += dur + 1_000
+			}
+		}
+		f, err := os.Create(filepath.Join(dir, trace.RankFile(r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := trace.NewWriter(f, trace.RankInfo{Rank: r, WorldSize: p, Host: "h0"}, trace.WriterOptions{})
+		if err == nil {
+			err = w.Write(evs)
+		}
+		if err == nil {
+			err = w.Close()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Ranks = append(m.Ranks, trace.RankEntry{Rank: r, Host: "h0", File: trace.RankFile(r), CPUs: 64})
+	}
+	if err := trace.WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// predict fits the runs it is given and projects them: on runs timed by a
+// known model it recovers the model, projects 8 and 4096 ranks, and
+// checks a run against it.
+func TestPredict(t *testing.T) {
+	const alpha, beta, gamma = 20_000, 0.5, 0.1 // ns, ns/byte, ns/byte
+	base := t.TempDir()
+	a := modelRun(t, filepath.Join(base, "a"), 2, alpha, beta, gamma)
+	b := modelRun(t, filepath.Join(base, "b"), 4, alpha, beta, gamma)
+	r := commprof(t, nil, "predict", a, b, "--ranks", "8,4096", "--check", b, "--format", "json")
 	var p predictResult
 	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 {
 		t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
@@ -149,11 +215,31 @@ func TestStatsDiffPredict(t *testing.T) {
 	if !equalInts(p.Fit.RankCounts, []int{2, 4}) || p.Projection.Current != 2 || len(p.Projection.TimeNS) != 4 || p.Check == nil || p.Check.Ranks != 4 {
 		t.Fatalf("predict: %+v %+v", p.Fit, p.Projection)
 	}
-	for i := range p.Projection.Algos {
+	// A ring's bytes cost 2 beta + gamma per (p-1)/p n: its calls alone
+	// cannot tell beta from gamma, only their sum.
+	if perByte := 2*p.Fit.BetaNSPerB + p.Fit.GammaNSPerB; !p.Fit.Usable || math.Abs(p.Fit.AlphaNS-alpha)/alpha > 0.05 || math.Abs(perByte-(2*beta+gamma))/(2*beta+gamma) > 0.05 {
+		t.Errorf("fit alpha %.0f ns, 2 beta + gamma %.3f ns/byte; the runs were timed with %d and %.3f", p.Fit.AlphaNS, perByte, alpha, 2*beta+gamma)
+	}
+	for _, c := range p.Check.Calls {
+		if math.Abs(c.ModeledNS-c.MeasuredNS)/c.MeasuredNS > 0.05 {
+			t.Errorf("check %d B: modeled %.0f ns, measured %.0f", c.Bytes, c.ModeledNS, c.MeasuredNS)
+		}
+	}
+	for i, algo := range p.Projection.Algos {
 		// (Far apart: per-byte costs fitted by message size may favour
 		// the smaller messages of more ranks, but not by 500 latencies.)
 		if !(p.Projection.TimeNS[i][1] > p.Projection.TimeNS[i][0]) {
-			t.Errorf("%s: 4096 ranks (%v) not slower than 8 (%v)", p.Projection.Algos[i], p.Projection.TimeNS[i][1], p.Projection.TimeNS[i][0])
+			t.Errorf("%s: 4096 ranks (%v) not slower than 8 (%v)", algo, p.Projection.TimeNS[i][1], p.Projection.TimeNS[i][0])
+		}
+		// The ring at 8 ranks is the model's own time: 14 alpha + 7/4 n beta + 7/8 n gamma per call.
+		if algo == "ring" {
+			var want float64
+			for n := float64(1 << 10); n <= 4<<20; n *= 4 {
+				want += 3 * (14*alpha + 2*7.0/8*n*beta + 7.0/8*n*gamma)
+			}
+			if got := p.Projection.TimeNS[i][0]; math.Abs(got-want)/want > 0.05 {
+				t.Errorf("ring at 8 ranks: %.0f ns, the model %.0f", got, want)
+			}
 		}
 	}
 	r = commprof(t, nil, "predict", a, "--ranks", "8")
