@@ -114,7 +114,7 @@ type PathSegment struct {
 // machine every rank is sometimes slow), in at least nameWindows windows. Clean runs stay below both
 // (docs/metrics.md has the measurements).
 const (
-	nameShare = 0.03
+	nameShare = 0.05
 	nameRatio = 3
 	// nameWindows is how many windows a rank must cost time in: one or
 	// two hiccups (a rank descheduled once on a loaded machine) are not a
