@@ -450,3 +450,22 @@ func TestNonBlockingStampedWhereItCompletes(t *testing.T) {
 		}
 	}
 }
+
+// At puts a time.Now reading on the recorder's clock: between the Now
+// readings taken around it, within the pairing's error, however long
+// after the instant the conversion runs.
+func TestRecorderAt(t *testing.T) {
+	rec, _ := newRec(t, 0, RecorderOptions{})
+	defer rec.Close()
+	for i := range 200 {
+		a := rec.Now()
+		w := time.Now()
+		b := rec.Now()
+		if i%50 == 0 {
+			time.Sleep(2 * time.Millisecond) // converted late: the same answer
+		}
+		if x := rec.At(w); x < a-1000 || x > b+1000 {
+			t.Fatalf("At(time.Now()) = %d, taken between Now() %d and %d", x, a, b)
+		}
+	}
+}

@@ -38,6 +38,10 @@ type Recorder struct {
 	rank  int32
 	epoch int64 // monotonic ns of the run's epoch
 	step  atomic.Int32
+	// ref and refNS are one instant as a time.Time and as a Monotonic
+	// reading: At converts the times the collectives report through them.
+	ref   time.Time
+	refNS int64
 
 	mu   sync.Mutex
 	cur  []trace.Event
@@ -69,6 +73,7 @@ func NewRecorder(w *trace.Writer, rank int, epoch int64, opt RecorderOptions) *R
 		free: make(chan []trace.Event, opt.Chunks), full: make(chan []trace.Event, opt.Chunks),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	r.step.Store(-1)
+	r.ref, r.refNS = clockPair()
 	r.cur = make([]trace.Event, 0, opt.ChunkEvents)
 	for range opt.Chunks - 1 {
 		r.free <- make([]trace.Event, 0, opt.ChunkEvents)
@@ -79,6 +84,29 @@ func NewRecorder(w *trace.Writer, rank int, epoch int64, opt RecorderOptions) *R
 
 // Now returns the time in ns since the run's epoch on this rank's clock.
 func (r *Recorder) Now() int64 { return nanotime() - r.epoch }
+
+// At returns t (a time.Now reading, with Go's monotonic clock) in ns
+// since the run's epoch. It reads no clock: converting with Now() -
+// time.Since(t) reads two, and a goroutine descheduled between them (ranks
+// outnumbering cores) would put t that much too early.
+func (r *Recorder) At(t time.Time) int64 { return r.refNS + int64(t.Sub(r.ref)) - r.epoch }
+
+// clockPair returns one instant as a time.Time and as a Monotonic reading:
+// the time.Now taken between the two closest of several pairs of
+// readings, and their midpoint.
+func clockPair() (time.Time, int64) {
+	var best time.Time
+	var bestNS, gap int64 = 0, -1
+	for range 16 {
+		a := nanotime()
+		w := time.Now()
+		b := nanotime()
+		if gap < 0 || b-a < gap {
+			best, bestNS, gap = w, a+(b-a)/2, b-a
+		}
+	}
+	return best, bestNS
+}
 
 // SetStep sets the training step that later events are tagged with (-1
 // for none).

@@ -100,14 +100,13 @@ func (r *receive) Wait(ctx context.Context) (collectives.RecvInfo, error) {
 		// The receive ended when the transport finished copying it in
 		// (info.Done), not when this goroutine got to run again: with
 		// ranks outnumbering cores that can be milliseconds later.
-		now := t.rec.Now()
-		end := now
+		end := t.rec.Now()
 		if !info.Done.IsZero() {
-			end = max(now-int64(time.Since(info.Done)), r.start)
+			end = max(t.rec.At(info.Done), r.start)
 		}
 		e := t.event(trace.KindRecv, r.h, r.from, r.n, r.start, end)
 		if !info.Arrived.IsZero() {
-			if arrived := now - int64(time.Since(info.Arrived)); arrived > r.start {
+			if arrived := t.rec.At(info.Arrived); arrived > r.start {
 				e.Wait = min(arrived-r.start, e.Dur)
 			}
 		}
@@ -123,8 +122,7 @@ func (r *receive) Wait(ctx context.Context) (collectives.RecvInfo, error) {
 // the communicator that sends through t.
 func (t *Transport) CollectiveTrace() *collectives.Trace {
 	return &collectives.Trace{Reduced: func(h collectives.Header, n int, start, end time.Time) {
-		now := t.rec.Now()
-		s, e := now-int64(time.Since(start)), now-int64(time.Since(end))
+		s, e := t.rec.At(start), t.rec.At(end)
 		ev := trace.Event{Kind: trace.KindReduce, Name: h.Op.String(), Start: s, Dur: max(e-s, 0), Bytes: int64(n),
 			Peer: -1, Seq: int64(h.Seq), Step: t.rec.Step(), Algo: h.Algo.String(), DType: h.DType.String(),
 			Root: -1, Chunk: h.Chunk, Comm: t.comms.name(h.Comm)}
@@ -257,7 +255,7 @@ func (r *request) finish() {
 		}
 		end := r.c.rec.Now()
 		if t := r.inner.Completed(); !t.IsZero() {
-			end -= int64(time.Since(t))
+			end = r.c.rec.At(t)
 		}
 		r.c.recordAt(r.op, r.buf, r.root, r.k, max(end, r.k.start))
 	})
