@@ -81,9 +81,9 @@ type Fit struct {
 // the scheduler's turns count, not the average load. Ranks with nothing to
 // do in a phase (the extra ranks of a fold to a power of two, waiting for
 // the result) block or, over shared memory, sleep after a brief spin, and
-// leave the cores to the rest: held-out 3-rank runs over TCP on 2 cores
-// are predicted within 2-21% for the fold's phases with this rule and
-// 50-110% high with all members counted. Ranks sit on hosts in blocks of
+// leave the cores to the rest: counting every member put a held-out
+// 3-rank Rabenseifner over TCP on 2 cores 64-160% too slow
+// (docs/metrics.md, "Contention"). Ranks sit on hosts in blocks of
 // RanksPerHost (ranks 0..k-1 on the first, and so on), which says which
 // messages cross between hosts. The zero value is one host with no
 // contention.
