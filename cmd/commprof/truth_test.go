@@ -748,42 +748,63 @@ func jsonPrefix(s string, v any) error {
 // TestTruthCalibratedModel: `commprof calibrate` on 2 and 4 ranks of
 // this machine predicts a held-out 3-rank bench (other algorithms, a
 // fold to a power of two, 1.5 ranks per core) with a median error within
-// 50% over the sizes from 256 KiB. (The held-out run itself varies: the
-// same 3-rank bench took 0.41 and 0.88 ms at 512 KiB, 1.8 and 4.2 ms at
-// 2 MiB in two runs here, and calibrations' beta 2.1-3.8 GB/s.)
+// 50% over the sizes from 256 KiB. The held-out run itself varies: in 14
+// runs of this test its two runs differed by a median 2-58%, and the
+// model's error was 3-35%; a single held-out run, measured once after
+// the calibration, was missed by 9-53%.
 //
 // The ranks talk over TCP. Over shared memory with more ranks than cores
 // a call's time is the scheduler's: two 3-rank runs of the same bench on
 // this machine took 0.87 and 2.28 ms for a 2 MiB ring allreduce, 2.25 and
-// 4.80 ms at 4 MiB, so no model predicts one run from others within 35%
-// (docs/metrics.md, "The model").
+// 4.80 ms at 4 MiB (docs/metrics.md, "The model").
 func TestTruthCalibratedModel(t *testing.T) {
 	dir := t.TempDir()
 	model := filepath.Join(dir, "model.json")
 	tcp := []string{collectives.EnvTransport + "=tcp"}
+	// The held-out bench runs before the calibration and after it, and
+	// is measured by the two runs' mean: a machine that drifts in speed
+	// over the test is then seen at the same moments by both sides.
+	heldOut := func(name string) string {
+		held := filepath.Join(dir, name)
+		if r := truthRun(t, tcp, "record", "--ranks", "3", "--out", held, "--", "bench", "allreduce", "--min", "256K", "--max", "8M", "--factor", "2", "--iters", "40"); r.code != 0 {
+			t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		return held
+	}
+	before := heldOut("before")
 	r := truthRun(t, tcp, "calibrate", "--ranks", "2,4", "--min", "64K", "--max", "8M", "--factor", "2", "--iters", "40", "-o", model)
 	if r.code != 0 {
 		t.Fatalf("calibrate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	t.Log(strings.TrimSpace(r.stdout))
-	held := filepath.Join(dir, "three")
-	if r := truthRun(t, tcp, "record", "--ranks", "3", "--out", held, "--", "bench", "allreduce", "--min", "256K", "--max", "8M", "--factor", "2", "--iters", "40"); r.code != 0 {
-		t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	after := heldOut("after")
+	check := func(held string) []analyze.CallSize {
+		r := commprof(t, nil, "predict", held, "--model", model, "--ranks", "3", "--check", held, "--format", "json")
+		var p predictResult
+		if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
+			t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+		}
+		return p.Check.Calls
 	}
-	r = commprof(t, nil, "predict", held, "--model", model, "--ranks", "3", "--check", held, "--format", "json")
-	var p predictResult
-	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
-		t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	a, b := check(before), check(after)
+	if len(a) != len(b) {
+		t.Fatalf("the held-out runs have %d and %d sizes", len(a), len(b))
 	}
-	var errs []float64
-	for _, c := range p.Check.Calls {
-		e := (c.ModeledNS - c.MeasuredNS) / c.MeasuredNS
-		t.Logf("3 ranks, %8d B %-12s: measured %.0f ns, predicted %.0f (%+.0f%%)", c.Bytes, c.Algo, c.MeasuredNS, c.ModeledNS, 100*e)
+	var errs, spread []float64
+	for i, c := range a {
+		if b[i].Bytes != c.Bytes || b[i].Algo != c.Algo {
+			t.Fatalf("size %d: %d B %s before, %d B %s after", i, c.Bytes, c.Algo, b[i].Bytes, b[i].Algo)
+		}
+		measured := (c.MeasuredNS + b[i].MeasuredNS) / 2
+		e := (c.ModeledNS - measured) / measured
+		t.Logf("3 ranks, %8d B %-12s: measured %.0f and %.0f ns, predicted %.0f (%+.0f%%)", c.Bytes, c.Algo, c.MeasuredNS, b[i].MeasuredNS, c.ModeledNS, 100*e)
 		errs = append(errs, math.Abs(e))
+		spread = append(spread, math.Abs(c.MeasuredNS-b[i].MeasuredNS)/measured)
 	}
 	slices.Sort(errs)
+	slices.Sort(spread)
 	med := errs[(len(errs)-1)/2]
-	t.Logf("median error %.0f%% over %d sizes", 100*med, len(errs))
+	t.Logf("median error %.0f%% over %d sizes; the two held-out runs differ by a median %.0f%%", 100*med, len(errs), 100*spread[(len(spread)-1)/2])
 	if len(errs) < 5 || med > 0.5 {
 		t.Errorf("median error %.0f%% over %d sizes, want at most 50%%", 100*med, len(errs))
 	}
