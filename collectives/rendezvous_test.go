@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -277,16 +278,56 @@ func TestStrangerPretendingToBeARank(t *testing.T) {
 		// A hello as a rank's, with a MAC made without the secret.
 		_ = json.NewEncoder(c).Encode(hello{Rank: 3, Size: 4, Addr: "127.0.0.1:1", MAC: strings.Repeat("ab", 32)})
 		var r roster
-		_ = json.NewDecoder(br).Decode(&r)
+		if err := json.NewDecoder(br).Decode(&r); err != nil {
+			refused <- "no answer: " + err.Error()
+			return
+		}
+		if len(r.Peers) > 0 {
+			refused <- fmt.Sprintf("given the roster: %+v", r.Peers)
+			return
+		}
 		refused <- r.Error
 	}()
-	// The coordinator greets connections once rank 0 joins; the stranger's
-	// claim is checked while the ranks join.
-	_, errs := joinAll(t, 4, "s3cret", 10*time.Second, ln, nil)
+	// The coordinator greets connections once rank 0 joins. The other
+	// ranks join once the stranger has had its answer: a job that had
+	// joined would cut it off unanswered, which says nothing of the check.
+	const n = 4
+	ts := make([]*Mesh, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	join := func(r int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "s3cret", Timeout: 10 * time.Second}
+			if r == 0 {
+				jc.CoordListener = ln
+			}
+			ts[r], _, errs[r] = Join(context.Background(), jc)
+		}()
+	}
+	join(0)
+	var msg string
+	select {
+	case msg = <-refused:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stranger had no answer in 10s")
+	}
+	for r := 1; r < n; r++ {
+		join(r)
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, tr := range ts {
+			if tr != nil {
+				tr.Close()
+			}
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("the job beside a stranger claiming rank 3: %v", err)
 	}
-	if msg := <-refused; !strings.Contains(msg, "wrong job secret") {
+	if !strings.Contains(msg, "wrong job secret") {
 		t.Fatalf("the stranger was answered %q", msg)
 	}
 }
