@@ -54,7 +54,7 @@ func init() {
 		{"skew", "arrival skew", "How much later than the first rank each rank arrived at a collective.", secSkew},
 		{"last", "last arrivals", "How many calls the rank arrived at last (strictly later than the earliest).", secSkew},
 		{"late", "lateness", "The rank's start minus the mean start of the other ranks of a call, averaged over its calls (negative: early).", secSkew},
-		{"straggler", "straggler", "A rank the others lose time waiting for, found by replaying the run with each rank's own work held to the typical: named when that saves at least 3% of the run, 3× the other ranks' median, in at least 3 steps.", secSkew},
+		{"straggler", "straggler", "A rank the others lose time waiting for, found by replaying the run with each rank's own work held to the typical: named when that saves at least 5% of the run and 3× what holding any other rank saves, in at least 3 steps.", secSkew},
 		{"critical-path", "critical path", "The chain of work and waits, across ranks, that set the slowest step's length in the replay of the run.", secSkew},
 		{"accuracy", "test accuracy", "The test-set accuracy at the end of the last epoch, as the trainer recorded it.", secEpochs},
 		{"calls", "calls", "Collective calls matched across ranks by communicator and sequence number.", secEvents},
