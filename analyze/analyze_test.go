@@ -793,3 +793,22 @@ func TestBetaWithinAHost(t *testing.T) {
 		t.Errorf("nothing within a host: beta %v, want the network's 20", b)
 	}
 }
+
+// Ranks late by a staircase of amounts (a loaded machine's noise, each
+// rank a little later than the next) are measured one after the other
+// against fewer and fewer: at most half of them are named, as slowness
+// shared by most ranks is the typical pace.
+func TestStragglersAtMostHalf(t *testing.T) {
+	late := []int64{2_400_000, 2_000_000, 1_600_000, 1_200_000, 800_000, 400_000, 0, 0}
+	var evs []trace.Event
+	for i := range int64(8) {
+		t0 := i * 6_000_000
+		for r := range int32(len(late)) {
+			evs = append(evs, coll(r, "allreduce", "ring", i, t0+late[r], 2_600_000-late[r], 4096))
+		}
+	}
+	st := Summarize(runOf(len(late), evs...)).Stragglers
+	if len(st.Named) == 0 || len(st.Named) > len(late)/2 || st.Named[0] != 0 {
+		t.Fatalf("named %v, want rank 0 first and at most %d: %+v", st.Named, len(late)/2, st.Ranks)
+	}
+}
