@@ -320,6 +320,25 @@ func startCommprof(t *testing.T, env []string, args ...string) (*exec.Cmd, *bufi
 }
 
 // rankPIDs finds the children of the launcher and their ranks.
+// waitStopped waits until process pid is stopped (state T in
+// /proc/PID/stat), as it is once it has taken a SIGSTOP.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("process %d: %v", pid, err)
+		}
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("process %d did not stop in 10s", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func rankPIDs(t *testing.T, parent, n int) map[int]int {
 	t.Helper()
 	pids := map[int]int{}

@@ -410,6 +410,12 @@ func TestServeListMatchesStats(t *testing.T) {
 	for _, pid := range ranks {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
+	// kill returns before the signal is taken: a rank still running when
+	// the recorder dies gets its parent-death signal first (the lower
+	// number is taken first) and ends the run as interrupted.
+	for _, pid := range ranks {
+		waitStopped(t, pid)
+	}
 	_ = rec.Process.Kill()
 	_ = rec.Wait()
 	for _, pid := range ranks {
