@@ -58,20 +58,7 @@ cat "$tmp"/mpi.* | awk '{print $1, $4, $5, $7, $8}' >"$tmp/mpi"
 echo "# $np ranks over $transport (Open MPI: ${btl[*]}), $reps alternating runs of each, medians; commprof $("$cp" version | cut -d' ' -f2)"
 cat "$tmp/links"
 printf "%10s %19s %12s %10s %12s %10s %8s %8s %7s %15s %15s\n" "size(B)" "commprof algo" "cp time(us)" "cp busbw" "mpi time(us)" "mpi busbw" "bw ratio" "t ratio" "#wrong" "cp busbw range" "mpi busbw range"
-awk '
-function sorted(list, a,   n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t }
-	return n
-}
-function median(list,   n, a) {
-	n = sorted(list, a)
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-}
-function range(list,   n, a) {
-	n = sorted(list, a)
-	return sprintf("%.3f-%.3f", a[1], a[n])
-}
+awk -f bench/stats.awk -f /dev/stdin "$tmp/cp" "$tmp/mpi" <<'AWK'
 FNR == NR { ct[$1] = ct[$1] " " $3; cb[$1] = cb[$1] " " $4; algo[$1] = $2; w[$1] += $5; sizes[++ns] = $1; next }
 { mt[$1] = mt[$1] " " $3; mb[$1] = mb[$1] " " $4; w[$1] += $5 }
 END {
@@ -79,6 +66,7 @@ END {
 		s = sizes[i]; if (s in seen) continue; seen[s] = 1
 		c = median(cb[s]); m = median(mb[s])
 		tc = median(ct[s]); tm = median(mt[s])
-		printf "%10d %19s %12.1f %10.3f %12.1f %10.3f %8.2f %8.2f %7d %15s %15s\n", s, algo[s], tc, c, tm, m, (m > 0 ? c / m : 0), (tm > 0 ? tc / tm : 0), w[s], range(cb[s]), range(mb[s])
+		printf "%10d %19s %12.1f %10.3f %12.1f %10.3f %8.2f %8.2f %7d %15s %15s\n", s, algo[s], tc, c, tm, m, (m > 0 ? c / m : 0), (tm > 0 ? tc / tm : 0), w[s], range(cb[s], "%.3f"), range(mb[s], "%.3f")
 	}
-}' "$tmp/cp" "$tmp/mpi"
+}
+AWK

@@ -62,20 +62,7 @@ grep -h '^#' "$tmp/shm.1" | head -1
 printf "%-4s %4s %s\n" "via" "run" "images/s by epoch"
 awk '{ l[$1 " " $2] = l[$1 " " $2] " " $4; if (!($1 " " $2 in seen)) { seen[$1 " " $2] = 1; order[++n] = $1 " " $2 } }
 END { for (i = 1; i <= n; i++) { split(order[i], k, " "); printf "%-4s %4d %s\n", k[1], k[2], l[order[i]] } }' "$tmp/epochs"
-awk '
-function sorted(list, a,   n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t }
-	return n
-}
-function median(list,   n, a) {
-	n = sorted(list, a)
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-}
-function range(list,   n, a) {
-	n = sorted(list, a)
-	return sprintf("%.0f-%.0f", a[1], a[n])
-}
+awk -f bench/stats.awk -f /dev/stdin "$tmp/epochs" <<'AWK'
 { last[$1 " " $2] = $3 + 0; rows[NR] = $0 }
 END {
 	# The mean of each run over epochs 2 on (1 if it has only one).
@@ -93,7 +80,8 @@ END {
 	for (t = 0; t < 2; t++) {
 		tr = t == 0 ? "shm" : "tcp"
 		m[tr] = median(runs[tr])
-		printf "%-4s %14.0f %14s %21.0f%%\n", tr, m[tr], range(runs[tr]), median(waits[tr])
+		printf "%-4s %14.0f %14s %21.0f%%\n", tr, m[tr], range(runs[tr], "%.0f"), median(waits[tr])
 	}
 	printf "shm / tcp images/s: %.2f\n", (m["tcp"] > 0 ? m["shm"] / m["tcp"] : 0)
-}' "$tmp/epochs"
+}
+AWK

@@ -305,7 +305,13 @@ func TestTruthExposedAndOverlapped(t *testing.T) {
 // injectedInSteps sums what rank r recorded of the mark name (delays, or
 // stops: each from the mark's time for its value in ns) inside its
 // training steps; set-up and evaluation are outside them.
-func injectedInSteps(run *trace.Run, r int, name string) (ns float64) {
+func injectedInSteps(run *trace.Run, r int, name string) float64 {
+	return markedInSteps(run, r, name, nil)
+}
+
+// markedInSteps sums the spans of rank r's marks called name inside its
+// training steps, less their overlap with the spans in except.
+func markedInSteps(run *trace.Run, r int, name string, except [][2]int64) (ns float64) {
 	for _, rk := range run.Ranks {
 		if rk.Info.Rank != r {
 			continue
@@ -322,8 +328,15 @@ func injectedInSteps(run *trace.Run, r int, name string) (ns float64) {
 			}
 			from, to := e.Start, e.Start+int64(e.Value)
 			for _, st := range steps {
-				if lo, hi := max(from, st[0]), min(to, st[1]); lo < hi {
-					ns += float64(hi - lo)
+				lo, hi := max(from, st[0]), min(to, st[1])
+				if lo >= hi {
+					continue
+				}
+				ns += float64(hi - lo)
+				for _, w := range except {
+					if a, b := max(lo, w[0]), min(hi, w[1]); a < b {
+						ns -= float64(b - a)
+					}
 				}
 			}
 		}
@@ -360,38 +373,8 @@ func waitingSpans(run *trace.Run, r int) [][2]int64 {
 // stoppedHoldingUp sums the time rank r was stopped inside its steps
 // other than while it waited for the others to arrive at a collective:
 // the time its stops could hold the others up.
-func stoppedHoldingUp(run *trace.Run, r int) (ns float64) {
-	waiting := waitingSpans(run, r)
-	for _, rk := range run.Ranks {
-		if rk.Info.Rank != r {
-			continue
-		}
-		var steps [][2]int64
-		for _, e := range rk.Events {
-			if e.Kind == trace.KindStep {
-				steps = append(steps, [2]int64{e.Start, e.End()})
-			}
-		}
-		for _, e := range rk.Events {
-			if e.Kind != trace.KindMark || e.Name != inject.MarkStall {
-				continue
-			}
-			from, to := e.Start, e.Start+int64(e.Value)
-			for _, st := range steps {
-				lo, hi := max(from, st[0]), min(to, st[1])
-				if lo >= hi {
-					continue
-				}
-				ns += float64(hi - lo)
-				for _, w := range waiting {
-					if a, b := max(lo, w[0]), min(hi, w[1]); a < b {
-						ns -= float64(b - a)
-					}
-				}
-			}
-		}
-	}
-	return ns
+func stoppedHoldingUp(run *trace.Run, r int) float64 {
+	return markedInSteps(run, r, inject.MarkStall, waitingSpans(run, r))
 }
 
 // computeInSteps sums rank r's compute spans inside its training steps.
