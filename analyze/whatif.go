@@ -150,8 +150,8 @@ const (
 	opStart opKind = iota // a non-blocking collective's call: arrival only
 	opBlock               // a blocking collective
 	opWait                // the program's wait on a non-blocking collective
-	opSend                // a point-to-point send
-	opRecv                // a point-to-point receive
+	opPost                // a point-to-point send or receive posted (its call's start)
+	opMWait               // the program waited for messages to complete (a blocking call's end, Wait, Waitall, Test...)
 	opMark                // a window boundary (a step's start or end)
 )
 
@@ -159,10 +159,24 @@ const (
 type rop struct {
 	kind       opKind
 	start, end int64 // as recorded
-	call       int32 // index into calls (start, block, wait), or message (send, recv), or window
+	call       int32 // index into calls (start, block, wait), messages (post), message groups (mwait), or window
 	key        int32 // what the same operation is called on every rank, for the typical own-work time
+	win        int32 // the window this operation closes on its rank, -1 for none
 	gap        int64 // own work before it: start minus the previous operation's release
-	tail       int64 // block/start: end after the last arrival; wait: end after completion; recv: after the first byte
+	tail       int64 // block/start: end after the last arrival; wait, mwait: end after completion
+}
+
+// msgRec is one point-to-point message on one side: posted (the send's
+// or receive's call) at post, completed at end, on rank. wait is when the
+// program began to wait for it (its post, for a blocking call); first,
+// for a receive, when its first byte is known to have arrived (post plus
+// the recorded wait; the post where that is unknown).
+type msgRec struct {
+	send        bool
+	nonBlocking bool
+	rank        int32
+	post, wait  int64
+	first, end  int64
 }
 
 // replayer holds a run's program operations and dependencies.
@@ -173,12 +187,17 @@ type replayer struct {
 	deps    []depMode
 	ops     [][]rop // by rank
 	ranks   []int
+	msgs    []msgRec
 	msgFrom []int32 // recv message -> send message (-1 unknown)
-	lagOf   []int64 // recv message: first byte after the send started
+	lagOf   []int64 // recv message: first byte after the send was posted
 	// sendTo is a send's receive (-1 unknown) when the send was still
 	// going when the receiver posted, so that it waited for the
-	// receiver (a message too large for the socket's buffer).
-	sendTo  []int32
+	// receiver (a message too large for the socket's buffer, a
+	// synchronous send).
+	sendTo []int32
+	// groups are the messages each mwait operation completed together
+	// (one Waitall, one Sendrecv, one blocking Send).
+	groups  [][]int32
 	nmsg    int
 	typical []int64 // key -> median own-work time over ranks
 	// typTail is, by key, the median tail over the ranks (a message's,
@@ -477,8 +496,8 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		byRank[c.rank] = append(byRank[c.rank], int32(i))
 	}
 	type p2pKey struct {
-		from, to int32
-		tag      int64
+		comm, from, to int32
+		tag            int64
 	}
 	sends := map[p2pKey][]int32{}
 	type recvRef struct {
@@ -486,8 +505,7 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		msg int32
 	}
 	var recvs []recvRef
-	var msgStart, msgEnd []int64
-	var recvFirst []int64
+	msgKey := []int32{} // message -> its post's key
 	keys := map[[4]int64]int32{}
 	keyOf := func(a, b, c, d int64) int32 {
 		k := [4]int64{a, b, c, d}
@@ -519,28 +537,57 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 			}
 			ops = append(ops, rop{kind: opBlock, start: c.start, end: c.start + c.dur, call: ci, key: keyOf(3, int64(c.comm), c.seq, 0)})
 		}
+		// Messages, in the order the program posted them. A message the
+		// program waited for with a wait event (Isend, Irecv) is completed
+		// by that wait; a blocking one by its own call. The messages one
+		// call completed (a Waitall's, a Sendrecv's) are one operation.
+		pw := map[p2pWaitKey][]waitRec{}
+		for _, w := range rs.waits {
+			if w.name == s.p2p {
+				k := p2pWaitKey{w.comm, w.peer, w.seq, w.bytes, w.end}
+				pw[k] = append(pw[k], w)
+			}
+		}
+		mine := slices.Clone(rs.p2pMsgs)
+		slices.SortStableFunc(mine, func(a, b p2pRec) int { return cmp.Compare(a.start, b.start) })
+		type span2 struct{ start, end int64 }
+		groups := map[span2][]int32{}
+		var order []span2
 		occ := map[[3]int64]int64{}
-		for _, m := range rs.p2pMsgs {
+		for _, m := range mine {
 			if int(m.peer) == r {
 				continue // a local copy: own work
 			}
-			msg := int32(len(msgStart))
-			msgStart = append(msgStart, m.start)
-			msgEnd = append(msgEnd, m.end)
-			recvFirst = append(recvFirst, m.start+m.wait)
-			if m.send {
-				k := p2pKey{int32(r), m.peer, m.tag}
-				sends[k] = append(sends[k], msg)
-				o := occ[[3]int64{0, int64(m.peer), m.tag}]
-				occ[[3]int64{0, int64(m.peer), m.tag}]++
-				ops = append(ops, rop{kind: opSend, start: m.start, end: m.end, call: msg, key: keyOf(4, int64(m.peer), m.tag, o)})
-			} else {
-				recvs = append(recvs, recvRef{p2pKey{m.peer, int32(r), m.tag}, msg})
-				o := occ[[3]int64{1, int64(m.peer), m.tag}]
-				occ[[3]int64{1, int64(m.peer), m.tag}]++
-				ops = append(ops, rop{kind: opRecv, start: m.start, end: m.end, call: msg, key: keyOf(5, int64(m.peer), m.tag, o),
-					tail: m.end - (m.start + m.wait)})
+			msg := int32(len(rp.msgs))
+			mr := msgRec{send: m.send, rank: int32(r), post: m.start, wait: m.start, first: m.start + m.wait, end: m.end}
+			if l := pw[p2pWaitKey{m.comm, m.peer, m.tag, m.bytes, m.end}]; len(l) > 0 {
+				mr.nonBlocking, mr.wait = true, max(min(l[0].start, m.end), m.start)
+				pw[p2pWaitKey{m.comm, m.peer, m.tag, m.bytes, m.end}] = l[1:]
 			}
+			rp.msgs = append(rp.msgs, mr)
+			kind := int64(5)
+			if m.send {
+				kind = 4
+				k := p2pKey{m.comm, int32(r), m.peer, m.tag}
+				sends[k] = append(sends[k], msg)
+			} else {
+				recvs = append(recvs, recvRef{p2pKey{m.comm, m.peer, int32(r), m.tag}, msg})
+			}
+			ok := [3]int64{kind, int64(m.comm), m.tag}
+			key := keyOf(kind, int64(m.comm), m.tag, occ[ok])
+			occ[ok]++
+			msgKey = append(msgKey, key)
+			ops = append(ops, rop{kind: opPost, start: m.start, end: m.start, call: msg, key: key, win: -1})
+			g := span2{mr.wait, mr.end}
+			if _, ok := groups[g]; !ok {
+				order = append(order, g)
+			}
+			groups[g] = append(groups[g], msg)
+		}
+		for _, g := range order {
+			gi := int32(len(rp.groups))
+			rp.groups = append(rp.groups, groups[g])
+			ops = append(ops, rop{kind: opMWait, start: g.start, end: g.end, call: gi, key: keyOf(8, int64(msgKey[groups[g][0]]), 0, 0), win: -1})
 		}
 		if len(ops) == 0 {
 			continue
@@ -558,8 +605,10 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 	if !multi || len(rp.ranks) < 2 {
 		return nil
 	}
-	// Messages: the k-th receive from a peer with a tag got the k-th send.
-	rp.nmsg = len(msgStart)
+	// Messages: the k-th receive posted from a peer with a tag on a
+	// communicator got the k-th send posted (MPI's messages do not
+	// overtake each other).
+	rp.nmsg = len(rp.msgs)
 	rp.msgFrom = make([]int32, rp.nmsg)
 	rp.lagOf = make([]int64, rp.nmsg)
 	rp.sendTo = make([]int32, rp.nmsg)
@@ -576,16 +625,26 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		used[rv.key] = k + 1
 		snd := l[k]
 		rp.msgFrom[rv.msg] = snd
-		// When the receiver waited, its first byte came this long after
-		// the send started. When the message was there first, the post
-		// says only how late the receiver came, not how long the message
-		// took: it took no longer than its send.
-		lag := max(recvFirst[rv.msg]-msgStart[snd], 0)
-		if recvFirst[rv.msg] <= msgStart[rv.msg] {
-			lag = min(lag, max(msgEnd[snd]-msgStart[snd], 0))
+		sm, rm := rp.msgs[snd], rp.msgs[rv.msg]
+		// No byte arrived before the send was posted. When the receiver
+		// is known to have waited (its wait_ns), its first byte came this
+		// long after the send's post. When the message was there first,
+		// the post says only how late the receiver came, not how long the
+		// message took: no longer than its blocking send (a non-blocking
+		// send's end says nothing of it).
+		first := max(rm.first, sm.post)
+		lag := first - sm.post
+		if rm.first <= rm.post && sm.post < rm.post {
+			lag = 0
+			if !sm.nonBlocking {
+				lag = min(rm.post-sm.post, max(sm.end-sm.post, 0))
+			}
 		}
 		rp.lagOf[rv.msg] = lag
-		if msgStart[rv.msg] < msgEnd[snd] {
+		// A send that waited for its receiver: a blocking one still going
+		// when the receiver posted, a non-blocking one whose wait ended
+		// after the receiver posted during it.
+		if (!sm.nonBlocking && rm.post < sm.end) || (sm.nonBlocking && rm.post > sm.wait && rm.post <= sm.end) {
 			rp.sendTo[snd] = rv.msg
 		}
 	}
@@ -597,27 +656,26 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 			o := &ops[i]
 			o.gap = max(o.start-release, 0)
 			switch o.kind {
-			case opStart:
-				release = max(release, o.start)
-			case opMark:
+			case opStart, opPost, opMark:
 				release = max(release, o.start)
 			default:
 				release = max(release, o.end)
 			}
 		}
 	}
-	// Collective tails: the time after the last member arrived; a send's,
-	// after its receiver posted.
+	// Collective tails: the time after the last member arrived; a
+	// message wait's, after its messages completed.
 	for _, r := range rp.ranks {
 		ops := rp.ops[r]
 		for i := range ops {
 			o := &ops[i]
 			switch o.kind {
-			case opSend:
-				o.tail = o.end - o.start
-				if rv := rp.sendTo[o.call]; rv >= 0 {
-					o.tail = max(o.end-max(o.start, msgStart[rv]), 0)
+			case opMWait:
+				var comp int64
+				for _, m := range rp.groups[o.call] {
+					comp = max(comp, rp.recordedCompletion(m))
 				}
+				o.tail = max(o.end-max(o.start, comp), 0)
 			case opBlock, opStart:
 				c := calls[o.call]
 				l := rp.lastArrival(int(rp.instOf[o.call]), c.rank, func(j int) int64 { return calls[j].start })
@@ -637,7 +695,7 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 			case opBlock, opStart:
 				rp.callTail[o.call] = o.tail
 				rp.opAt[o.call] = int32(i)
-			case opSend, opRecv:
+			case opPost:
 				rp.msgAt[o.call] = [2]int32{int32(r), int32(i)}
 			}
 		}
@@ -696,21 +754,154 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 			}
 		}
 	}
-	// Windows: steps, or else the world collectives.
+	// Windows: steps, or else the operations every rank completes in
+	// the same place of the program: world collectives, and waits for
+	// messages that every rank makes (a halo exchange's Waitall).
+	for _, r := range rp.ranks {
+		for i := range rp.ops[r] {
+			rp.ops[r][i].win = -1
+		}
+	}
 	rp.steps = len(steps) > 0
 	if len(steps) > 0 {
 		for st := range steps {
 			rp.windows = append(rp.windows, windowRef{id: int(st)})
 		}
 		slices.SortFunc(rp.windows, func(a, b windowRef) int { return cmp.Compare(a.id, b.id) })
-	} else {
-		for i, in := range inst {
-			if in[1]-in[0] == len(rp.ranks) && !calls[in[0]].untimed {
-				rp.windows = append(rp.windows, windowRef{id: i})
+		idx := map[int]int32{}
+		for i, w := range rp.windows {
+			idx[w.id] = int32(i)
+		}
+		for _, r := range rp.ranks {
+			for i, o := range rp.ops[r] {
+				if o.kind == opMark && o.call%2 == 1 {
+					rp.ops[r][i].win = idx[int(o.call/2)]
+				}
+			}
+		}
+		return rp
+	}
+	// A window is named by its instance (collectives) or by its key
+	// (message waits: the same key on every rank).
+	type winKey struct {
+		inst int
+		key  int32
+	}
+	ranksOf := map[winKey]int{}
+	at := map[winKey]int64{}
+	keyOfOp := func(o rop) (winKey, bool) {
+		switch o.kind {
+		case opBlock, opWait:
+			in := int(rp.instOf[o.call])
+			if rp.inst[in][1]-rp.inst[in][0] == len(rp.ranks) && !calls[o.call].untimed {
+				return winKey{inst: in, key: -1}, true
+			}
+		case opMWait:
+			return winKey{inst: -1, key: o.key}, true
+		}
+		return winKey{}, false
+	}
+	for _, r := range rp.ranks {
+		for _, o := range rp.ops[r] {
+			if k, ok := keyOfOp(o); ok {
+				ranksOf[k]++
+				if t, seen := at[k]; !seen || o.end < t {
+					at[k] = o.end
+				}
+			}
+		}
+	}
+	var wins []winKey
+	for k, n := range ranksOf {
+		if k.inst >= 0 || n == len(rp.ranks) {
+			wins = append(wins, k)
+		}
+	}
+	slices.SortFunc(wins, func(a, b winKey) int {
+		return cmp.Or(cmp.Compare(at[a], at[b]), cmp.Compare(a.inst, b.inst), cmp.Compare(a.key, b.key))
+	})
+	idx := map[winKey]int32{}
+	for i, k := range wins {
+		idx[k] = int32(i)
+		id := k.inst
+		if id < 0 {
+			id = i
+		}
+		rp.windows = append(rp.windows, windowRef{id: id})
+	}
+	for _, r := range rp.ranks {
+		for i, o := range rp.ops[r] {
+			if k, ok := keyOfOp(o); ok {
+				if w, ok := idx[k]; ok {
+					rp.ops[r][i].win = w
+				}
 			}
 		}
 	}
 	return rp
+}
+
+// recordedCompletion is when message m completed as recorded, as the
+// replay computes it: a receive once posted and its first byte arrived,
+// a send once posted, and once its receiver posted if it waited for it.
+func (rp *replayer) recordedCompletion(m int32) int64 {
+	mr := rp.msgs[m]
+	if mr.send {
+		if rv := rp.sendTo[m]; rv >= 0 {
+			return max(mr.post, rp.msgs[rv].post)
+		}
+		return mr.post
+	}
+	if src := rp.msgFrom[m]; src >= 0 {
+		return max(mr.post, rp.msgs[src].post+rp.lagOf[m])
+	}
+	return max(mr.first, mr.post)
+}
+
+// completion is when message m completes in a replay, given the
+// replayed posts; ok is false while a post it needs is not replayed yet.
+// dep is the message on another rank whose post set it, -1 if its own.
+func (rp *replayer) completion(m int32, sent, posted []int64) (at int64, dep int32, ok bool) {
+	const unknown = int64(-1 << 62)
+	mr := rp.msgs[m]
+	if mr.send {
+		if rv := rp.sendTo[m]; rv >= 0 {
+			if posted[rv] == unknown {
+				return 0, -1, false
+			}
+			if posted[rv] > sent[m] {
+				return posted[rv], rv, true
+			}
+		}
+		return sent[m], -1, true
+	}
+	src := rp.msgFrom[m]
+	if src < 0 {
+		return posted[m] + max(mr.first-mr.post, 0), -1, true
+	}
+	if sent[src] == unknown {
+		return 0, -1, false
+	}
+	if a := sent[src] + rp.lagOf[m]; a > posted[m] {
+		return a, src, true
+	}
+	return posted[m], -1, true
+}
+
+// groupCompletion is when the messages of group g have all completed in
+// a replay, and the message on another rank that set it (-1 if none).
+func (rp *replayer) groupCompletion(g int32, sent, posted []int64) (int64, int32, bool) {
+	at, dep := int64(-1<<62), int32(-1)
+	for _, m := range rp.groups[g] {
+		c, d, ok := rp.completion(m, sent, posted)
+		if !ok {
+			return 0, -1, false
+		}
+		if c > at {
+			at, dep = c, d
+		}
+	}
+	return at, dep, true
 }
 
 // median returns the lower median of v (0 for none); it sorts v.
@@ -826,25 +1017,11 @@ func (res *replayResult) total() int64 {
 // mark (steps) or call (calls) over the ranks.
 func (res *replayResult) windowEnds() []int64 {
 	rp := res.rp
-	idx := map[int]int{}
-	for i, w := range rp.windows {
-		idx[w.id] = i
-	}
 	out := make([]int64, len(rp.windows))
 	for _, r := range rp.ranks {
 		for i, o := range rp.ops[r] {
-			var w int
-			var ok bool
-			switch {
-			case o.kind == opMark && o.call%2 == 1:
-				w, ok = idx[int(o.call/2)]
-			case o.kind == opBlock || o.kind == opWait:
-				if !rp.steps {
-					w, ok = idx[int(rp.instOf[o.call])]
-				}
-			}
-			if ok {
-				out[w] = max(out[w], res.ends[r][i])
+			if o.win >= 0 {
+				out[o.win] = max(out[o.win], res.ends[r][i])
 			}
 		}
 	}
@@ -987,18 +1164,22 @@ func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldPart
 					end = t
 				case opMark:
 					end = t
-				case opSend:
-					sent[o.call] = t
-					end = t + tail
-					if rv := rp.sendTo[o.call]; rv >= 0 {
-						if posted[rv] == unknown {
-							goto blocked
-						}
-						if posted[rv] > t {
-							why, whyR = rv, -3
-						}
-						end = max(t, posted[rv]) + tail
+				case opPost:
+					if rp.msgs[o.call].send {
+						sent[o.call] = t
+					} else {
+						posted[o.call] = t
 					}
+					end = t
+				case opMWait:
+					comp, dep, ok := rp.groupCompletion(o.call, sent, posted)
+					if !ok {
+						goto blocked
+					}
+					if comp > t && dep >= 0 {
+						why, whyR = dep, -2
+					}
+					end = max(t, comp) + tail
 				case opBlock:
 					arrive[o.call] = t
 					l, ok := rp.resolve(o.call, arrive)
@@ -1027,24 +1208,10 @@ func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldPart
 						}
 					}
 					end = max(t, comp) + tail
-				case opRecv:
-					posted[o.call] = t
-					src := rp.msgFrom[o.call]
-					first := t
-					if src >= 0 {
-						if sent[src] == unknown {
-							goto blocked
-						}
-						if s := sent[src] + rp.lagOf[o.call]; s > t {
-							first = s
-							why, whyR = src, -2
-						}
-					}
-					end = first + tail
 				}
 				res.starts[r][i], res.ends[r][i] = t, end
 				res.whyOp[r][i], res.whyRank[r][i] = why, whyR
-				if o.kind == opStart || o.kind == opMark {
+				if o.kind == opStart || o.kind == opMark || o.kind == opPost {
 					cursor[r] = max(cursor[r], t)
 				} else {
 					cursor[r] = max(cursor[r], end)
@@ -1125,13 +1292,7 @@ func (rp *replayer) criticalPath(res *replayResult) *CriticalPath {
 	r, i := -1, -1
 	for _, q := range rp.ranks {
 		for k, o := range rp.ops[q] {
-			closes := false
-			if rp.steps {
-				closes = o.kind == opMark && o.call%2 == 1 && int(o.call/2) == rp.windows[best].id
-			} else {
-				closes = (o.kind == opBlock || o.kind == opWait) && int(rp.instOf[o.call]) == rp.windows[best].id
-			}
-			if closes && res.ends[q][k] == ends[best] {
+			if int(o.win) == best && res.ends[q][k] == ends[best] {
 				r, i = q, k
 			}
 		}
@@ -1176,7 +1337,7 @@ func (rp *replayer) criticalPath(res *replayResult) *CriticalPath {
 			oo := rp.ops[r][i]
 			add(r, "work", "before "+rp.describe(oo), res.starts[r][i]-oo.gap, res.starts[r][i])
 			i--
-		case why >= 0 && (o.kind == opRecv || o.kind == opSend):
+		case why >= 0 && o.kind == opMWait:
 			// A message waited for its sender, or a send for its receiver.
 			at := rp.msgAt[why]
 			add(r, "comm", what, res.starts[int(at[0])][int(at[1])], e)
@@ -1204,10 +1365,20 @@ func (rp *replayer) describe(o rop) string {
 			return "end of step " + itoa(int64(o.call/2))
 		}
 		return "start of step " + itoa(int64(o.call/2))
-	case opSend:
-		return "send"
-	case opRecv:
-		return "recv"
+	case opPost:
+		m := rp.msgs[o.call]
+		if m.send {
+			return "send posted"
+		}
+		return "receive posted"
+	case opMWait:
+		if n := len(rp.groups[o.call]); n > 1 {
+			return "wait for " + itoa(int64(n)) + " messages"
+		}
+		if rp.msgs[rp.groups[o.call][0]].send {
+			return "send"
+		}
+		return "receive"
 	}
 	c := rp.calls[o.call]
 	name := "collective"
