@@ -217,10 +217,13 @@ type replayer struct {
 	// arrived, on its rank; opAt finds the operation (on the call's rank)
 	// that arrived at a call, msgAt the operation of a message.
 	callTail []int64
-	opAt     []int32
-	msgAt    [][2]int32 // message -> rank, op
-	steps    bool
-	name     func(int32) string
+	// free marks the calls that completed on their rank before the
+	// members they depend on arrived (nil if none did).
+	free  []bool
+	opAt  []int32
+	msgAt [][2]int32 // message -> rank, op
+	steps bool
+	name  func(int32) string
 }
 
 type depMode uint8
@@ -598,6 +601,13 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 			ops = append(ops, rop{kind: opMark, start: st.end, end: st.end, call: 2*st.step + 1, key: keyOf(7, int64(st.step), 0, 0)})
 		}
 		slices.SortStableFunc(ops, func(a, b rop) int { return cmp.Compare(a.start, b.start) })
+		if testedWaits(ops) {
+			// A moved wait starts where the last operation before it
+			// did (a post): after it.
+			slices.SortStableFunc(ops, func(a, b rop) int {
+				return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(isWait(a), isWait(b)))
+			})
+		}
 		rp.ops[r] = ops
 		rp.ranks = append(rp.ranks, r)
 		multi = multi || len(rs.p2pMsgs) > 0
@@ -662,6 +672,22 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 				release = max(release, o.end)
 			}
 		}
+	}
+	// A member that completed before the members it would wait for had
+	// arrived did not wait for them (a call that moves no data, a root's
+	// own part): it is replayed on its own.
+	free := make([]bool, len(calls))
+	anyFree := false
+	for j, c := range calls {
+		if c.untimed {
+			continue
+		}
+		if l := rp.lastArrival(int(rp.instOf[j]), c.rank, func(k int) int64 { return calls[k].start }); c.start+c.dur < l {
+			free[j], anyFree = true, true
+		}
+	}
+	if anyFree {
+		rp.free = free
 	}
 	// Collective tails: the time after the last member arrived; a
 	// message wait's, after its messages completed.
@@ -841,6 +867,50 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 	return rp
 }
 
+func isWait(o rop) int {
+	if o.kind == opWait || o.kind == opMWait {
+		return 1
+	}
+	return 0
+}
+
+// testedWaits moves the start of each wait that the program polled (a
+// wait event starts at the first MPI_Test that found its request
+// unfinished) past the operations the rank did between its tests: it
+// blocked on the request only after the last of them, if at all. It
+// reports whether any moved. ops are in order of start.
+func testedWaits(ops []rop) bool {
+	// scan bounds the operations looked at past one wait; a request
+	// polled across more than that is taken as not waited for at all.
+	const scan = 1 << 12
+	moved := false
+	for i := range ops {
+		o := &ops[i]
+		if o.kind != opWait && o.kind != opMWait {
+			continue
+		}
+		eff := o.start
+		j := i + 1
+		for ; j < len(ops) && j-i <= scan && ops[j].start < o.end; j++ {
+			switch ops[j].kind {
+			case opStart, opPost, opMark:
+				eff = max(eff, ops[j].start)
+			default:
+				if ops[j].end <= o.end {
+					eff = max(eff, ops[j].end)
+				}
+			}
+		}
+		if j-i > scan {
+			eff = o.end
+		}
+		if eff != o.start {
+			o.start, moved = min(eff, o.end), true
+		}
+	}
+	return moved
+}
+
 // recordedCompletion is when message m completed as recorded, as the
 // replay computes it: a receive once posted and its first byte arrived,
 // a send once posted, and once its receiver posted if it waited for it.
@@ -932,6 +1002,13 @@ func medians(lists [][]int64) []int64 {
 // waits for on behalf of rank r, given each member's arrival.
 func (rp *replayer) lastArrival(in int, r int32, arrive func(j int) int64) int64 {
 	lo, hi := rp.inst[in][0], rp.inst[in][1]
+	if rp.free != nil {
+		for j := lo; j < hi; j++ {
+			if rp.calls[j].rank == r && rp.free[j] {
+				return arrive(j)
+			}
+		}
+	}
 	switch rp.deps[in] {
 	case depNone:
 		for j := lo; j < hi; j++ {
