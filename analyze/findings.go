@@ -163,6 +163,8 @@ func findings(s *Summary) []string {
 }
 
 // stragglerFinding says what the what-if replay found about stragglers.
+// It states the rule that was applied (analyze/whatif.go): a rank named
+// costs more than the run's noise bound and 3% of the run.
 func stragglerFinding(s *Summary) []string {
 	st := s.Stragglers
 	if !st.Replayed {
@@ -170,8 +172,10 @@ func stragglerFinding(s *Summary) []string {
 	}
 	unit := "step"
 	if st.Basis != "step" {
-		unit = "collective"
+		unit = "call"
 	}
+	noise := fmt.Sprintf("the run's noise (a rank with no slowness of its own would cost up to %s, at %.0f%% confidence)",
+		units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
 	var out []string
 	for k, r := range st.Named {
 		var rc RankCost
@@ -182,13 +186,18 @@ func stragglerFinding(s *Summary) []string {
 		}
 		f := fmt.Sprintf("rank %d is a straggler: its slowness cost the job %s (%s of the run, %s per %s, in %d of %d %ss",
 			r, units.Duration(float64(rc.CostNS)), pct(rc.Share), units.Duration(rc.PerWindowNS), unit, rc.Windows, st.Windows, unit)
-		if rc.WorkNS > 0 && rc.TransferNS > 0 {
+		switch {
+		case !st.SplitKnown:
+			f += "; how it splits between its own work and its transfers is unknown, as the run could not be replayed"
+		case rc.WorkNS > 0 && rc.TransferNS > 0:
 			f += fmt.Sprintf("; %s of it in its own work between communication calls, %s in its part of the transfers",
 				units.Duration(float64(rc.WorkNS)), units.Duration(float64(rc.TransferNS)))
-		} else if rc.TransferNS > 0 {
+		case rc.TransferNS > 0:
 			f += "; all of it in its part of the transfers"
+		case rc.WorkNS > 0:
+			f += "; all of it in its own work between communication calls"
 		}
-		f += ")"
+		f += "), above " + noise
 		if k == len(st.Named)-1 && st.WindowNS > 0 {
 			who := fmt.Sprintf("rank %d's", r)
 			if len(st.Named) > 1 {
@@ -199,15 +208,18 @@ func stragglerFinding(s *Summary) []string {
 		out = append(out, f)
 	}
 	if len(st.Named) == 0 {
-		f := "no rank stands out as a straggler"
+		var f string
 		switch rs := st.Ranks; {
-		case len(rs) > 1 && rs[0].Share >= nameShare:
-			// Slowness that costs, spread over the ranks: noise (ranks
-			// sharing cores), not one rank's.
-			f += fmt.Sprintf(": several ranks' slowness costs the others time, and none %.0fx more than the rest (rank %d %s of the run, rank %d %s)",
-				float64(nameRatio), rs[0].Rank, pct(rs[0].Share), rs[1].Rank, pct(rs[1].Share))
+		case st.Undecided != "":
+			f = "no straggler verdict: " + st.Undecided
+		case len(rs) > 0 && st.Why != "" && st.Why != "within the run's noise":
+			f = fmt.Sprintf("no rank stands out: the costliest, rank %d, cost %s (%s of the run), %s; %s",
+				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), st.Why, noise)
 		case len(rs) > 0:
-			f += fmt.Sprintf(": the costliest, rank %d, cost %s of the run (%s per %s)", rs[0].Rank, pct(rs[0].Share), units.Duration(rs[0].PerWindowNS), unit)
+			f = fmt.Sprintf("no rank stands out above %s: the costliest, rank %d, cost %s (%s of the run)",
+				noise, rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share))
+		default:
+			f = "no rank stands out above " + noise
 		}
 		out = append(out, f)
 	}

@@ -3,6 +3,8 @@ package analyze
 import (
 	"cmp"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -35,6 +37,20 @@ type Stragglers struct {
 	// NoiseNS is what holding a rank that is not named saves, the median
 	// over them: the noise floor a named rank's cost is counted above.
 	NoiseNS int64 `json:"noise_ns"`
+	// SplitKnown says whether WorkNS and TransferNS were measured (by the
+	// replay); where the run could not be replayed they are unknown, not 0.
+	SplitKnown bool `json:"split_known"`
+	// NoiseBoundNS is the most the costliest rank of this run would be
+	// seen to cost, at Confidence, if no rank were slow of its own: a
+	// bootstrap of the other ranks' window-by-window savings. A rank is
+	// named only above it (and above 3% of the run); -1 where no verdict
+	// was given (Undecided says why).
+	NoiseBoundNS int64   `json:"noise_bound_ns"`
+	Confidence   float64 `json:"confidence"`
+	Undecided    string  `json:"undecided,omitempty"`
+	// Why says, where no rank is named, which part of the rule the
+	// costliest rank fell short of.
+	Why string `json:"why,omitempty"`
 	// BalancedNS is the replayed time with every rank's own work held to
 	// the typical (median over ranks) time: what the job would take with
 	// no straggling at all; BalancedSlowdown is TotalNS over it.
@@ -108,21 +124,30 @@ type PathSegment struct {
 	EndNS   int64  `json:"end_ns"`
 }
 
-// Naming thresholds: a rank is a straggler when removing its excess would
-// save at least nameShare of the run and at least nameRatio times what the
-// typical other rank's would (the noise floor: on an oversubscribed
-// machine every rank is sometimes slow), in at least nameWindows windows. Clean runs stay below both
-// (docs/metrics.md has the measurements).
+// Naming rule: a rank is a straggler when what holding it to the typical
+// pace saves stands above the run's own noise. The noise is measured in
+// the same run: what holding each of the other ranks saves, window by
+// window, is what the scheduler's and the network's hiccups cost any
+// rank. The bound is what the costliest of the ranks would save, at
+// nameConfidence, if each rank's windows were drawn from those (a
+// bootstrap of the others' per-window savings); a rank is named when it
+// saves more than that and at least nameShare of the run.
+// docs/metrics.md has the rule and its measured error rates.
 const (
-	nameShare = 0.05
-	nameRatio = 3
-	// nameWindows is how many windows a rank must cost time in: one or
-	// two hiccups (a rank descheduled once on a loaded machine) are not a
-	// straggler.
-	nameWindows = 3
+	nameShare      = 0.03
+	nameConfidence = 0.99
+	// nameMinWindows is the fewest windows a verdict is given on: fewer
+	// say nothing of the run's noise.
+	nameMinWindows = 4
+	// nameHiccup is how many times the longest window any other rank cost
+	// a cost that fell mostly in one window must be to be named.
+	nameHiccup = 10
 	// nameAlike is how much of the first straggler's cost another must
 	// cost to be named too.
 	nameAlike = 0.5
+	// nameRatio is how much more than any other pair a pair of ranks
+	// slow alike must save to be named together.
+	nameRatio = 3
 	// whatIfCandidates bounds the ranks replayed one by one.
 	whatIfCandidates = 8
 	// pairCandidates is how many of the slowest ranks are tried in pairs
@@ -132,7 +157,62 @@ const (
 	// together saves (2^shapleyRanks replays); beyond it each is given
 	// what holding it alone saves.
 	shapleyRanks = 4
+	// bootDraws bounds the random draws of one noise bound.
+	bootDraws = 1 << 24
 )
+
+// noiseBound is what the largest of n sums of w per-window savings, each
+// drawn from pool, stays below with probability conf: the most a rank
+// with no slowness of its own would be seen to cost over w windows, when
+// n ranks are compared. It is a bootstrap (seeded, so that one trace
+// always gets one verdict), or the normal approximation of the sums
+// where the draws would be too many.
+func noiseBound(pool []int64, w, n int, conf float64) int64 {
+	if len(pool) == 0 || w <= 0 || n <= 0 {
+		return 0
+	}
+	reps := min(2000, bootDraws/max(w*n, 1))
+	if reps < 200 {
+		return normalBound(pool, w, n, conf)
+	}
+	return bootBound(pool, w, n, conf, reps)
+}
+
+// normalBound is noiseBound's normal approximation.
+func normalBound(pool []int64, w, n int, conf float64) int64 {
+	var mean, sq float64
+	for _, v := range pool {
+		mean += float64(v)
+	}
+	mean /= float64(len(pool))
+	for _, v := range pool {
+		d := float64(v) - mean
+		sq += d * d
+	}
+	sd := math.Sqrt(sq / float64(max(len(pool)-1, 1)))
+	// P(max of n < x) = Phi(z)^n = conf.
+	z := math.Sqrt2 * math.Erfinv(2*math.Pow(conf, 1/float64(n))-1)
+	return int64(float64(w)*mean + z*sd*math.Sqrt(float64(w)))
+}
+
+// bootBound is noiseBound's bootstrap, of reps replicates.
+func bootBound(pool []int64, w, n int, conf float64, reps int) int64 {
+	rng := rand.New(rand.NewPCG(uint64(len(pool)), uint64(w)<<8|uint64(n)))
+	maxes := make([]int64, reps)
+	for k := range maxes {
+		best := int64(math.MinInt64)
+		for range n {
+			var sum int64
+			for range w {
+				sum += pool[rng.IntN(len(pool))]
+			}
+			best = max(best, sum)
+		}
+		maxes[k] = best
+	}
+	slices.Sort(maxes)
+	return maxes[min(int(math.Ceil(conf*float64(reps)))-1, reps-1)]
+}
 
 // shapleyWeight is the weight of a coalition of s of n players in a
 // player's Shapley value: s!(n-s-1)!/n!.
@@ -269,6 +349,8 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		return perCall(calls, inst)
 	}
 	out.Replayed = true
+	out.SplitKnown = true
+	out.Confidence = nameConfidence
 	out.Basis = "step"
 	if len(rp.windows) == 0 || !rp.hasSteps() {
 		out.Basis = "call"
@@ -322,50 +404,92 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		return n
 	}
 	alone := map[int]int64{}
+	perAlone := map[int][]int64{} // what holding it alone saves, window by window
 	for _, r := range cands {
-		alone[r] = hold([]int{r}).saving
+		h := hold([]int{r})
+		alone[r] = h.saving
+		perAlone[r] = savedPerWindow(actual, h.res)
 	}
-	stands := func(gain int64, windows int, floor int64) bool {
-		return out.TotalNS > 0 && float64(gain) >= nameShare*float64(out.TotalNS) && float64(gain) >= nameRatio*float64(floor) &&
-			windows >= min(nameWindows, len(rp.windows))
+	// A verdict needs windows enough to measure the run's noise in.
+	enough := len(rp.windows) >= nameMinWindows
+	if !enough {
+		out.Undecided = fmt.Sprintf("the run has %s; at least %d are needed to tell a straggler from the run's own noise",
+			plural(len(rp.windows), out.Basis), nameMinWindows)
+	}
+	bigEnough := func(gain int64) bool { return float64(gain) >= nameShare*float64(out.TotalNS) }
+	// A cost most of which fell in one window is one hiccup: a
+	// scheduler's or a network's rare long one falls on some rank in a
+	// busy run, and the other ranks' windows, too few to show such a
+	// rare event, say nothing of how long it can be. It is named only
+	// when that window is nameHiccup times the longest any other rank
+	// cost (a rank that slept 200 ms once, where the others' worst was
+	// a few ms).
+	oneHiccup := func(per, pool []int64, gain int64) bool {
+		top := slices.Max(append([]int64{0}, per...))
+		if float64(top) < 0.5*float64(gain) {
+			return false
+		}
+		return float64(top) < nameHiccup*float64(slices.Max(append([]int64{0}, pool...)))
 	}
 	// Name the ranks one at a time, each by what holding it saves on top
 	// of those already named (a second slow rank may show only once the
-	// first is held), when that is nameRatio times what holding any other
-	// remaining rank saves in the same round: on a busy machine every rank
-	// is slow at times, and one is a straggler only when it stands out
-	// from all the others. Each must also cost about as much as the
-	// costliest named before it.
+	// first is held), when that stands above the noise measured on the
+	// other ranks in the same round. Each must also cost about as much as
+	// the costliest named before it.
 	var named []int
 	// At most half the ranks: slowness shared by most of them is the
 	// typical pace, and a rank can stand out only from others left
-	// unnamed. (A clean run on a loaded machine named all four of its
-	// ranks, one after the other, each measured against fewer.)
+	// unnamed.
 	var first int64
-	for len(named) < min(len(cands), len(rp.ranks)/2) {
+	out.NoiseBoundNS = -1
+	for enough && len(named) < min(len(cands), len(rp.ranks)/2) {
 		base := hold(named)
 		gains := map[int]int64{}
-		best, win := -1, 0
-		for _, r := range rp.ranks {
-			if slices.Contains(named, r) || !slices.Contains(cands, r) {
+		per := map[int][]int64{}
+		best := -1
+		for _, r := range cands {
+			if slices.Contains(named, r) {
 				continue // ranks beyond the candidates save less than any of them
 			}
 			h := hold(append(slices.Clone(named), r))
 			gains[r] = h.saving - base.saving
+			per[r] = savedPerWindow(base.res, h.res)
 			if best < 0 || gains[r] > gains[best] {
-				best, win = r, countWindows(base.res, h.res)
+				best = r
 			}
 		}
 		if best < 0 {
 			break
 		}
-		var next int64 // the next largest saving: ranks beyond the candidates save less
-		for _, r := range rp.ranks {
+		// The noise: the other remaining candidates' per-window savings
+		// (the ranks beyond them save less), compared across every rank
+		// still unnamed.
+		var pool []int64
+		for _, r := range cands {
 			if r != best && !slices.Contains(named, r) {
-				next = max(next, gains[r])
+				pool = append(pool, per[r]...)
 			}
 		}
-		if !stands(gains[best], win, next) || (len(named) > 0 && float64(gains[best]) < nameAlike*float64(first)) {
+		bound := max(noiseBound(pool, len(rp.windows), len(rp.ranks)-len(named), nameConfidence), 0)
+		if len(named) == 0 {
+			out.NoiseBoundNS = bound
+		}
+		why := ""
+		switch {
+		case gains[best] <= bound:
+			why = "within the run's noise"
+		case !bigEnough(gains[best]):
+			why = fmt.Sprintf("above the run's noise but under %.0f%% of the run", 100*nameShare)
+		case oneHiccup(per[best], pool, gains[best]):
+			why = fmt.Sprintf("above the run's noise, but most of it in one %s, under %d times the longest any other rank cost: one hiccup, as a busy machine has",
+				out.Basis, nameHiccup)
+		case len(named) > 0 && float64(gains[best]) < nameAlike*float64(first):
+			why = "under half what the first straggler costs"
+		}
+		if why != "" {
+			if len(named) == 0 {
+				out.Why = why
+			}
 			break
 		}
 		first = max(first, gains[best])
@@ -377,8 +501,8 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 	// whose holding saves most is named when that is nameRatio times what
 	// holding any other pair saves (ranks that share a busy core make
 	// pairs too, but not that far above the rest), and each of the two
-	// saves enough once the other is held.
-	if len(named) == 0 && len(cands) >= 3 {
+	// saves more than the noise once the other is held.
+	if enough && len(named) == 0 && len(cands) >= 3 {
 		top := cands[:min(len(cands), pairCandidates)]
 		var pairs [][2]int
 		for i := range top {
@@ -391,10 +515,17 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		})
 		pair := pairs[0]
 		both := hold(pair[:])
+		var pool []int64
+		for _, r := range cands {
+			if r != pair[0] && r != pair[1] {
+				pool = append(pool, perAlone[r]...)
+			}
+		}
+		bound := max(noiseBound(pool, len(rp.windows), len(rp.ranks)-1, nameConfidence), 0)
 		ok := len(pairs) > 1 && float64(both.saving) >= nameRatio*float64(hold(pairs[1][:]).saving)
 		for k := range pair {
-			other := hold([]int{pair[1-k]})
-			ok = ok && stands(both.saving-other.saving, countWindows(other.res, both.res), 0)
+			g := both.saving - hold([]int{pair[1-k]}).saving
+			ok = ok && g > bound && bigEnough(g)
 		}
 		if ok {
 			named = pair[:]
@@ -1474,14 +1605,18 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // perCall finds stragglers call by call, for runs whose calls do not
 // depend on each other through a program the replay can follow: a rank's
 // cost is how much later the calls it came last to completed than they
-// would have had it arrived with the next latest rank.
+// would have had it arrived with the next latest rank. How that splits
+// between its own work and its transfers is not known (SplitKnown).
 func perCall(calls []callRec, inst [][2]int) Stragglers {
-	out := Stragglers{Replayed: true, Basis: "call", Ranks: []RankCost{}, Named: []int{},
-		Reason: "the ranks' calls do not form one program that can be replayed, so each call is judged on its own"}
+	out := Stragglers{Replayed: true, Basis: "call", Ranks: []RankCost{}, Named: []int{}, Confidence: nameConfidence,
+		Reason: "the ranks' calls do not form one program that can be replayed (a rank's stream was cut, or the ranks joined calls in orders no program makes), " +
+			"so each call is judged on its own: a rank's cost is its lateness beyond the next latest rank, and how that splits between its own work and its transfers is unknown"}
 	cost := map[int]int64{}
 	windows := map[int]int{}
-	ranks := map[int]bool{}
-	var spans []int64
+	perCallCost := map[int][]int64{} // by rank, call by call: its lateness cost there
+	var spans int64
+	n := 0
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, in := range inst {
 		if in[1]-in[0] < 2 {
 			continue
@@ -1489,7 +1624,6 @@ func perCall(calls []callRec, inst [][2]int) Stragglers {
 		first, end := calls[in[0]].start, calls[in[0]].start
 		last, next, who := int64(-1<<62), int64(-1<<62), -1
 		for _, c := range calls[in[0]:in[1]] {
-			ranks[int(c.rank)] = true
 			first, end = min(first, c.start), max(end, c.start+c.dur)
 			switch {
 			case c.start > last:
@@ -1498,50 +1632,67 @@ func perCall(calls []callRec, inst [][2]int) Stragglers {
 				next = c.start
 			}
 		}
-		spans = append(spans, end-first)
-		out.TotalNS += end - first
-		if d := last - next; d > 0 && who >= 0 {
+		n++
+		spans += end - first
+		lo, hi = min(lo, first), max(hi, end)
+		d := max(last-next, 0)
+		for _, c := range calls[in[0]:in[1]] {
+			r := int(c.rank)
+			if r == who {
+				perCallCost[r] = append(perCallCost[r], d)
+			} else {
+				perCallCost[r] = append(perCallCost[r], 0)
+			}
+		}
+		if d > 0 && who >= 0 {
 			cost[who] += d
 			if 100*d > end-first {
 				windows[who]++
 			}
 		}
 	}
-	out.Windows = len(spans)
-	if out.Windows == 0 {
+	out.Windows = n
+	if n == 0 {
 		out.Replayed = false
 		out.Reason = "the run has no call that several ranks recorded"
 		return out
 	}
-	out.WindowNS = float64(out.TotalNS) / float64(out.Windows)
+	// "% of the run" is of the run's wall time, from the first call's
+	// start to the last one's end, not of the time summed over calls.
+	out.TotalNS = hi - lo
+	out.WindowNS = float64(spans) / float64(n)
+	out.WithoutNS = out.WindowNS
 	var rs []int
-	for r := range ranks {
+	for r := range perCallCost {
 		rs = append(rs, r)
 	}
 	slices.Sort(rs)
 	for _, r := range rs {
-		rc := RankCost{Rank: r, CostNS: cost[r], ExcessNS: cost[r], Windows: windows[r], PerWindowNS: float64(cost[r]) / float64(out.Windows)}
+		rc := RankCost{Rank: r, CostNS: cost[r], AloneNS: cost[r], ExcessNS: cost[r], Windows: windows[r], PerWindowNS: float64(cost[r]) / float64(n)}
 		if out.TotalNS > 0 {
 			rc.Share = float64(rc.CostNS) / float64(out.TotalNS)
 		}
 		out.Ranks = append(out.Ranks, rc)
 	}
 	slices.SortStableFunc(out.Ranks, func(a, b RankCost) int { return cmp.Compare(b.CostNS, a.CostNS) })
-	var others []int64
-	for _, rc := range out.Ranks[1:] {
-		others = append(others, rc.CostNS)
+	if n < nameMinWindows {
+		out.NoiseBoundNS = -1
+		out.Undecided = fmt.Sprintf("the run has %s that several ranks made; at least %d are needed to tell a straggler from the run's own noise",
+			plural(n, "call"), nameMinWindows)
+		return out
 	}
-	var floor int64
-	if len(others) > 0 {
-		slices.Sort(others)
-		floor = others[(len(others)-1)/2]
-	}
+	// The noise: what the other ranks' lateness cost, call by call.
 	top := out.Ranks[0]
-	if float64(top.CostNS) >= nameShare*float64(out.TotalNS) && float64(top.CostNS) >= nameRatio*float64(floor) && top.Windows >= nameWindows {
+	var pool []int64
+	for _, r := range rs {
+		if r != top.Rank {
+			pool = append(pool, perCallCost[r]...)
+		}
+	}
+	out.NoiseBoundNS = max(noiseBound(pool, n, len(rs), nameConfidence), 0)
+	if top.CostNS > out.NoiseBoundNS && float64(top.CostNS) >= nameShare*float64(out.TotalNS) {
 		out.Named = []int{top.Rank}
 		out.WithoutNS = out.WindowNS - top.PerWindowNS
-	} else {
-		out.WithoutNS = out.WindowNS
 	}
 	return out
 }
