@@ -235,7 +235,7 @@ type Skew struct {
 	Calls   int64      `json:"calls"` // multi-rank calls matched across ranks
 	Dist    Dist       `json:"dist"`  // of skew = last start - first start
 	ByOp    []OpSkew   `json:"by_op"`
-	Ranking []int      `json:"straggler_ranking"` // ranks, most often last first
+	Ranking []int      `json:"last_arrival_ranking"` // ranks, most often last first (not the stragglers: Stragglers ranks by cost)
 	Series  SkewSeries `json:"series"`
 	// ByLabel is the skew of each label's calls (a tensor of an imported
 	// Horovod timeline, a PyTorch process group), the labels whose calls

@@ -1482,20 +1482,64 @@ func (rp *replayer) criticalPath(res *replayResult) *CriticalPath {
 		return nil
 	}
 	ends := res.windowEnds()
-	// The slowest window, and where it started.
+	// The slowest window, and where it started: for steps, the steps
+	// table's slowest (the longest mean over the ranks of their time in
+	// the step), from its first rank's start; else the window that took
+	// longest after the one before it.
 	best, bestLen := -1, int64(-1)
-	for w := range ends {
-		if w == 0 {
-			continue
+	var startAt int64
+	if rp.steps {
+		sum := make([]int64, len(rp.windows))
+		n := make([]int64, len(rp.windows))
+		first := make([]int64, len(rp.windows))
+		idx := map[int]int{}
+		for i, w := range rp.windows {
+			idx[w.id] = i
+			first[i] = math.MaxInt64
 		}
-		if d := ends[w] - ends[w-1]; d > bestLen {
-			best, bestLen = w, d
+		for _, r := range rp.ranks {
+			open := map[int]int64{}
+			for k, o := range rp.ops[r] {
+				if o.kind != opMark {
+					continue
+				}
+				w, ok := idx[int(o.call/2)]
+				if !ok {
+					continue
+				}
+				if o.call%2 == 0 {
+					open[w] = res.starts[r][k]
+					first[w] = min(first[w], res.starts[r][k])
+				} else if st, ok := open[w]; ok {
+					sum[w] += res.ends[r][k] - st
+					n[w]++
+				}
+			}
+		}
+		for w := range rp.windows {
+			if n[w] > 0 && sum[w]/n[w] > bestLen && first[w] < ends[w] {
+				best, bestLen = w, sum[w]/n[w]
+			}
+		}
+		if best >= 0 {
+			startAt = first[best]
+		}
+	} else {
+		for w := range ends {
+			if w == 0 {
+				continue
+			}
+			if d := ends[w] - ends[w-1]; d > bestLen {
+				best, bestLen = w, d
+			}
+		}
+		if best >= 0 {
+			startAt = ends[best-1]
 		}
 	}
 	if best < 0 {
 		return nil
 	}
-	startAt := ends[best-1]
 	// The rank that ended the window last, and its closing operation.
 	r, i := -1, -1
 	for _, q := range rp.ranks {

@@ -418,9 +418,13 @@ func busbwChart(s *analyze.Summary) (chartSpec, bool) {
 	for _, k := range keys {
 		sc.AddSeries(k.op+" "+k.algo+" (measured)", pts[k])
 	}
-	// The model's busbw for allreduce at the run's rank count.
+	// The model's busbw for allreduce at the run's rank count, only where
+	// the model section says there is a model (an unusable fit is not
+	// shown anywhere).
 	p := s.Run.WorldSize
-	if p >= 2 && (s.Fit.AlphaNS > 0 || s.Fit.BetaNSPerB > 0) {
+	note := "measured busbw of each op, algorithm and size"
+	if p >= 2 && s.Fit.Usable && (s.Fit.AlphaNS > 0 || s.Fit.BetaNSPerB > 0) {
+		note += fmt.Sprintf("; dashed: the alpha-beta-gamma model for allreduce on %d ranks (link %s)", p, units.GBps(s.Fit.LinkGBps))
 		line := charts.NewLine()
 		for _, algo := range analyze.AllreduceAlgos {
 			var data []opts.LineData
@@ -437,7 +441,7 @@ func busbwChart(s *analyze.Summary) (chartSpec, bool) {
 		sc.Overlap(line)
 	}
 	return chartSpec{ID: "chart-busbw", Title: "Bus bandwidth against size", Height: 360,
-		Note:     fmt.Sprintf("measured busbw of each op, algorithm and size; dashed: the alpha-beta-gamma model for allreduce on %d ranks (link %s)", p, units.GBps(s.Fit.LinkGBps)),
+		Note:     note,
 		Variants: []chartVariant{variant("busbw", "gbps", "busbw", sc)}}, true
 }
 

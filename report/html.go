@@ -283,11 +283,19 @@ func runCards(s *analyze.Summary) []card {
 	}
 	if st := s.Stragglers; st.Replayed {
 		// The analyzer's verdict (analyze/whatif.go), not a re-derivation.
-		unit := map[bool]string{true: "step", false: "collective"}[st.Basis == "step"]
+		unit := map[bool]string{true: "step", false: "call"}[st.Basis == "step"]
 		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
+		noise := fmt.Sprintf("noise bound %s at %.0f%%", units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
+		if st.Undecided != "" {
+			c.Value, noise = "no verdict", st.Undecided
+		}
 		if len(st.Ranks) > 0 {
 			rc := st.Ranks[0]
-			c.Detail = fmt.Sprintf("by cost: rank %d costliest, %.1f%% of the run", rc.Rank, 100*rc.Share)
+			c.Detail = fmt.Sprintf("by cost: rank %d costliest, %s (%.1f%% of the run) · %s", rc.Rank,
+				units.Duration(float64(rc.CostNS)), 100*rc.Share, noise)
+			if st.Why != "" {
+				c.Detail += " · not named: " + st.Why
+			}
 			// Who came last most often is another question (the waiting
 			// section's): say so, so that the two do not seem to disagree.
 			if last, n, ok := mostOftenLast(s); ok {
@@ -296,11 +304,15 @@ func runCards(s *analyze.Summary) []card {
 		}
 		if h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
-			c.Detail = fmt.Sprintf("costs %s per %s (%.0f%% of the run); without it a %s takes %s, not %s",
-				units.Duration(h.StragglerCostNS), unit, 100*h.StragglerShare, unit,
+			c.Detail = fmt.Sprintf("costs %s per %s (%.0f%% of the run, above the %s); without it a %s takes %s, not %s",
+				units.Duration(h.StragglerCostNS), unit, 100*h.StragglerShare, noise, unit,
 				units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
 			for _, rc := range st.Ranks {
-				if rc.Rank == h.Straggler && rc.CostNS > 0 {
+				switch {
+				case rc.Rank != h.Straggler || rc.CostNS <= 0:
+				case !st.SplitKnown:
+					c.Detail += " · how it splits between its own work and its transfers is unknown (the run could not be replayed)"
+				default:
 					c.Detail += fmt.Sprintf(" · slow in its own work %.0f%%, in its part of transfers %.0f%%",
 						100*float64(rc.WorkNS)/float64(rc.CostNS), 100*float64(rc.TransferNS)/float64(rc.CostNS))
 				}
@@ -363,7 +375,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 	}
 	secs = append(secs, section{ID: "network", Title: "Bandwidth, the model and more ranks", Charts: net, Intro: modelIntro(s.Fit)})
 	if t := criticalPathTable(s); t != nil {
-		secs = append(secs, section{ID: "critical-path", Title: "Critical path of the slowest " + map[bool]string{true: "step", false: "collective"}[s.Stragglers.Basis == "step"],
+		secs = append(secs, section{ID: "critical-path", Title: "Critical path of the slowest " + map[bool]string{true: "step", false: "call"}[s.Stragglers.Basis == "step"],
 			Tables: []*Table{t}, Intro: criticalPathIntro(s)})
 	}
 	if pc := patternCharts(s); len(pc) > 0 {
@@ -594,10 +606,16 @@ func criticalPathIntro(s *analyze.Summary) string {
 		parts = append(parts, fmt.Sprintf("rank %d's own work %s", r, units.Duration(float64(ns))))
 	}
 	sort.Strings(parts)
-	what := "collective"
+	what := fmt.Sprintf("the slowest call (%s after the one before it)", units.Duration(total))
 	if s.Stragglers.Basis == "step" {
-		what = fmt.Sprintf("step %d", cp.Window)
+		what = fmt.Sprintf("step %d (%s from its first rank's start to its last rank's end)", cp.Window, units.Duration(total))
+		for _, st := range s.Steps {
+			if st.Step == cp.Window {
+				what = fmt.Sprintf("step %d, the slowest in the steps table (%s on the mean rank, %s on its slowest; %s from its first rank's start to its last rank's end)",
+					cp.Window, units.Duration(st.TimeNS), units.Duration(float64(st.MaxNS)), units.Duration(total))
+			}
+		}
 	}
-	return fmt.Sprintf("What set the length of %s (%s): the chain of work and waits from its start to its end across ranks, as the replay of the run found it. On it: %s, and %s moving data.",
-		what, units.Duration(total), strings.Join(parts, ", "), units.Duration(float64(cp.CommNS)))
+	return fmt.Sprintf("What set the length of %s: the chain of work and waits from its start to its end across ranks, as the replay of the run found it. On it: %s, and %s moving data.",
+		what, strings.Join(parts, ", "), units.Duration(float64(cp.CommNS)))
 }

@@ -61,23 +61,27 @@ type RunInfo struct {
 	// The configuration: the batch size per rank, the global batch (per
 	// step, over every rank), the learning-rate rule and its warm-up
 	// epochs, from the manifest's configuration.
-	BatchSize     int      `json:"batch_size,omitempty"`
-	GlobalBatch   int      `json:"global_batch,omitempty"`
-	LRScaling     string   `json:"lr_scaling,omitempty"`
-	WarmupEpochs  string   `json:"warmup_epochs,omitempty"`
-	SamplesPerSec float64  `json:"samples_per_sec"` // global samples per second of step time
-	Steps         int      `json:"steps"`
-	StepNS        float64  `json:"step_ns"`
-	CommFraction  float64  `json:"comm_fraction"`
-	BusBWGBps     float64  `json:"busbw_gbps"`
-	BusBWOp       string   `json:"busbw_op,omitempty"`
-	Accuracy      *float64 `json:"accuracy,omitempty"` // final test accuracy, 0 to 1
-	DiskBytes     int64    `json:"disk_bytes"`
-	Problems      int      `json:"problems"`
-	Error         string   `json:"error,omitempty"`   // why the run (or the sweep) cannot be shown
-	Pending       bool     `json:"pending,omitempty"` // the server was too busy to read it yet: reload
-	Report        string   `json:"report"`            // URL of its page (report, live page or sweep page), relative to the server's root
-	Stats         string   `json:"stats,omitempty"`   // URL of its JSON: the summary, or the sweep's sweep.json
+	BatchSize     int     `json:"batch_size,omitempty"`
+	GlobalBatch   int     `json:"global_batch,omitempty"`
+	LRScaling     string  `json:"lr_scaling,omitempty"`
+	WarmupEpochs  string  `json:"warmup_epochs,omitempty"`
+	SamplesPerSec float64 `json:"samples_per_sec"` // global samples per second of step time
+	Steps         int     `json:"steps"`
+	StepNS        float64 `json:"step_ns"`
+	CommFraction  float64 `json:"comm_fraction"`
+	// CommUnknown says the run's source cannot give its communication
+	// share (an NCCL log without durations): CommFraction is then 0 and
+	// the list shows "unknown", as the run's report does.
+	CommUnknown bool     `json:"comm_unknown,omitempty"`
+	BusBWGBps   float64  `json:"busbw_gbps"`
+	BusBWOp     string   `json:"busbw_op,omitempty"`
+	Accuracy    *float64 `json:"accuracy,omitempty"` // final test accuracy, 0 to 1
+	DiskBytes   int64    `json:"disk_bytes"`
+	Problems    int      `json:"problems"`
+	Error       string   `json:"error,omitempty"`   // why the run (or the sweep) cannot be shown
+	Pending     bool     `json:"pending,omitempty"` // the server was too busy to read it yet: reload
+	Report      string   `json:"report"`            // URL of its page (report, live page or sweep page), relative to the server's root
+	Stats       string   `json:"stats,omitempty"`   // URL of its JSON: the summary, or the sweep's sweep.json
 	// A sweep's: its configurations' count and span, and its runs.
 	Configs int         `json:"configs,omitempty"`
 	Range   *SweepRange `json:"range,omitempty"`
@@ -357,7 +361,10 @@ func newRunRow(ri RunInfo, child bool) runRow {
 	if ri.Steps > 0 {
 		row.StepText, row.VStep = units.Duration(ri.StepNS), num(ri.StepNS)
 	}
-	if ri.Events > 0 {
+	switch {
+	case ri.CommUnknown:
+		row.CommText = "unknown"
+	case ri.Events > 0:
 		row.CommText, row.VComm = fmt.Sprintf("%.0f%%", 100*ri.CommFraction), num(ri.CommFraction)
 	}
 	if ri.BusBWGBps > 0 {

@@ -77,3 +77,17 @@ func TestUntimedSourcePage(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexUnknownCommunication: the list of runs shows a run whose
+// source cannot give its communication share as unknown, as its report
+// does, not as 0%; a run with a known share keeps it.
+func TestIndexUnknownCommunication(t *testing.T) {
+	unknown := newRunRow(RunInfo{Name: "imported", Events: 100, CommUnknown: true}, false)
+	known := newRunRow(RunInfo{Name: "recorded", Events: 100, CommFraction: 0.25}, false)
+	if unknown.CommText != "unknown" || unknown.VComm != "" {
+		t.Errorf("unknown share: %q (sort key %v)", unknown.CommText, unknown.VComm)
+	}
+	if known.CommText != "25%" || known.VComm == "" {
+		t.Errorf("known share: %q (sort key %v)", known.CommText, known.VComm)
+	}
+}

@@ -296,6 +296,7 @@ func (s *server) info(ctx context.Context, r *run) (listed, error) {
 		ri.SamplesPerSec = sum.StepSummary.SamplesPerSec
 		h := sum.Headline
 		ri.Steps, ri.StepNS, ri.CommFraction, ri.BusBWGBps, ri.BusBWOp = h.Steps, h.StepNS, h.CommFraction, h.BusBWGBps, h.BusBWOp
+		ri.CommUnknown = sum.IsUnknown("comm") || sum.IsUnknown("communication")
 		ri.Problems = len(sum.Problems)
 		if ri.Running() {
 			ri.Problems = 0 // a run being written has cut streams by nature

@@ -46,7 +46,7 @@ func skewOf(t *testing.T, s map[string]any) (float64, []any) {
 	t.Helper()
 	sk, _ := s["skew"].(map[string]any)
 	calls, _ := sk["calls"].(float64)
-	ranking, _ := sk["straggler_ranking"].([]any)
+	ranking, _ := sk["last_arrival_ranking"].([]any)
 	return calls, ranking
 }
 
