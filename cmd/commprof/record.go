@@ -83,7 +83,7 @@ records each MPI call (docs/mpi.md).`,
 	f.StringVarP(&o.out, "out", "o", "", "run directory (default runs/NAME-YYYYMMDD-HHMMSS)")
 	f.StringVar(&o.name, "name", "", "run name (default from the command, e.g. bench-allreduce)")
 	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
-	f.BoolVar(&o.force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded)")
+	f.BoolVar(&o.force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded); a run that failed before recording any event is replaced without it")
 	f.StringVar(&o.mpi, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
 	injectFlag(cmd, &o.inject)
 	return cmd
@@ -141,6 +141,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		return err
 	}
 	defer rd.Release()
+	if rd.ReplacedEmpty {
+		fmt.Fprintf(o.stderr, "commprof: replacing the run in %s, which failed before recording any event\n", dir)
+	}
 	absDir, _ := filepath.Abs(dir)
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
