@@ -17,12 +17,14 @@ func isBench(s *analyze.Summary) bool {
 	return s.Run.Config["program"] == "bench" || (s.Run.Source != nil && s.Run.Source.Format == "nccl-tests")
 }
 
-// benchTitle names a benchmark run by its program and op.
-func benchTitle(s *analyze.Summary) string {
+// benchWhat says what a benchmark run measured (bench allreduce), for
+// its page's subtitle: the run's name is its title, as on every page of
+// a run. "" when the run does not say.
+func benchWhat(s *analyze.Summary) string {
 	if s.Run.Config["program"] == "bench" && s.Run.Config["op"] != "" {
 		return "bench " + s.Run.Config["op"]
 	}
-	return runTitle(s.Run)
+	return ""
 }
 
 // benchTable is the benchmark's table: one row per op, algorithm and
