@@ -17,12 +17,14 @@ func isBench(s *analyze.Summary) bool {
 	return s.Run.Config["program"] == "bench" || (s.Run.Source != nil && s.Run.Source.Format == "nccl-tests")
 }
 
-// benchTitle names a benchmark run by its program and op.
-func benchTitle(s *analyze.Summary) string {
+// benchWhat says what a benchmark run measured (bench allreduce), for
+// its page's subtitle: the run's name is its title, as on every page of
+// a run. "" when the run does not say.
+func benchWhat(s *analyze.Summary) string {
 	if s.Run.Config["program"] == "bench" && s.Run.Config["op"] != "" {
 		return "bench " + s.Run.Config["op"]
 	}
-	return runTitle(s.Run)
+	return ""
 }
 
 // benchTable is the benchmark's table: one row per op, algorithm and
@@ -32,7 +34,8 @@ func benchTable(s *analyze.Summary) *Table {
 	t := &Table{Full: true,
 		Note: "One row per op, algorithm and size of the timed iterations: time is the slowest rank's mean time per call, as commprof bench and nccl-tests measure it.",
 		Columns: []Column{{Name: "op"}, {Name: "size", Numeric: true}, {Name: "algo"}, {Name: "ranks", Numeric: true}, {Name: "calls", Numeric: true},
-			{Name: "time", Numeric: true}, {Name: "algbw", Numeric: true}, {Name: "busbw", Numeric: true}, {Name: "wait", Numeric: true}},
+			{Name: "time", Numeric: true, Unit: "ns"}, {Name: "algbw", Numeric: true, Unit: "GB/s"}, {Name: "busbw", Numeric: true, Unit: "GB/s"},
+			{Name: "wait", Numeric: true}},
 		Defs: map[string]string{"size": "call-size", "ranks": "coll-ranks", "calls": "calls", "time": "call-time", "algbw": "algbw", "busbw": "busbw", "wait": "wait"}}
 	cs := append([]analyze.CollStats(nil), s.Collectives...)
 	sort.SliceStable(cs, func(i, j int) bool {

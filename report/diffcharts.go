@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
@@ -69,9 +70,65 @@ func diffStepChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 			})}}
 	}
 	bar := stackedBar(x, "run", series)
-	return chartSpec{ID: "chart-diff-step", Title: "The mean " + d.Basis + " of A and B", Height: 300,
+	c := chartSpec{ID: "chart-diff-step", Title: "The mean " + d.Basis + " of A and B", Height: 300,
 		Note:     "compute alone, communication hidden behind compute, exposed communication and idle, mean over ranks",
-		Variants: []chartVariant{variant("time", "ns", "", bar)}}
+		Variants: []chartVariant{variant("stacked", "ns", "", bar)}}
+	// Stacked on one linear axis, a run many times shorter than the
+	// other is a bar too thin to see (5 ms beside 172 ms): then the parts
+	// side by side on a log axis come first.
+	var total [2]float64
+	for _, s := range series {
+		total[0] += s.values[0]
+		total[1] += s.values[1]
+	}
+	if lo, hi := min(total[0], total[1]), max(total[0], total[1]); hi > 0 && (lo <= 0 || hi/lo >= stepRatioForLog) {
+		c.Note = "each part of the mean " + d.Basis + " of A and B side by side, on a log scale (A's and B's differ " + ratioText(lo, hi) +
+			"); the stacked view is in the selector"
+		c.Variants = append([]chartVariant{variant("side by side, log scale", "ns", "", partsBar(d.Basis, total, series))}, c.Variants...)
+	}
+	return c
+}
+
+// stepRatioForLog is the ratio of two runs' mean steps beyond which the
+// step chart is drawn on a log scale: at 5x the shorter bar is a fifth of
+// the other's height, and its parts thinner still.
+const stepRatioForLog = 5
+
+func ratioText(lo, hi float64) string {
+	if lo <= 0 {
+		return "by all of one of them"
+	}
+	return fmt.Sprintf("%.0fx", hi/lo)
+}
+
+// partsBar: the total and each part of A's and B's mean step as bars
+// side by side, on a log axis (a part that is zero is left out: a log
+// axis has no 0).
+func partsBar(basis string, total [2]float64, series []barSeries) *charts.Bar {
+	x := []string{basis}
+	vals := [2][]float64{{total[0]}, {total[1]}}
+	for _, s := range series {
+		x = append(x, s.name)
+		vals[0] = append(vals[0], s.values[0])
+		vals[1] = append(vals[1], s.values[1])
+	}
+	b := charts.NewBar()
+	b.SetGlobalOptions(noAnimation(), tooltipAxis(), legendTop(), grid(),
+		charts.WithXAxisOpts(opts.XAxis{Type: "category", AxisLabel: &opts.AxisLabel{Interval: "0"}}),
+		charts.WithYAxisOpts(opts.YAxis{Type: "log", Name: "time (log scale)"}))
+	b.SetXAxis(x)
+	for i, r := range []struct{ name, color string }{{"A", "#4e79a7"}, {"B", "#f28e2b"}} {
+		data := make([]opts.BarData, len(vals[i]))
+		for j, v := range vals[i] {
+			if v > 0 {
+				data[j] = opts.BarData{Value: round(v)}
+			} else {
+				data[j] = opts.BarData{Value: "-"}
+			}
+		}
+		b.AddSeries(r.name, data, charts.WithItemStyleOpts(opts.ItemStyle{Color: r.color}))
+	}
+	return b
 }
 
 // diffStepSeries: each step's time and exposed communication over the

@@ -153,7 +153,10 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	assets(p)
 	p.Cards = unknownTimeCards(s, runCards(s))
 	if isBench(s) {
-		p.Title, p.Cards = benchTitle(s), benchCards(s)
+		p.Cards = benchCards(s)
+		if what := benchWhat(s); what != "" && what != p.Title {
+			p.Subtitle = what + " · " + p.Subtitle
+		}
 	}
 	p.Config = sortedKV(s.Run.Config)
 	if tl != nil {

@@ -126,7 +126,7 @@ func (g *glossary) html(t *Table) htmlTable {
 		if c.Name == "metric" {
 			metric = i
 		}
-		hc := htmlColumn{Name: c.Name, Numeric: c.Numeric}
+		hc := htmlColumn{Name: c.Header(), Numeric: c.Numeric}
 		if slug := t.Defs[c.Name]; slug != "" {
 			hc.Def, hc.Tip = g.link(slug), definitions[slug].Text
 		}

@@ -252,3 +252,21 @@ func TestEveryFigureIsDefined(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepOfOneEpoch: runs of one epoch each have no accuracy-by-epoch
+// chart (one point per line is a dot), and the page says why.
+func TestSweepOfOneEpoch(t *testing.T) {
+	sw := sweepFixture()
+	for i := range sw.Configs {
+		sw.Configs[i].EpochAccuracy = sw.Configs[i].EpochAccuracy[1:]
+	}
+	var b bytes.Buffer
+	if err := WriteSweepHTML(&b, sw); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if strings.Contains(page, `id="chart-sweep-epochs"`) || !strings.Contains(page, "No chart of the accuracy epoch by epoch") ||
+		!strings.Contains(page, `id="chart-sweep-accuracy"`) {
+		t.Error("a sweep of one-epoch runs draws the epoch chart, or does not say why it has none")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,5 +177,45 @@ func TestDiffFindingsLeadWithEffect(t *testing.T) {
 	}
 	if page := b.String(); !strings.Contains(page, "communication fraction: 10.0% → 20.0% (&#43;100.0%)") {
 		t.Errorf("findings without effects: %s", regexp.MustCompile(`(?s)<ul class="cp-findings".*?</ul>`).FindString(page))
+	}
+}
+
+// TestColumnsSayTheirUnits: a column whose cells are bare fractional
+// numbers (bandwidths: 0.021) names its unit in its header, in the
+// terminal's tables and on the page; durations, sizes and percentages
+// carry theirs in every cell.
+func TestColumnsSayTheirUnits(t *testing.T) {
+	s := analyzetest.Summarize(run())
+	tables := []*Table{benchTable(s)}
+	for _, by := range Views {
+		tb, err := View(s, by, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, tb)
+	}
+	g := &glossary{}
+	for _, tb := range tables {
+		var text bytes.Buffer
+		if err := tb.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		header, _, _ := strings.Cut(text.String(), "\n")
+		page := g.html(tb)
+		for i, c := range tb.Columns {
+			bare := len(tb.Rows) > 0
+			for _, r := range tb.Rows {
+				if _, err := strconv.ParseFloat(r[i], 64); err != nil || !strings.Contains(r[i], ".") {
+					bare = false
+				}
+			}
+			if !bare {
+				continue
+			}
+			if c.Unit == "" || !strings.Contains(c.Header(), c.Unit) || !strings.Contains(header, c.Header()) || page.Columns[i].Name != c.Header() {
+				t.Errorf("%s: column %q holds bare numbers (%s) and its header %q names no unit (text: %q, page: %q)",
+					tb.Title, c.Name, tb.Rows[0][i], c.Header(), header, page.Columns[i].Name)
+			}
+		}
 	}
 }

@@ -221,8 +221,13 @@ func sweepSections(sw *analyze.Sweep) []section {
 			variant("busbw", "gbps", "", line("gbps", func(c analyze.SweepConfig) (float64, bool) { return c.BusBWGBps.Mean, c.BusBWGBps.N > 0 })),
 		}}
 	secs := []section{
-		{ID: "accuracy", Title: "Accuracy and time to accuracy", Charts: []chartSpec{acc, ttt, epochChart(sw)}},
+		{ID: "accuracy", Title: "Accuracy and time to accuracy", Charts: []chartSpec{acc, ttt}},
 		{ID: "speed", Title: "Throughput and communication", Charts: []chartSpec{speed, comm}},
+	}
+	if c, ok := epochChart(sw); ok {
+		secs[0].Charts = append(secs[0].Charts, c)
+	} else {
+		secs[0].Intro = "No chart of the accuracy epoch by epoch: every run has one epoch at most, one point per line (sweep with --epochs 2 or more)."
 	}
 	if ranks := distinct(sw, func(c analyze.SweepConfig) int { return c.Ranks }); len(ranks) > 1 {
 		secs[1].Charts = append(secs[1].Charts, scalingChart(sw, ranks))
@@ -235,13 +240,17 @@ func sweepSections(sw *analyze.Sweep) []section {
 }
 
 // epochChart: test accuracy after each epoch, one line per batch, a
-// selector per learning-rate group.
-func epochChart(sw *analyze.Sweep) chartSpec {
+// selector per learning-rate group; false when no run has two epochs (a
+// line of one point is a dot).
+func epochChart(sw *analyze.Sweep) (chartSpec, bool) {
 	c := chartSpec{ID: "chart-sweep-epochs", Title: "Test accuracy, epoch by epoch", Height: 340,
 		Note: "one line per global batch; choose the learning-rate rule"}
 	epochs := 0
 	for _, cf := range sw.Configs {
 		epochs = max(epochs, len(cf.EpochAccuracy))
+	}
+	if epochs < 2 {
+		return chartSpec{}, false
 	}
 	x := make([]string, epochs)
 	for i := range x {
@@ -264,7 +273,7 @@ func epochChart(sw *analyze.Sweep) chartSpec {
 		}
 		c.Variants = append(c.Variants, variant(g, "pct", "", l))
 	}
-	return c
+	return c, true
 }
 
 // scalingChart: scaling efficiency against the rank count, per batch.

@@ -44,6 +44,16 @@ type Column struct {
 	Unit    string // for CSV headers: ns, bytes, GB/s, ...
 }
 
+// Header is the column's header in text and on pages: its name, and its
+// unit where the cells print bare numbers (GB/s); durations and sizes
+// carry theirs in every cell.
+func (c Column) Header() string {
+	if c.Unit == "GB/s" && !strings.Contains(c.Name, c.Unit) {
+		return c.Name + " (" + c.Unit + ")"
+	}
+	return c.Name
+}
+
 // Views are the --by choices of `commprof stats`.
 var Views = []string{"op", "rank", "size", "step", "peer"}
 
@@ -193,7 +203,7 @@ func peerTable(s *analyze.Summary, f formatter) *Table {
 func (t *Table) WriteText(w io.Writer) error {
 	width := make([]int, len(t.Columns))
 	for i, c := range t.Columns {
-		width[i] = utf8.RuneCountInString(c.Name)
+		width[i] = utf8.RuneCountInString(c.Header())
 	}
 	for _, r := range t.Rows {
 		for i, cell := range r {
@@ -219,7 +229,7 @@ func (t *Table) WriteText(w io.Writer) error {
 	}
 	names := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
-		names[i] = c.Name
+		names[i] = c.Header()
 	}
 	line(names)
 	if len(t.Rows) == 0 {

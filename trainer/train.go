@@ -371,12 +371,14 @@ func (t *Trainer) Evaluate(ctx context.Context) (float64, error) {
 }
 
 // Run trains for the configured epochs, calling each after every epoch
-// (on every rank) with the averaged figures.
+// (on every rank) with the averaged figures. Rank 0 writes a progress
+// line to progress (nil for none) after the first step and every few
+// seconds after.
 func (t *Trainer) Run(ctx context.Context, progress io.Writer, each func(Epoch)) error {
 	n, r := t.c.Size(), t.c.Rank()
 	b := t.cfg.BatchSize
 	steps := t.StepsPerEpoch()
-	lastPrint := time.Now()
+	var lastPrint time.Time // the first step's line shows at once that training runs
 	for ep := range t.cfg.Epochs {
 		start := time.Now()
 		order := t.perm(ep)

@@ -31,6 +31,7 @@ type benchOptions struct {
 	inject   []string
 
 	stdout, stderr io.Writer
+	tty            bool // stderr is a terminal
 }
 
 func newBenchCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
@@ -53,7 +54,7 @@ and the average bus bandwidth. The one-letter flags are nccl-tests' own:
 		Args:      exactArgs(1),
 		ValidArgs: []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.stdout, o.stderr = ios.Out, ios.ErrOut
+			o.stdout, o.stderr, o.tty = ios.Out, ios.ErrOut, ios.IsStderrTTY()
 			return runBench(cmd.Context(), o, args[0], cmd.Flags().Changed("ranks"))
 		},
 	}
@@ -149,7 +150,7 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 		if err := inject.Check(faults, o.ranks); err != nil {
 			return usageError{err}
 		}
-		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr)
+		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr, o.tty)
 	}
 	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
 		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}

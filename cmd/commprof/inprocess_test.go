@@ -98,8 +98,9 @@ func TestInProcessReadingCommands(t *testing.T) {
 	if n := strings.Count(string(b), "\n"); err != nil || n != events+1 {
 		t.Errorf("export csv: %d lines for %d events (%v)", n, events, err)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "b.html")); err != nil || !strings.Contains(string(b), "<title>bench allreduce · commprof</title>") {
-		t.Errorf("the bench report is not titled by its program (%v)", err)
+	if b, err := os.ReadFile(filepath.Join(dir, "b.html")); err != nil || !strings.Contains(string(b), "<title>bench-allreduce · commprof</title>") ||
+		!strings.Contains(string(b), `<div class="cp-subtitle">bench allreduce · 2 ranks`) {
+		t.Errorf("the bench report is not titled by the run's name, with its program beneath (%v)", err)
 	}
 	// A run diffed with itself: the same configuration, no change.
 	code, out, _ = inProcess(t, "diff", trainRun, trainRun, "--format", "json")

@@ -41,6 +41,7 @@ type recordOptions struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	tty    bool // stderr is a terminal: the ranks may show progress
 }
 
 // rankCommands are commprof's own commands that run as ranks.
@@ -68,7 +69,7 @@ records each MPI call (docs/mpi.md).`,
   commprof record --out runs/mpi -- mpirun -np 4 commprof bench allreduce
   commprof record --out runs/mine -- mpirun -np 4 python3 train.py`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.stdin, o.stdout, o.stderr = ios.In, ios.Out, ios.ErrOut
+			o.stdin, o.stdout, o.stderr, o.tty = ios.In, ios.Out, ios.ErrOut, ios.IsStderrTTY()
 			if len(args) == 0 {
 				return usagef("record needs a command after --, e.g. commprof record --ranks 4 -- bench allreduce")
 			}
@@ -83,7 +84,7 @@ records each MPI call (docs/mpi.md).`,
 	f.StringVarP(&o.out, "out", "o", "", "run directory (default runs/NAME-YYYYMMDD-HHMMSS)")
 	f.StringVar(&o.name, "name", "", "run name (default from the command, e.g. bench-allreduce)")
 	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
-	f.BoolVar(&o.force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded)")
+	f.BoolVar(&o.force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded); a run that failed before recording any event is replaced without it")
 	f.StringVar(&o.mpi, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
 	injectFlag(cmd, &o.inject)
 	return cmd
@@ -141,6 +142,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		return err
 	}
 	defer rd.Release()
+	if rd.ReplacedEmpty {
+		fmt.Fprintf(o.stderr, "commprof: replacing the run in %s, which failed before recording any event\n", dir)
+	}
 	absDir, _ := filepath.Abs(dir)
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
@@ -169,7 +173,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		if o.ranks < 1 {
 			return usagef("--ranks %d: want at least 1", o.ranks)
 		}
-		runErr = rankrun.Start(ctx, o.ranks, args, env, o.stdout, o.stderr)
+		runErr = rankrun.Start(ctx, o.ranks, args, env, o.stdout, o.stderr, o.tty)
 	} else {
 		if os.Getenv(collectives.EnvJobID) == "" {
 			// One id for the launcher's ranks, whatever the launcher

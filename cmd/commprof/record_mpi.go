@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,18 +126,7 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 		Compact: os.Getenv(rankrun.EnvCompact) != "off", Codec: codec, Warn: warn})
 	if errors.Is(err, pmpi.ErrNotRecorded) {
 		rd.Discard() // only if empty: it was made for this run
-		msg := fmt.Sprintf("%s ran, but no rank of it was recorded: no rank called MPI_Init with %s loaded, so %s holds no rank-NNNNN.arrows streams.\n"+
-			"Check that the program is an MPI program that calls MPI_Init, built against %s (ldd PROGRAM | grep -i mpi; for Python, mpi4py built against it), "+
-			"and dynamically linked (LD_PRELOAD does not reach a static binary); --mpi openmpi|mpich if it uses the other MPI; "+
-			"and, for ranks on other hosts, that they see %s and the library at the same paths",
-			strings.Join(args, " "), r.plan.Library, dir, r.plan.Flavor, dir)
-		if r.plan.Flavor == pmpi.MPICH {
-			msg += ". MPICH's mpi_f08 module calls PMPI_Init itself: a Fortran program that uses it is not recorded (with `use mpi` or mpif.h it is)"
-		}
-		if runErr != nil {
-			msg += fmt.Sprintf(" (the launcher failed too: %v)", runErr)
-		}
-		return errors.New(msg)
+		return notRecorded(context.Background(), r.plan, args, dir, runErr)
 	}
 	if err != nil {
 		return fmt.Errorf("completing the run manifest in %s: %w", dir, err)
@@ -151,4 +141,107 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 		return fmt.Errorf("the run in %s did not end well: %s", dir, m.Error)
 	}
 	return nil
+}
+
+// notRecorded is the error of a launcher's run in which no rank was
+// recorded. When the launcher failed, that comes first, with its exit
+// status: its own messages (above, on stderr) say why, and the advice
+// about MPI_Init is only for ranks that did start.
+func notRecorded(ctx context.Context, plan *pmpi.Plan, args []string, dir string, runErr error) error {
+	var b strings.Builder
+	if runErr != nil {
+		fmt.Fprintf(&b, "%s failed (%s) and no rank of it was recorded; its own messages above say why.\n", args[0], exitStatus(runErr))
+		if hint := rootHint(plan.Flavor, args); hint != "" {
+			b.WriteString(hint + "\n")
+		}
+		if hint := pythonHint(ctx, args); hint != "" {
+			b.WriteString(hint + "\n")
+		}
+		b.WriteString("If its ranks did start: ")
+	} else {
+		fmt.Fprintf(&b, "%s ran, but no rank of it was recorded: ", strings.Join(args, " "))
+	}
+	fmt.Fprintf(&b, "no rank called MPI_Init with %s loaded, so %s holds no rank-NNNNN.arrows streams. "+
+		"Check that the program is an MPI program that calls MPI_Init, built against %s (ldd PROGRAM | grep -i mpi; for Python, mpi4py built against it), "+
+		"and dynamically linked (LD_PRELOAD does not reach a static binary); --mpi openmpi|mpich if it uses the other MPI; "+
+		"and, for ranks on other hosts, that they see %s and the library at the same paths",
+		plan.Library, dir, plan.Flavor, dir)
+	if plan.Flavor == pmpi.MPICH {
+		b.WriteString(". MPICH's mpi_f08 module calls PMPI_Init itself: a Fortran program that uses it is not recorded (with `use mpi` or mpif.h it is)")
+	}
+	return errors.New(b.String())
+}
+
+// exitStatus says how a program's run ended: "exit status 1", or the
+// signal that killed it.
+func exitStatus(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ee.ExitCode() >= 0 {
+			return fmt.Sprintf("exit status %d", ee.ExitCode())
+		}
+		return ee.String()
+	}
+	return err.Error()
+}
+
+// rootHint says what to do when Open MPI's mpirun, run as root, refused
+// to start the ranks: it does unless told otherwise.
+func rootHint(flavor pmpi.Flavor, args []string) string {
+	if flavor != pmpi.OpenMPI || os.Geteuid() != 0 || slices.Contains(args, "--allow-run-as-root") ||
+		(os.Getenv("OMPI_ALLOW_RUN_AS_ROOT") == "1" && os.Getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1") {
+		return ""
+	}
+	return fmt.Sprintf("This is root, and Open MPI's %s refuses to run as root unless told: add --allow-run-as-root after %s, "+
+		"or set OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.", args[0], args[0])
+}
+
+// launchedProgram is the index in a launcher's command line of the
+// program it starts: the first argument after the launcher's options
+// that is a program; 0 if none is.
+func launchedProgram(args []string) int {
+	for i := 1; i < len(args); i++ {
+		if !strings.HasPrefix(args[i], "-") && isProgram(args[i]) {
+			return i
+		}
+	}
+	return 0
+}
+
+// pythonHint, when the launched program is a Python interpreter that
+// cannot import mpi4py, names that interpreter by its path (a pyenv shim
+// or a virtual environment ahead of the system's python3 on the PATH is
+// the usual cause) and one that can, if there is.
+func pythonHint(ctx context.Context, args []string) string {
+	i := launchedProgram(args)
+	if i == 0 || !strings.HasPrefix(filepath.Base(args[i]), "python") && !strings.HasPrefix(filepath.Base(args[i]), "pypy") {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	path, err := exec.LookPath(args[i])
+	if err != nil {
+		return ""
+	}
+	path, _ = filepath.Abs(path)
+	out, err := exec.CommandContext(ctx, path, "-c", "import sys, mpi4py; print(sys.executable)").CombinedOutput()
+	if err == nil {
+		return ""
+	}
+	name := path
+	if real, err := exec.CommandContext(ctx, path, "-c", "import sys; print(sys.executable)").Output(); err == nil {
+		if r := strings.TrimSpace(string(real)); r != "" && r != path {
+			name = fmt.Sprintf("%s (which runs %s)", path, r)
+		}
+	}
+	why := strings.TrimSpace(string(out))
+	if j := strings.LastIndexByte(why, '\n'); j >= 0 {
+		why = why[j+1:]
+	}
+	msg := fmt.Sprintf("The program's interpreter %s cannot import mpi4py (%s): install mpi4py for it (%s -m pip install mpi4py)", name, why, path)
+	const system = "/usr/bin/python3"
+	if path != system && exec.CommandContext(ctx, system, "-c", "import mpi4py").Run() == nil {
+		msg += fmt.Sprintf(", or run %s instead, which has it", system)
+	}
+	return msg + "."
 }

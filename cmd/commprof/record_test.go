@@ -461,3 +461,28 @@ func TestRecordUnderMpirunPassesTheSecretOn(t *testing.T) {
 		t.Errorf("a launcher that failed: exit 0")
 	}
 }
+
+// TestRecordAfterATypo: a run whose program refused a mistyped flag left
+// a failed run.json and no event; the corrected command records into the
+// same --out without --force. A run with events still needs --force.
+func TestRecordAfterATypo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := commprof(t, nil, "record", "--ranks", "2", "--out", dir, "--", "bench", "allreduce", "--no-such-flag")
+	if r.code == 0 {
+		t.Fatalf("a mistyped flag of the program: exit 0\n%s", r.stderr)
+	}
+	if m, err := trace.ReadManifest(dir); err != nil || m.Status != trace.StatusFailed {
+		t.Fatalf("the failed run's manifest: %v, %+v", err, m)
+	}
+	r = commprof(t, nil, "record", "--ranks", "2", "--out", dir, "--", "bench", "allreduce", "--max", "1K", "--iters", "1", "--warmup", "0")
+	if r.code != 0 || !strings.Contains(r.stderr, "replacing the run in "+dir+", which failed before recording any event") {
+		t.Fatalf("the corrected command: exit %d\n%s", r.code, r.stderr)
+	}
+	if m, err := trace.ReadManifest(dir); err != nil || m.Status != trace.StatusComplete {
+		t.Fatalf("the corrected run's manifest: %v, %+v", err, m)
+	}
+	r = commprof(t, nil, "record", "--ranks", "2", "--out", dir, "--", "bench", "allreduce", "--no-such-flag")
+	if r.code != exitError || !strings.Contains(r.stderr, "already holds a run; choose another --out, or --force") {
+		t.Fatalf("recording over a run with events: exit %d\n%s", r.code, r.stderr)
+	}
+}

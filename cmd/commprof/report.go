@@ -119,16 +119,23 @@ func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, 
 		fmt.Fprintf(stdout, "the timeline's events needed more than --timeline-memory %s, so the run was read a second time for them\n", o.memory)
 	}
 	if o.open {
-		return openBrowser(stderr, out)
+		// The report is written: a machine without a browser (a
+		// server, a container) is told where it is, and the command
+		// succeeds, so that `report --open && ...` goes on.
+		if err := openBrowser(out); err != nil {
+			fmt.Fprintf(stderr, "commprof: %v\n", err)
+		}
+		return nil
 	}
 	fmt.Fprintf(stdout, "open it in a browser, or: commprof report %s --open\n", dir)
 	return nil
 }
 
 // openBrowser opens path with $BROWSER or the desktop's opener, and says
-// so when none could: an opener that exits with an error within a few
-// seconds (xdg-open on a machine without a browser or a display) failed.
-func openBrowser(stderr io.Writer, path string) error {
+// so when none could, naming the file: an opener that exits with an error
+// within a few seconds (xdg-open on a machine without a browser or a
+// display) failed.
+func openBrowser(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
@@ -172,7 +179,7 @@ func openBrowser(stderr io.Writer, path string) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("--open: could not open a browser (%s); the report is %s", strings.Join(failed, "; "), abs)
+		return fmt.Errorf("--open: could not open a browser (%s); open the report yourself: %s", strings.Join(failed, "; "), abs)
 	}
-	return fmt.Errorf("--open: no browser found (tried %v; set $BROWSER); the report is %s", cands, abs)
+	return fmt.Errorf("--open: no browser found (tried %v; set $BROWSER); open the report yourself: %s", cands, abs)
 }

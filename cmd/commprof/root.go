@@ -84,6 +84,9 @@ tables and diffs.`,
 		if hint := programFlagsHint(c, args); hint != "" {
 			return usagef("%v\n%s", err, hint)
 		}
+		if s := suggestFlags(c, err); len(s) > 0 {
+			return usagef("%v\nDid you mean %s?", err, strings.Join(s, " or "))
+		}
 		return usageError{err}
 	})
 	root.AddCommand(newVersionCmd(ios), newBenchCmd(args, ios), newRecordCmd(args, ios), newDumpCmd(ios), newTrainCmd(args, ios),
@@ -149,4 +152,52 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// suggestFlags, for an unknown flag (pflag's "unknown flag: --rank", or
+// "unknown shorthand flag: 'r' in -rank" for a single dash), returns the
+// command's flags whose names are within two edits of it or begin with
+// it: cobra suggests mistyped commands, not flags.
+func suggestFlags(c *cobra.Command, err error) []string {
+	msg := err.Error()
+	typed, ok := strings.CutPrefix(msg, "unknown flag: --")
+	if !ok {
+		_, after, found := strings.Cut(msg, " in -")
+		if !strings.HasPrefix(msg, "unknown shorthand flag: ") || !found || len(after) < 2 {
+			return nil
+		}
+		typed = after
+	}
+	typed, _, _ = strings.Cut(typed, "=")
+	var out []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == typed {
+			return
+		}
+		if d := editDistance(typed, f.Name); d <= 2 && d < len(f.Name) || (len(typed) >= 3 && strings.HasPrefix(f.Name, typed)) {
+			out = append(out, "--"+f.Name)
+		}
+	})
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -43,6 +43,7 @@ type trainOptions struct {
 	quiet        bool
 	inject       []string
 	stdout, errw io.Writer
+	tty          bool // stderr is a terminal
 }
 
 func newTrainCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
@@ -61,7 +62,7 @@ accuracy are recorded with the communication.`,
   commprof train --ranks 2 --data /usr/share/datasets/fashion-mnist --epochs 5`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.stdout, o.errw = ios.Out, ios.ErrOut
+			o.stdout, o.errw, o.tty = ios.Out, ios.ErrOut, ios.IsStderrTTY()
 			return runTrain(cmd.Context(), o, cmd.Flags().Changed("ranks"))
 		},
 	}
@@ -139,7 +140,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		if err := inject.Check(faults, o.ranks); err != nil {
 			return usageError{err}
 		}
-		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.errw)
+		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.errw, o.tty)
 	}
 	// Load the data before joining, so a bad --data stops every rank at once.
 	var train, test *trainer.Dataset
@@ -187,7 +188,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 				tr.Model.Describe(), len(tr.Model.Weights()), c.Size(), o.batch, o.batch*c.Size(), tr.StepsPerEpoch(), data)
 		}
 		var progress io.Writer
-		if rank0 && !o.quiet {
+		if rank0 && !o.quiet && rankrun.Progress(o.tty) {
 			progress = o.errw
 		}
 		var last trainer.Epoch

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -140,4 +141,39 @@ func TestFashionMNIST(t *testing.T) {
 		t.Fatalf("test accuracy %.4f after 2 epochs, want at least 0.84\n%s", acc, r.stdout)
 	}
 	t.Logf("Fashion-MNIST test accuracy after 2 epochs on 2 ranks: %.4f", acc)
+}
+
+// TestProgressOnlyOnATerminal: the trainer's progress bar is shown when
+// record's stderr is a terminal (here a pseudo-terminal of script(1)),
+// and never in output that goes to a pipe, where it would stay.
+func TestProgressOnlyOnATerminal(t *testing.T) {
+	args := []string{"record", "--ranks", "2", "--out", "", "--", "train", "--synthetic-size", "600", "--hidden", "16", "--epochs", "1"}
+	const bar = "epoch 1/1 [#"
+	args[4] = filepath.Join(t.TempDir(), "piped")
+	r := commprof(t, nil, args...)
+	if r.code != 0 || !strings.Contains(r.stdout, "epoch 1 ") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, bar) || strings.Contains(r.stdout, bar) {
+		t.Errorf("a progress bar in output that goes to a pipe:\n%s", r.stderr)
+	}
+
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to give record a terminal")
+	}
+	args[4] = filepath.Join(t.TempDir(), "tty")
+	line := bin
+	for _, a := range args {
+		line += " " + a
+	}
+	cmd := exec.Command(script, "-qec", line, "/dev/null")
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("record under script: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), bar) {
+		t.Errorf("no progress bar on a terminal:\n%s", out)
+	}
 }

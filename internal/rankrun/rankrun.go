@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,11 @@ const (
 	EnvCommand  = envnames.Command
 	EnvFlush    = envnames.Flush
 	EnvCompact  = envnames.Compact
+	// EnvProgress is "1" when the commprof that started the ranks writes
+	// to a terminal, "0" when not: rank 0 shows its progress only on a
+	// terminal (a bar would stay in a log or a pipe), and its own stderr
+	// is always a pipe to the starter.
+	EnvProgress = "COMMPROF_PROGRESS"
 	// EnvCPUProfile, when set, is the prefix of a CPU profile each rank
 	// writes (PREFIX.rankN).
 	EnvCPUProfile = "COMMPROF_CPUPROFILE"
@@ -71,12 +77,27 @@ func Here(ranks int, ranksSet bool) (collectives.Job, bool, error) {
 
 // Start runs this same program with args on n local ranks, their output
 // forwarded to stdout and stderr, env added to their environment.
-func Start(ctx context.Context, n int, args []string, env []string, stdout, stderr io.Writer) error {
+func Start(ctx context.Context, n int, args []string, env []string, stdout, stderr io.Writer, stderrTTY bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding the commprof binary to start ranks: %w", err)
 	}
+	progress := "0"
+	if stderrTTY {
+		progress = "1"
+	}
+	env = append(slices.Clip(env), EnvProgress+"="+progress)
 	return launch.Run(ctx, launch.Spec{Ranks: n, Path: exe, Args: args, Env: env, Stdout: stdout, Stderr: stderr})
+}
+
+// Progress reports whether this process may show progress bars: as the
+// commprof that started it as a rank says (EnvProgress), else whether its
+// own stderr is a terminal.
+func Progress(stderrTTY bool) bool {
+	if v, ok := os.LookupEnv(EnvProgress); ok {
+		return v == "1"
+	}
+	return stderrTTY
 }
 
 // Tools is what a rank's program gets besides its communicator.

@@ -41,7 +41,10 @@ var ErrBusy = errors.New("run directory is being recorded")
 // Dir is a run directory taken for a recording.
 type Dir struct {
 	Path string
-	lock *os.File
+	// ReplacedEmpty says that Take replaced, without force, a run that
+	// had failed or been interrupted before recording any event.
+	ReplacedEmpty bool
+	lock          *os.File
 }
 
 // lock opens path (creating it) and locks it with flock(how). The file
@@ -76,7 +79,8 @@ func lock(path string, how int) (*os.File, error) {
 
 // Take creates dir, or takes an existing one that holds no run, and locks
 // it for this process until Release. With force, a previous run's files
-// (streams, run.json, report) are removed first; files that are not a
+// (streams, run.json, report) are removed first, as they are without it
+// when that run failed before recording any event; files that are not a
 // run's are never removed, and a directory another process is recording
 // is never taken. It also sets aside space for the final run.json, which
 // only this process's Finish may use.
@@ -118,6 +122,11 @@ func Take(dir string, force bool) (*Dir, error) {
 	case len(others) > 0:
 		d.Release()
 		return nil, fmt.Errorf("run directory %s holds files that are not a run's (%s); choose another --out", dir, strings.Join(first(others, 3), ", "))
+	case len(runFiles) > 0 && !force && failedEmpty(dir, runFiles):
+		// A run that failed before recording anything (a mistyped flag
+		// of the program) holds nothing to lose: the corrected command
+		// takes its place.
+		d.ReplacedEmpty = true
 	case len(runFiles) > 0 && !force:
 		d.Release()
 		return nil, fmt.Errorf("run directory %s already holds a run; choose another --out, or --force to replace it", dir)
@@ -140,6 +149,42 @@ func (d *Dir) hold() {
 	}
 	// Ignore failure: a disk already full has no room to keep.
 	_ = os.WriteFile(filepath.Join(d.Path, reserveFile), make([]byte, reserveBytes), 0o644)
+}
+
+// failedEmpty reports whether dir, holding runFiles, holds a run that failed or was
+// interrupted before any rank recorded an event: its run.json says so, and
+// no stream holds a whole event (a stream cut before its first batch
+// holds none). Anything it cannot read makes it a run to keep.
+func failedEmpty(dir string, runFiles []string) bool {
+	m, err := trace.ReadManifest(dir)
+	if err != nil || (m.Status != trace.StatusFailed && m.Status != trace.StatusInterrupted) {
+		return false
+	}
+	streams := 0
+	for _, n := range runFiles {
+		if strings.HasPrefix(n, "rank-") {
+			streams++
+		}
+	}
+	if streams == 0 {
+		return true
+	}
+	rf, err := trace.OpenRun(dir)
+	if err != nil || len(rf.Streams) != streams {
+		return false // a stream it would not read may hold events
+	}
+	for i, st := range rf.Streams {
+		if st.Bytes == 0 {
+			continue
+		}
+		n := 0
+		err := rf.ScanStream(i, []string{trace.ColKind}, func(_ trace.RankInfo, b *trace.Batch) error { n += b.Len; return nil })
+		var te *trace.TruncatedError
+		if n > 0 || (err != nil && !errors.As(err, &te)) {
+			return false
+		}
+	}
+	return true
 }
 
 // ownFile reports whether a file is one a run consists of.

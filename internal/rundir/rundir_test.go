@@ -302,3 +302,72 @@ func TestUpdate(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeReplacesAFailedEmptyRun: a run that failed before recording any
+// event (its program refused a flag) is replaced without force, even with
+// a stream of no events; one that failed after recording events, or
+// finished, still needs force.
+func TestTakeReplacesAFailedEmptyRun(t *testing.T) {
+	stream := func(t *testing.T, dir string, events int) {
+		t.Helper()
+		f, err := os.Create(filepath.Join(dir, trace.RankFile(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		w, err := trace.NewWriter(f, trace.RankInfo{Rank: 0, WorldSize: 1}, trace.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range events {
+			if err := w.Write([]trace.Event{{Rank: 0, Kind: trace.KindCompute, Name: "forward", Start: int64(i), Dur: 1, Peer: -1, Step: -1, Root: -1, Chunk: -1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		status  string
+		events  int // -1: no stream
+		replace bool
+	}{
+		{"failed, no stream", trace.StatusFailed, -1, true},
+		{"failed, a stream of no events", trace.StatusFailed, 0, true},
+		{"interrupted, no stream", trace.StatusInterrupted, -1, true},
+		{"failed after recording", trace.StatusFailed, 3, false},
+		{"complete", trace.StatusComplete, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := &trace.Manifest{FormatVersion: trace.FormatVersion, Name: "x", WorldSize: 1, Status: tc.status}
+			if err := trace.WriteManifest(dir, m); err != nil {
+				t.Fatal(err)
+			}
+			if tc.events >= 0 {
+				stream(t, dir, tc.events)
+			}
+			d, err := Take(dir, false)
+			if !tc.replace {
+				if err == nil || !strings.Contains(err.Error(), "--force") {
+					t.Fatalf("Take without force: %v, want a refusal naming --force", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Take without force: %v", err)
+			}
+			defer d.Release()
+			if !d.ReplacedEmpty {
+				t.Error("Take does not say it replaced the failed run")
+			}
+			for _, n := range []string{trace.ManifestFile, trace.RankFile(0)} {
+				if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the failed run's %s is still there: %v", n, err)
+				}
+			}
+		})
+	}
+}

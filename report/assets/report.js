@@ -23,7 +23,12 @@
     option.tooltip = option.tooltip || {};
     var axes = [].concat(option.yAxis || []);
     var valueAxes = axes.filter(function (a) { return a && (a.type === "value" || a.type === "log"); });
-    valueAxes.forEach(function (a) { a.axisLabel = Object.assign({}, a.axisLabel, { formatter: function (x) { return f(x); } }); });
+    valueAxes.forEach(function (a) {
+      a.axisLabel = Object.assign({}, a.axisLabel, { formatter: function (x) { return f(x); } });
+      // Durations and sizes are whole ns and bytes: an axis of small or
+      // zero values would otherwise tick at 0.2 ns, every label "0 ns".
+      if ((v.format === "ns" || v.format === "bytes") && a.type === "value" && a.minInterval === undefined) a.minInterval = 1;
+    });
     [].concat(option.visualMap || []).forEach(function (m) {
       if (m && m.dimension === undefined) m.formatter = function (x) { return f(x); };
     });
