@@ -875,7 +875,14 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 			}
 		}
 		st.Ranks = max(best, a.commN)
-		st.Time = dist(a.durs)
+		st.TimeSpread = BlockSpreadOf(len(a.durs), func(lo, hi int) float64 {
+			var t int64
+			for _, d := range a.durs[lo:hi] {
+				t += d
+			}
+			return float64(t) / float64(hi-lo)
+		})
+		st.Time = dist(a.durs) // reorders a.durs
 		if st.Time.Mean > 0 && st.Calls > 0 {
 			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / st.Time.Mean
 			st.BusBWGBps = st.AlgBWGBps * busFactor(st.Op, st.Ranks)
