@@ -286,13 +286,13 @@ func Compare(a, b *Summary) *Diff {
 		if perEpoch(float64(oa.Calls), float64(ob.Calls)) {
 			section, pa, pb, unit, bt = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch", lower
 		}
-		opTime := sampled("calls", opSpread(a, op, false), opSpread(b, op, false))
+		opTime := ofCalls(opSpread(a, op, false), opSpread(b, op, false))
 		add(section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt, opTime)
 		add(section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral, noise{})
 		add(section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral, noise{})
 		add(section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower, opTime)
 		add(section, op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher,
-			sampled("calls", opSpread(a, op, true), opSpread(b, op, true)))
+			ofCalls(opSpread(a, op, true), opSpread(b, op, true)))
 	}
 
 	// Collectives by algorithm and size.
@@ -316,7 +316,7 @@ func Compare(a, b *Summary) *Diff {
 			section, pa, pb, unit = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch"
 		}
 		// busbw is bytes per call over the mean time: it varies as that does.
-		group := sampled("calls", x.TimeSpread, y.TimeSpread)
+		group := ofCalls(x.TimeSpread, y.TimeSpread)
 		add(section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower, group)
 		add(section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher, group)
 		add(section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral, noise{})

@@ -197,6 +197,11 @@ func meanOf(x []float64) float64 {
 type noise struct {
 	from string // what the spreads are over: steps, calls, skew, replay
 	a, b Spread
+	// needSamples says the figure gets no verdict without spreads: a
+	// collective group with fewer than 3 calls in a run (the barrier, the
+	// first broadcast) varies by more than any floor, and shows no
+	// variation of its own to measure.
+	needSamples bool
 	// floorAbs, when positive, is the floor in the figure's own unit (an
 	// accuracy's LostAccuracy, the replay's noise share), in place of
 	// UnsampledFloor.
@@ -205,12 +210,18 @@ type noise struct {
 
 func sampled(from string, a, b Spread) noise { return noise{from: from, a: a, b: b} }
 
+// ofCalls is the noise of a collective group's or an op's figure.
+func ofCalls(a, b Spread) noise { return noise{from: "calls", a: a, b: b, needSamples: true} }
+
 // apply sets a change's interval, its noise and where that came from.
 func (n noise) apply(c *Change) {
 	if c.Rel == nil {
 		return
 	}
 	c.NoiseRel, c.NoiseFrom = UnsampledFloor, "floor"
+	if n.needSamples {
+		c.NoiseRel, c.NoiseFrom = 0, "too few calls"
+	}
 	if n.floorAbs > 0 {
 		c.NoiseRel = n.floorAbs / math.Abs(c.A)
 		if n.from != "" {
@@ -230,6 +241,9 @@ func (n noise) apply(c *Change) {
 func withinNoise(c Change) bool {
 	if c.Rel == nil {
 		return false
+	}
+	if c.NoiseFrom == "too few calls" {
+		return true
 	}
 	if c.CILow != nil && *c.CILow <= 0 && *c.CIHigh >= 0 {
 		return true

@@ -165,8 +165,9 @@ type CollStats struct {
 	// benchmark's timed loop the slowest rank's loop time per call.
 	CallNS float64 `json:"call_ns"`
 	// TimeSpread is how much the group's mean time varies within the
-	// run: over NoiseBlocks contiguous blocks of its events, in call
-	// order (what a diff's verdicts are measured against).
+	// run: over NoiseBlocks contiguous blocks of its calls, in call order
+	// (what a diff's verdicts are measured against); unmeasured with
+	// fewer than 3 calls.
 	TimeSpread Spread `json:"time_spread"`
 }
 
