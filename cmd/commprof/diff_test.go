@@ -1,8 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/report"
 )
 
 // The terminal diff leads with the outcomes, then the per-step changes,
@@ -41,5 +46,60 @@ func TestDiffTablesInTheTerminal(t *testing.T) {
 	if steps < 0 || epochs < steps || strings.Contains(out[steps:epochs], "barrier") || strings.Contains(out[steps:epochs], "8B-16B") ||
 		strings.Contains(out, "--limit 0 prints") {
 		t.Errorf("--limit 0:\n%s", out)
+	}
+}
+
+// Two recordings of one configuration differ only by the machine's
+// noise: the diff names nothing better or worse. A batch of 16 against
+// one of 512 keeps its real effects: a thirtieth of the communication
+// bytes per sample, and far less exposed communication per sample.
+func TestDiffVerdictsAboveTheNoise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records three training runs")
+	}
+	dir := t.TempDir()
+	rec := func(name, batch string) string {
+		out := filepath.Join(dir, name)
+		r := commprof(t, nil, "record", "--ranks", "2", "--out", out, "--", "train", "--epochs", "1", "--batch-size", batch)
+		if r.code != 0 {
+			t.Fatalf("record %s: exit %d\n%s", name, r.code, r.stderr)
+		}
+		return out
+	}
+	a, b, big := rec("a", "16"), rec("b", "16"), rec("big", "512")
+	diff := func(x, y string) *analyze.Diff {
+		r := commprof(t, nil, "diff", x, y, "--format", "json")
+		var d analyze.Diff
+		if err := json.Unmarshal([]byte(r.stdout), &d); r.code != 0 || err != nil {
+			t.Fatalf("diff %s %s: exit %d %v\n%s", x, y, r.code, err, r.stderr)
+		}
+		return &d
+	}
+	d := diff(a, b)
+	for _, c := range append(d.Outcomes, d.Changes...) {
+		if c.Verdict == analyze.Better || c.Verdict == analyze.Worse {
+			t.Errorf("same configuration: %s %s → %s (%+.1f%%, noise %.1f%% from %s) is %s",
+				c.Metric, report.FormatValue(c.A, c.Unit), report.FormatValue(c.B, c.Unit), 100**c.Rel, 100*c.NoiseRel, c.NoiseFrom, c.Verdict)
+		}
+		if c.Rel != nil && c.NoiseFrom == "" {
+			t.Errorf("%s has no noise", c.Metric)
+		}
+	}
+	if r := commprof(t, nil, "diff", a, b); !strings.Contains(r.stdout, "95% interval") || strings.Contains(r.stdout, " better\n") ||
+		strings.Contains(r.stdout, " worse\n") || !strings.Contains(r.stdout, "--all prints them") {
+		t.Errorf("the terminal diff of one configuration:\n%s", r.stdout)
+	}
+	d = diff(a, big)
+	want := map[string]string{"communication bytes per sample": analyze.Better, "exposed communication per sample": analyze.Better}
+	for _, c := range d.Outcomes {
+		if v, ok := want[c.Metric]; ok {
+			delete(want, c.Metric)
+			if c.Verdict != v || c.CILow == nil || *c.CIHigh >= 0 || *c.Rel > -0.5 {
+				t.Errorf("batch 16 → 512: %s %+.1f%% (interval %v…%v) is %q, want %s", c.Metric, 100**c.Rel, c.CILow, c.CIHigh, c.Verdict, v)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("batch 16 → 512 lacks %v", want)
 	}
 }
