@@ -51,22 +51,24 @@ func TestDiffTablesInTheTerminal(t *testing.T) {
 
 // Two recordings of one configuration differ only by the machine's
 // noise: the diff names nothing better or worse. A batch of 16 against
-// one of 512 keeps its real effects: a thirtieth of the communication
-// bytes per sample, and far less exposed communication per sample.
+// one of 512 keeps its real effect: a thirtieth of the communication
+// bytes per sample.
 func TestDiffVerdictsAboveTheNoise(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records three training runs")
 	}
 	dir := t.TempDir()
-	rec := func(name, batch string) string {
+	// A batch of 512 has a thirtieth of the steps: three epochs give it
+	// enough (57) to measure its own variation.
+	rec := func(name, batch, epochs string) string {
 		out := filepath.Join(dir, name)
-		r := commprof(t, nil, "record", "--ranks", "2", "--out", out, "--", "train", "--epochs", "1", "--batch-size", batch)
+		r := commprof(t, nil, "record", "--ranks", "2", "--out", out, "--", "train", "--epochs", epochs, "--batch-size", batch)
 		if r.code != 0 {
 			t.Fatalf("record %s: exit %d\n%s", name, r.code, r.stderr)
 		}
 		return out
 	}
-	a, b, big := rec("a", "16"), rec("b", "16"), rec("big", "512")
+	a, b, big := rec("a", "16", "1"), rec("b", "16", "1"), rec("big", "512", "3")
 	diff := func(x, y string) *analyze.Diff {
 		r := commprof(t, nil, "diff", x, y, "--format", "json")
 		var d analyze.Diff
@@ -90,13 +92,22 @@ func TestDiffVerdictsAboveTheNoise(t *testing.T) {
 		t.Errorf("the terminal diff of one configuration:\n%s", r.stdout)
 	}
 	d = diff(a, big)
-	want := map[string]string{"communication bytes per sample": analyze.Better, "exposed communication per sample": analyze.Better}
+	// Bytes per sample fall by the batch ratio: an effect whatever the
+	// machine does. Exposed communication per sample falls too, but on 2
+	// ranks a batch of 512's exposed time per step spreads so widely
+	// between stretches of the run that it may be within noise: never
+	// worse.
+	want := map[string]bool{"communication bytes per sample": true, "exposed communication per sample": false}
 	for _, c := range d.Outcomes {
-		if v, ok := want[c.Metric]; ok {
-			delete(want, c.Metric)
-			if c.Verdict != v || c.CILow == nil || *c.CIHigh >= 0 || *c.Rel > -0.5 {
-				t.Errorf("batch 16 → 512: %s %+.1f%% (interval %v…%v) is %q, want %s", c.Metric, 100**c.Rel, c.CILow, c.CIHigh, c.Verdict, v)
-			}
+		strict, ok := want[c.Metric]
+		if !ok {
+			continue
+		}
+		delete(want, c.Metric)
+		switch {
+		case strict && (c.Verdict != analyze.Better || c.CIHigh == nil || *c.CIHigh >= 0 || *c.Rel > -0.9),
+			!strict && (c.Verdict == analyze.Worse || *c.Rel >= 0):
+			t.Errorf("batch 16 → 512: %s %+.1f%% (interval %s) is %q", c.Metric, 100**c.Rel, report.FormatNoise(c), c.Verdict)
 		}
 	}
 	if len(want) > 0 {
