@@ -35,8 +35,9 @@ type Diff struct {
 	// "headline"), what a page leads with when the diff has no outcomes:
 	// step time, throughput, communication, exposed communication, bus
 	// bandwidth, arrival wait, test accuracy. Each has the verdict the
-	// diff gives the same figure (busbw, which it has per op only: higher
-	// is better), none when it moved by HeadlineNoise or less.
+	// diff gives the same figure (busbw: its op's), none when it moved by
+	// HeadlineNoise or less; a figure the diff lacks is within noise up
+	// to UnsampledFloor.
 	Headline []Change `json:"headline"`
 }
 
@@ -53,7 +54,25 @@ type Change struct {
 	B       float64  `json:"b"`
 	Delta   float64  `json:"delta"`         // B - A
 	Rel     *float64 `json:"rel,omitempty"` // (B - A) / |A|; absent when A is 0
-	Verdict string   `json:"verdict"`       // better, worse or "" (neutral, unchanged, new or gone)
+	// Verdict is better or worse when the change is larger than the runs'
+	// own variation allows (NoiseRel), "within noise" when a figure with a
+	// better direction moved less, and "" for figures without a direction,
+	// unchanged, new or gone.
+	Verdict string `json:"verdict"`
+	// CILow and CIHigh bound Rel at Confidence (95%) given how much the
+	// figure varies within each run; absent where that was not measured
+	// (NoiseFrom "floor") or Rel is.
+	CILow  *float64 `json:"ci_low,omitempty"`
+	CIHigh *float64 `json:"ci_high,omitempty"`
+	// NoiseRel is the relative change within which the figure gets no
+	// verdict: the interval's half-width or the floor (NoiseFloor, or
+	// UnsampledFloor without samples), whichever is larger.
+	NoiseRel float64 `json:"noise_rel"`
+	// NoiseFrom says what the runs' variation was measured over: "steps",
+	// "calls" (a collective group's events), "skew" (the world calls'
+	// arrival skews), "replay" (the straggler replay's noise floor), or
+	// "floor" for figures without samples inside a run.
+	NoiseFrom string `json:"noise_from,omitempty"`
 	// EffectNS is how much the change moves the time per sample (per
 	// step, without batch sizes), ns, signed (positive: B takes longer);
 	// 0 for figures that are not step times.
@@ -114,7 +133,7 @@ func Compare(a, b *Summary) *Diff {
 		}
 		return math.Min(1, math.Max(math.Abs(va), math.Abs(vb))/whole)
 	}
-	add := func(section, metric, unit string, va, vb float64, bt better) {
+	add := func(section, metric, unit string, va, vb float64, bt better, nz noise) {
 		if va == 0 && vb == 0 || math.IsNaN(va) || math.IsNaN(vb) {
 			return
 		}
@@ -146,12 +165,16 @@ func Compare(a, b *Summary) *Diff {
 			r := (vb - va) / math.Abs(va)
 			c.Rel = &r
 		}
+		nz.apply(&c)
 		if c.Delta != 0 && va != 0 && vb != 0 {
 			switch {
+			case bt == neutral:
+			case withinNoise(c):
+				c.Verdict = WithinNoise
 			case bt == lower && c.Delta < 0, bt == higher && c.Delta > 0:
-				c.Verdict = "better"
-			case bt != neutral:
-				c.Verdict = "worse"
+				c.Verdict = Better
+			default:
+				c.Verdict = Worse
 			}
 		}
 		d.Changes = append(d.Changes, c)
@@ -171,52 +194,77 @@ func Compare(a, b *Summary) *Diff {
 	}
 
 	// Outcomes: what the configuration was changed for.
-	outcome := func(metric, unit string, va, vb float64, bt better) {
+	outcome := func(metric, unit string, va, vb float64, bt better, nz noise) {
 		n := len(d.Changes)
-		add("outcome", metric, unit, va, vb, bt)
+		add("outcome", metric, unit, va, vb, bt, nz)
 		if len(d.Changes) > n {
 			d.Outcomes = append(d.Outcomes, d.Changes[n])
 			d.Changes = d.Changes[:n]
 		}
 	}
-	if steps {
-		outcome("throughput", "samples/s", a.StepSummary.SamplesPerSec, b.StepSummary.SamplesPerSec, higher)
+	// What each figure's verdict is measured against (noise.go): the
+	// runs' steps, for figures made of steps.
+	fromSteps := func(f func(StepStats) float64) noise {
+		return sampled("steps", stepSpread(a, f), stepSpread(b, f))
 	}
-	outcome("time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower)
-	outcome("test accuracy", "fraction", a.Run.Metrics["test_accuracy"], b.Run.Metrics["test_accuracy"], higher)
+	fromStepRatio := func(num, den func(StepStats) float64) noise {
+		return sampled("steps", stepRatioSpread(a, num, den), stepRatioSpread(b, num, den))
+	}
+	stepTime := fromSteps(func(s StepStats) float64 { return s.TimeNS })
+	accuracy := noise{floorAbs: LostAccuracy}
+	if steps {
+		outcome("throughput", "samples/s", a.StepSummary.SamplesPerSec, b.StepSummary.SamplesPerSec, higher, stepTime)
+	}
+	// An epoch, and the time to an accuracy, are made of steps: they vary
+	// as much as the steps do.
+	outcome("time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower, stepTime)
+	outcome("test accuracy", "fraction", a.Run.Metrics["test_accuracy"], b.Run.Metrics["test_accuracy"], higher, accuracy)
 	if target := min(bestAccuracy(a), bestAccuracy(b)); target > 0 {
 		ta, oka := TimeToAccuracy(a.Epochs, target)
 		tb, okb := TimeToAccuracy(b.Epochs, target)
 		if oka && okb {
-			outcome(fmt.Sprintf("time to %.1f%% test accuracy", 100*target), "ns", float64(ta), float64(tb), lower)
+			outcome(fmt.Sprintf("time to %.1f%% test accuracy", 100*target), "ns", float64(ta), float64(tb), lower, stepTime)
 		}
 	}
 	if d.PerSample {
 		na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
 		sa, sb := a.StepSummary, b.StepSummary
-		outcome("time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower)
-		outcome("communication bytes per sample", "bytes", stepBytes(a)/na, stepBytes(b)/nb, lower)
-		outcome("exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower)
+		outcome("time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower, stepTime)
+		outcome("communication bytes per sample", "bytes", stepBytes(a)/na, stepBytes(b)/nb, lower,
+			fromSteps(func(s StepStats) float64 { return s.CommBytes }))
+		outcome("exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower,
+			fromSteps(func(s StepStats) float64 { return s.ExposedNS }))
 	}
 
 	// Steps and headline.
 	if steps {
 		sa, sb := a.StepSummary, b.StepSummary
-		add("step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, perStepTime())
-		add("step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), perStepTime())
-		add("step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, perStepTime())
-		add("step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, perStepTime())
-		add("step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral)
-		add("step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime())
-		add("step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime())
+		compute := fromSteps(func(s StepStats) float64 { return s.ComputeNS })
+		add("step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, perStepTime(), stepTime)
+		add("step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), perStepTime(),
+			sampled("steps", stepP95Spread(a), stepP95Spread(b)))
+		add("step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, perStepTime(), compute)
+		add("step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, perStepTime(),
+			fromSteps(func(s StepStats) float64 { return s.ExposedNS }))
+		add("step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral,
+			fromSteps(func(s StepStats) float64 { return s.OverlappedNS }))
+		add("step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.IdleNS }))
+		add("step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.WaitNS }))
 		if d.PerSample {
 			na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
-			add("step", "compute per sample", "ns", sa.ComputeNS/na, sb.ComputeNS/nb, lower)
+			add("step", "compute per sample", "ns", sa.ComputeNS/na, sb.ComputeNS/nb, lower, compute)
 		}
 	}
-	add("step", "communication fraction", "fraction", a.Headline.CommFraction, b.Headline.CommFraction, lower)
-	add("step", "exposed fraction of communication", "fraction", a.Headline.ExposedFrac, b.Headline.ExposedFrac, lower)
-	add("step", "arrival wait fraction of communication", "fraction", a.Headline.WaitFraction, b.Headline.WaitFraction, lower)
+	// The fractions vary as their parts do over the steps (the headline's
+	// figures are over ranks and the run; the steps' ratios measure how
+	// much they move).
+	comm := func(s StepStats) float64 { return s.ExposedNS + s.OverlappedNS }
+	add("step", "communication fraction", "fraction", a.Headline.CommFraction, b.Headline.CommFraction, lower,
+		fromStepRatio(comm, func(s StepStats) float64 { return s.TimeNS }))
+	add("step", "exposed fraction of communication", "fraction", a.Headline.ExposedFrac, b.Headline.ExposedFrac, lower,
+		fromStepRatio(func(s StepStats) float64 { return s.ExposedNS }, comm))
+	add("step", "arrival wait fraction of communication", "fraction", a.Headline.WaitFraction, b.Headline.WaitFraction, lower,
+		fromStepRatio(func(s StepStats) float64 { return s.WaitNS }, comm))
 
 	// Ops.
 	opA, opB := map[string]OpStats{}, map[string]OpStats{}
@@ -238,11 +286,13 @@ func Compare(a, b *Summary) *Diff {
 		if perEpoch(float64(oa.Calls), float64(ob.Calls)) {
 			section, pa, pb, unit, bt = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch", lower
 		}
-		add(section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt)
-		add(section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral)
-		add(section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral)
-		add(section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower)
-		add(section, op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher)
+		opTime := ofCalls(opSpread(a, op, false), opSpread(b, op, false))
+		add(section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt, opTime)
+		add(section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral, noise{})
+		add(section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral, noise{})
+		add(section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower, opTime)
+		add(section, op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher,
+			ofCalls(opSpread(a, op, true), opSpread(b, op, true)))
 	}
 
 	// Collectives by algorithm and size.
@@ -265,31 +315,42 @@ func Compare(a, b *Summary) *Diff {
 		if perEpoch(float64(x.Calls), float64(y.Calls)) {
 			section, pa, pb, unit = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch"
 		}
-		add(section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower)
-		add(section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher)
-		add(section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral)
+		// busbw is bytes per call over the mean time: it varies as that does.
+		group := ofCalls(x.TimeSpread, y.TimeSpread)
+		add(section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower, group)
+		add(section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher, group)
+		add(section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral, noise{})
 	}
 
 	// Skew, fit, results.
 	weight = 1
-	add("skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower)
-	add("skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower)
-	add("skew", "the costliest straggler's share of the run", "fraction", topShare(a), topShare(b), lower)
+	skewA, skewB := skewSeries(a), skewSeries(b)
+	add("skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower,
+		sampled("skew", BlockSpread(skewA), BlockSpread(skewB)))
+	add("skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower,
+		sampled("skew", BlockQuantileSpread(skewA, 0.95), BlockQuantileSpread(skewB, 0.95)))
+	// The replay names a straggler only above its own noise floor; the
+	// share a rank costs varies by that floor's share of the run.
+	add("skew", "the costliest straggler's share of the run", "fraction", topShare(a), topShare(b), lower,
+		noise{from: "replay", floorAbs: math.Hypot(replayNoise(a), replayNoise(b))})
 	if a.Fit.Usable && b.Fit.Usable {
 		// A model without the signal to be shown has nothing to compare.
-		add("fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher)
-		add("fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower)
-		add("fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower)
+		add("fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher, noise{})
+		add("fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower, noise{})
+		add("fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower, noise{})
 	}
 	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics, strings.Compare) {
-		bt := neutral
+		bt, nz := neutral, noise{}
 		switch m {
-		case "test_accuracy", "train_accuracy", "images_per_second":
-			bt = higher
+		case "test_accuracy", "train_accuracy":
+			bt, nz = higher, accuracy
+		case "images_per_second":
+			// The trainer's own throughput, over the same steps.
+			bt, nz = higher, stepTime
 		case "loss":
 			bt = lower
 		}
-		add("result", m, "", a.Run.Metrics[m], b.Run.Metrics[m], bt)
+		add("result", m, "", a.Run.Metrics[m], b.Run.Metrics[m], bt, nz)
 	}
 	for _, k := range unionKeys(a.Run.Config, b.Run.Config, strings.Compare) {
 		if a.Run.Config[k] != b.Run.Config[k] {
@@ -322,6 +383,10 @@ func headlineChanges(a, b *Summary, d *Diff) []Change {
 		verdicts[c.Metric] = c.Verdict
 	}
 	ha, hb := a.Headline, b.Headline
+	busbw := "" // the op the bus bandwidth is of, when the runs agree
+	if ha.BusBWOp == hb.BusBWOp && ha.BusBWOp != "" {
+		busbw = ha.BusBWOp + " busbw"
+	}
 	out := []Change{}
 	for _, f := range []struct {
 		metric, unit string
@@ -333,7 +398,7 @@ func headlineChanges(a, b *Summary, d *Diff) []Change {
 		{"throughput", "samples/s", ha.SamplesPerSec, hb.SamplesPerSec, higher, "throughput"},
 		{"communication", "fraction", ha.CommFraction, hb.CommFraction, lower, "communication fraction"},
 		{"exposed communication", "ns", ha.ExposedNS, hb.ExposedNS, lower, "exposed communication per step"},
-		{"bus bandwidth", "GB/s", ha.BusBWGBps, hb.BusBWGBps, higher, ""},
+		{"bus bandwidth", "GB/s", ha.BusBWGBps, hb.BusBWGBps, higher, busbw},
 		{"arrival wait", "fraction", ha.WaitFraction, hb.WaitFraction, lower, "arrival wait fraction of communication"},
 		{"test accuracy", "fraction", float64(ha.Accuracy), float64(hb.Accuracy), higher, "test accuracy"},
 	} {
@@ -352,6 +417,9 @@ func headlineChanges(a, b *Summary, d *Diff) []Change {
 		case math.Abs(r) <= HeadlineNoise || f.vb == 0:
 		case ok && f.same != "":
 			c.Verdict = v
+		case math.Abs(r) <= UnsampledFloor:
+			// Not in the diff: a figure without samples.
+			c.Verdict = WithinNoise
 		case (f.bt == lower) == (r < 0):
 			c.Verdict = "better"
 		default:

@@ -828,6 +828,7 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 	type acc struct {
 		st       CollStats
 		durs     []int64
+		perCall  []float64 // each call's mean time over its ranks, in call order
 		transfer float64
 		ranksN   map[int]int
 		commN    int // the largest communicator the group's calls ran on
@@ -855,12 +856,15 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 		for _, c := range calls[in[0]:in[1]] {
 			last = max(last, c.start)
 		}
+		var callSum int64
 		for j := in[0]; j < in[1]; j++ {
 			c := calls[j]
+			callSum += c.dur
 			a.durs = append(a.durs, c.dur)
 			a.st.WaitNS += waits[j]
 			a.transfer += float64(max(c.start+c.dur-max(last, c.start), 0))
 		}
+		a.perCall = append(a.perCall, float64(callSum)/float64(in[1]-in[0]))
 	}
 	var out []CollStats
 	ops := map[string]*OpStats{}
@@ -875,6 +879,9 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 			}
 		}
 		st.Ranks = max(best, a.commN)
+		// The ranks' events of one call are not independent samples (one
+		// hiccup delays them all): the blocks are of calls.
+		st.TimeSpread = BlockSpread(a.perCall)
 		st.Time = dist(a.durs)
 		if st.Time.Mean > 0 && st.Calls > 0 {
 			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / st.Time.Mean

@@ -164,6 +164,11 @@ type CollStats struct {
 	// CallNS is the time per call algbw is over: the mean time, or for a
 	// benchmark's timed loop the slowest rank's loop time per call.
 	CallNS float64 `json:"call_ns"`
+	// TimeSpread is how much the group's mean time varies within the
+	// run: over NoiseBlocks contiguous blocks of its calls, in call order
+	// (what a diff's verdicts are measured against); unmeasured with
+	// fewer than 3 calls.
+	TimeSpread Spread `json:"time_spread"`
 }
 
 // OpStats is one collective op over every algorithm and size.
@@ -394,7 +399,7 @@ func (s *Summary) forgetTimes(starts bool) {
 	}
 	for i := range s.Collectives {
 		c := &s.Collectives[i]
-		c.Time = Dist{N: c.Time.N}
+		c.Time, c.TimeSpread = Dist{N: c.Time.N}, Spread{}
 		c.AlgBWGBps, c.BusBWGBps, c.WaitNS, c.TransferNS, c.TransferBusBWGBps = 0, 0, 0, 0, 0
 	}
 	for i := range s.Ops {

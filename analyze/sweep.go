@@ -35,6 +35,13 @@ type Sweep struct {
 	// Findings say in words what the sweep answers: what the largest
 	// batch cost each learning-rate rule, and which rule kept the most.
 	Findings []string `json:"findings"`
+	// Repeats is the fewest repeats any configuration completed. With 2
+	// or more, a configuration is picked above (highest throughput,
+	// fastest to the target, best accuracy) only when its range over its
+	// repeats separates from every other configuration's; with 1, Noise
+	// says that the sweep cannot tell run-to-run noise from an effect.
+	Repeats int    `json:"repeats"`
+	Noise   string `json:"noise,omitempty"`
 }
 
 // SweepEnds compares the smallest and the largest global batch of one
@@ -91,12 +98,14 @@ type SweepConfig struct {
 	ProjectedStepNS float64 `json:"projected_allreduce_ns,omitempty"`
 }
 
-// Range is a figure over a configuration's repeats.
+// Range is a figure over a configuration's repeats: their mean, median,
+// smallest and largest.
 type Range struct {
-	Mean float64 `json:"mean"`
-	Min  float64 `json:"min"`
-	Max  float64 `json:"max"`
-	N    int     `json:"n"`
+	Mean   float64 `json:"mean"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
 }
 
 func rangeOf(v []float64) Range {
@@ -109,8 +118,21 @@ func rangeOf(v []float64) Range {
 		r.Min, r.Max = min(r.Min, x), max(r.Max, x)
 	}
 	r.Mean /= float64(len(v))
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		r.Median = s[n/2]
+	} else {
+		r.Median = (s[n/2-1] + s[n/2]) / 2
+	}
 	return r
 }
+
+// SuggestedRepeats is how many repeats of each configuration a sweep
+// needs to tell run-to-run noise from an effect: with 3, each range has a
+// middle and two ends, and ranges that separate say what one run each
+// cannot.
+const SuggestedRepeats = 3
 
 // SweepRun is one run of a sweep, summarized.
 type SweepRun struct {
@@ -205,6 +227,14 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 		}
 		sw.Configs = append(sw.Configs, sc)
 	}
+	for i, c := range sw.Configs {
+		if n := c.SamplesPerSec.N; i == 0 || n < sw.Repeats {
+			sw.Repeats = n
+		}
+	}
+	if sw.Repeats == 1 && len(sw.Configs) > 1 {
+		sw.Noise = fmt.Sprintf("one run per configuration: the sweep cannot tell run-to-run noise from an effect; --repeat %d would", SuggestedRepeats)
+	}
 	sw.scaling()
 	sw.groups()
 	sw.highlights()
@@ -273,24 +303,42 @@ func (sw *Sweep) groups() {
 // highlights picks the configurations a page leads with, and what the
 // largest batch cost without a rule.
 func (sw *Sweep) highlights() {
-	pick := func(ok func(SweepConfig) bool, better func(a, b SweepConfig) bool) *int {
+	// pick is the configuration with the best median of a figure; with
+	// repeats, only when its range separates from every other's (higher
+	// is better: its smallest above their largest), else none, and a
+	// finding says so.
+	pick := func(what string, of func(SweepConfig) Range, higher bool) *int {
 		best := -1
 		for i, c := range sw.Configs {
-			if ok(c) && (best < 0 || better(c, sw.Configs[best])) {
+			r := of(c)
+			if r.N > 0 && (best < 0 || higher && r.Median > of(sw.Configs[best]).Median || !higher && r.Median < of(sw.Configs[best]).Median) {
 				best = i
 			}
 		}
 		if best < 0 {
 			return nil
 		}
+		if sw.Repeats < 2 {
+			return &best
+		}
+		b := of(sw.Configs[best])
+		for i, c := range sw.Configs {
+			if r := of(c); i != best && r.N > 0 && (higher && b.Min <= r.Max || !higher && b.Max >= r.Min) {
+				sw.Findings = append(sw.Findings, fmt.Sprintf("no configuration has the %s: over %d repeats, the ranges of %s and %s overlap",
+					what, sw.Repeats, sweepLabel(sw.Configs[best]), sweepLabel(c)))
+				return nil
+			}
+		}
 		return &best
 	}
-	sw.BestAccuracy = pick(func(c SweepConfig) bool { return c.Accuracy.N > 0 },
-		func(a, b SweepConfig) bool { return a.Accuracy.Mean > b.Accuracy.Mean })
-	sw.FastestToTarget = pick(func(c SweepConfig) bool { return c.Reached > 0 },
-		func(a, b SweepConfig) bool { return a.TimeToTargetNS.Mean < b.TimeToTargetNS.Mean })
-	sw.HighestThroughput = pick(func(c SweepConfig) bool { return c.SamplesPerSec.N > 0 },
-		func(a, b SweepConfig) bool { return a.SamplesPerSec.Mean > b.SamplesPerSec.Mean })
+	sw.BestAccuracy = pick("best test accuracy", func(c SweepConfig) Range { return c.Accuracy }, true)
+	sw.FastestToTarget = pick("shortest time to the target", func(c SweepConfig) Range {
+		if c.Reached == 0 {
+			return Range{}
+		}
+		return c.TimeToTargetNS
+	}, false)
+	sw.HighestThroughput = pick("highest throughput", func(c SweepConfig) Range { return c.SamplesPerSec }, true)
 	if lo, hi, ok := sw.batchEnds("none"); ok {
 		e := &SweepEnds{Smallest: lo, Largest: hi, AccuracyChange: sw.Configs[hi].Accuracy.Mean - sw.Configs[lo].Accuracy.Mean}
 		if e.AccuracyChange < -LostAccuracy {
@@ -358,6 +406,11 @@ func (sw *Sweep) findings() {
 		sw.Findings = append(sw.Findings, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %.2f%%",
 			best.Group, best.GlobalBatch, 100*best.Accuracy.Mean))
 	}
+}
+
+// sweepLabel names a configuration in a finding.
+func sweepLabel(c SweepConfig) string {
+	return fmt.Sprintf("global batch %d (%s)", c.GlobalBatch, c.Group)
 }
 
 func plural(n int, what string) string {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/commprof/commprof/trace"
@@ -219,5 +220,41 @@ func TestSweepProjection(t *testing.T) {
 	fit.Usable = false
 	if sw := NewSweep([]SweepRun{r}, 0.85, &fit, 128); sw.ProjectRanks != 0 || sw.Configs[0].ProjectedStepNS != 0 {
 		t.Errorf("an unusable model projected: %+v", sw)
+	}
+}
+
+// With repeats, a configuration is the highest throughput only when its
+// range over its repeats separates from every other's; with one run each,
+// the sweep says it cannot tell noise from an effect.
+func TestSweepPicksOnlyRangesThatSeparate(t *testing.T) {
+	run := func(batch int, sps float64, name string) SweepRun {
+		s := sweepSpec{ranks: 2, batch: batch, rule: "none", warm: "0", epochNS: 1e9, sps: sps, stepBytes: 6400, exposedNS: 640, busbw: 1,
+			acc: []float64{0.8, 0.9}}
+		return s.run(name)
+	}
+	// Batch 64: 1000, 1100, 5000 samples/s (median 1100); batch 32: 1200,
+	// 1300, 1250 (median 1250): the ranges overlap.
+	sw := NewSweep([]SweepRun{run(64, 1000, "a1"), run(64, 1100, "a2"), run(64, 5000, "a3"),
+		run(32, 1200, "b1"), run(32, 1300, "b2"), run(32, 1250, "b3")}, 0.85, nil, 0)
+	if sw.Repeats != 3 || sw.Noise != "" {
+		t.Errorf("repeats %d, noise %q", sw.Repeats, sw.Noise)
+	}
+	for _, c := range sw.Configs {
+		if want := map[int]float64{32: 1250, 64: 1100}[c.BatchSize]; c.SamplesPerSec.Median != want {
+			t.Errorf("batch %d: median %v, want %v", c.BatchSize, c.SamplesPerSec.Median, want)
+		}
+	}
+	if sw.HighestThroughput != nil || !slices.ContainsFunc(sw.Findings, func(f string) bool { return strings.Contains(f, "highest throughput") }) {
+		t.Errorf("overlapping ranges: highest throughput %v, findings %q", sw.HighestThroughput, sw.Findings)
+	}
+	// Batch 64 at 2000..2200 clears batch 32's 1200..1300.
+	sw = NewSweep([]SweepRun{run(64, 2000, "a1"), run(64, 2100, "a2"), run(64, 2200, "a3"),
+		run(32, 1200, "b1"), run(32, 1300, "b2"), run(32, 1250, "b3")}, 0.85, nil, 0)
+	if i := sw.HighestThroughput; i == nil || sw.Configs[*i].BatchSize != 64 {
+		t.Errorf("separate ranges: highest throughput %v", i)
+	}
+	sw = NewSweep([]SweepRun{run(64, 2000, "a1"), run(32, 1200, "b1")}, 0.85, nil, 0)
+	if sw.Repeats != 1 || !strings.Contains(sw.Noise, "cannot tell run-to-run noise from an effect") || !strings.Contains(sw.Noise, "--repeat 3") {
+		t.Errorf("one run each: repeats %d, noise %q", sw.Repeats, sw.Noise)
 	}
 }

@@ -84,6 +84,7 @@ func init() {
 		{"comm-bytes", "communication bytes", "The bytes of the collectives that started in the step, mean over its ranks.", secStep},
 		{"sweep-config", "configuration", "A sweep's configuration: rank count, learning-rate rule, warm-up epochs, batch size per rank and the global batch (batch size × ranks).", secSweep},
 		{"diff-change", "change", "B against A: (B − A) / |A|, new when A has no figure, gone when B has none.", secDiff},
+		{"diff-noise", "95% interval", "Where the change could lie given how much the figure varies inside each run: over ten stretches of its steps (or of a collective group's calls), at 95%. A change is better or worse only when the interval leaves out 0 and the change is over 2%; a figure with no samples inside a run (\"floor\") needs 10%. Otherwise it is within noise.", secDiff},
 		{"op-time", "op time", "An op's time per step and rank: the time of its events over the ranks and the steps (per epoch for ops called less than once every other step).", secDiff},
 		{"result", "results", "The trainer's final metrics as it recorded them in the run's manifest: loss, train and test accuracy, images per second.", secDiff},
 	} {

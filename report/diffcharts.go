@@ -28,14 +28,14 @@ func diffSections(a, b *analyze.Summary, d *analyze.Diff) []section {
 	secs = append(secs, section{ID: "traffic", Title: "Traffic", Charts: []chartSpec{diffSizeChart(a, b, d), diffMatrixChart(a, b, d)}})
 	secs = append(secs, section{ID: "network", Title: "Bandwidth", Charts: []chartSpec{diffBusbwChart(a, b)}})
 	// The per-step (or per-run) changes, then the per-epoch ones apart.
-	tables := DiffTables(d, 0)
+	tables := DiffTables(d, 0, false)
 	tables[0].Title = "Per " + d.Basis
 	if len(tables) > 1 {
 		tables[1].Title = "Per epoch"
 		tables[1].Note = "Ops and collective sizes called less than once every other step in both runs: the first broadcast, an epoch's evaluation."
 	}
 	secs = append(secs, section{ID: "changes", Title: "Every change", Tables: tables,
-		Intro: "Those that move the time per sample most first, then the rest by how much they changed, weighted by their share of the run; better and worse follow each figure's direction (lower times, higher bandwidth and accuracy)."})
+		Intro: "Those that move the time per sample most first, then the rest by how much they changed, weighted by their share of the run; better and worse follow each figure's direction (lower times, higher bandwidth and accuracy) and are given only to changes larger than the two runs' own variation: the 95% interval leaves out 0 and the change is over the floor; the others are within noise."})
 	return secs
 }
 

@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
+	"strings"
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
@@ -16,6 +18,10 @@ func FormatValue(v float64, unit string) string {
 	case "bytes":
 		return units.Bytes(int64(v))
 	case "GB/s":
+		if v != 0 && math.Abs(v) < 0.01 {
+			// Not 0.00 GB/s: small enough to read in MB/s.
+			return fmt.Sprintf("%.3g MB/s", 1000*v)
+		}
 		return units.GBps(v)
 	case "fraction":
 		return fmt.Sprintf("%.1f%%", 100*v)
@@ -40,16 +46,45 @@ func FormatRel(c analyze.Change) string {
 	return fmt.Sprintf("%+.1f%%", 100**c.Rel)
 }
 
+// FormatNoise prints what a change is measured against: the interval on
+// its relative change at 95% ("−12%…+30%"), or the floor for a figure
+// without samples inside a run ("±10% floor", or "±4% replay" for the
+// straggler replay's noise); "" for none.
+func FormatNoise(c analyze.Change) string {
+	switch {
+	case c.CILow != nil && c.CIHigh != nil:
+		return fmt.Sprintf("%s…%s", pct(*c.CILow), pct(*c.CIHigh))
+	case c.NoiseRel > 0:
+		return "±" + strings.TrimPrefix(pct(c.NoiseRel), "+") + " " + c.NoiseFrom
+	}
+	return ""
+}
+
+// pct is a relative change in whole percent, or tenths below 10%.
+func pct(r float64) string {
+	if math.Abs(r) < 0.1 {
+		return fmt.Sprintf("%+.1f%%", 100*r)
+	}
+	return fmt.Sprintf("%+.0f%%", 100*r)
+}
+
+// IsEffect reports whether a change has a verdict: better or worse,
+// larger than the runs' own variation allows.
+func IsEffect(c analyze.Change) bool {
+	return c.Verdict == analyze.Better || c.Verdict == analyze.Worse
+}
+
 // OutcomeTable is the diff's outcomes as a table: what the configuration
 // was changed for.
 func OutcomeTable(d *analyze.Diff) *Table {
 	t := &Table{Title: "Outcomes", Columns: []Column{
-		{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true}, {Name: ""}}}
+		{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true},
+		{Name: "95% interval", Numeric: true}, {Name: ""}}}
 	for _, c := range d.Outcomes {
-		t.Rows = append(t.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), c.Verdict})
+		t.Rows = append(t.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), c.Verdict})
 		t.RowDefs = append(t.RowDefs, changeDef(c))
 	}
-	t.Defs = map[string]string{"change": "diff-change"}
+	t.Defs = map[string]string{"change": "diff-change", "95% interval": "diff-noise"}
 	return t
 }
 
@@ -57,22 +92,29 @@ func OutcomeTable(d *analyze.Diff) *Table {
 // ones, at most limit rows (0: all), those that move the time per sample
 // (or per step) most first with how much they move it; then, when there
 // are any, the per-epoch ones (ops and collective sizes called less than
-// once every other step), all of them.
-func DiffTables(d *analyze.Diff, limit int) []*Table {
+// once every other step), all of them. With effectsOnly, only the changes
+// with a verdict (better or worse) are listed, and each table's note says
+// how many others were left out.
+func DiffTables(d *analyze.Diff, limit int, effectsOnly bool) []*Table {
 	per := "sample"
 	if !d.PerSample {
 		per = d.Basis
 	}
 	steps := &Table{Title: fmt.Sprintf("Changes from A to B (per %s), those that move the time per %s most first", d.Basis, per), Columns: []Column{
 		{Name: "section"}, {Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true},
-		{Name: "change", Numeric: true}, {Name: "effect per " + per, Numeric: true}, {Name: ""}}}
+		{Name: "change", Numeric: true}, {Name: "95% interval", Numeric: true}, {Name: "effect per " + per, Numeric: true}, {Name: ""}}}
 	epochs := &Table{Title: "Per epoch: ops and sizes called less than once every other step (the first broadcast, an epoch's evaluation)",
-		Columns: []Column{{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true}, {Name: ""}}}
-	more := 0
+		Columns: []Column{{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true},
+			{Name: "95% interval", Numeric: true}, {Name: ""}}}
+	more, quiet, quietEpochs := 0, 0, 0
 	for _, c := range d.Changes {
 		switch {
+		case effectsOnly && !IsEffect(c) && c.Section == "epoch":
+			quietEpochs++
+		case effectsOnly && !IsEffect(c):
+			quiet++
 		case c.Section == "epoch":
-			epochs.Rows = append(epochs.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), c.Verdict})
+			epochs.Rows = append(epochs.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), c.Verdict})
 			epochs.RowDefs = append(epochs.RowDefs, changeDef(c))
 		case limit > 0 && len(steps.Rows) >= limit:
 			more++
@@ -81,16 +123,30 @@ func DiffTables(d *analyze.Diff, limit int) []*Table {
 			if c.EffectNS != 0 {
 				effect = signed(c.EffectNS)
 			}
-			steps.Rows = append(steps.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), effect, c.Verdict})
+			steps.Rows = append(steps.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), effect, c.Verdict})
 			steps.RowDefs = append(steps.RowDefs, changeDef(c))
 		}
 	}
-	steps.Defs = map[string]string{"change": "diff-change", steps.Columns[5].Name: "effect"}
-	epochs.Defs = map[string]string{"change": "diff-change"}
+	steps.Defs = map[string]string{"change": "diff-change", steps.Columns[6].Name: "effect", "95% interval": "diff-noise"}
+	epochs.Defs = map[string]string{"change": "diff-change", "95% interval": "diff-noise"}
+	var notes []string
 	if more > 0 {
-		steps.Note = fmt.Sprintf("(%d more; --limit 0 prints all)", more)
+		what := "more"
+		if effectsOnly {
+			what = "more with a verdict"
+		}
+		notes = append(notes, fmt.Sprintf("%d %s: --limit 0 prints them", more, what))
 	}
-	if len(epochs.Rows) == 0 {
+	if quiet > 0 {
+		notes = append(notes, fmt.Sprintf("%d within noise or without a direction: --all prints them", quiet))
+	}
+	if len(notes) > 0 {
+		steps.Note = "(" + strings.Join(notes, "; ") + ")"
+	}
+	if quietEpochs > 0 {
+		epochs.Note = fmt.Sprintf("(%d within noise or without a direction: --all prints them)", quietEpochs)
+	}
+	if len(epochs.Rows) == 0 && epochs.Note == "" {
 		return []*Table{steps}
 	}
 	return []*Table{steps, epochs}

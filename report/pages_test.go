@@ -103,10 +103,11 @@ func sweepFixture() *analyze.Sweep {
 	mk := func(batch int, rule string, acc, ttt float64) analyze.SweepConfig {
 		c := analyze.SweepConfig{BatchSize: batch, GlobalBatch: 4 * batch, Ranks: 4, LRScaling: rule, Warmup: "0", LR: "0.01", Group: "lr " + rule,
 			Runs: []string{fmt.Sprintf("runs/r4-bs%d-lr%s-wu0", batch, rule)}, EpochAccuracy: []float64{acc - 0.1, acc},
-			Accuracy: analyze.Range{Mean: acc, Min: acc, Max: acc, N: 1}, EpochNS: analyze.Range{Mean: 1e9, N: 1},
-			SamplesPerSec: analyze.Range{Mean: float64(1000 * batch), N: 1}, CommBytesPerSample: analyze.Range{Mean: 1e6 / float64(batch), N: 1}}
+			Accuracy: analyze.Range{Mean: acc, Median: acc, Min: acc, Max: acc, N: 1}, EpochNS: analyze.Range{Mean: 1e9, Median: 1e9, N: 1},
+			SamplesPerSec:      analyze.Range{Mean: float64(1000 * batch), Median: float64(1000 * batch), N: 1},
+			CommBytesPerSample: analyze.Range{Mean: 1e6 / float64(batch), Median: 1e6 / float64(batch), N: 1}}
 		if ttt > 0 {
-			c.TimeToTargetNS, c.Reached = analyze.Range{Mean: ttt, Min: ttt, Max: ttt, N: 1}, 1
+			c.TimeToTargetNS, c.Reached = analyze.Range{Mean: ttt, Median: ttt, Min: ttt, Max: ttt, N: 1}, 1
 		}
 		return c
 	}

@@ -23,6 +23,9 @@ func WriteSweepHTML(w io.Writer, sw *analyze.Sweep) error {
 	assets(p)
 	p.Cards = sweepCards(sw)
 	p.Findings = sw.Findings
+	if sw.Noise != "" {
+		p.Findings = append([]string{sw.Noise}, sw.Findings...)
+	}
 	for _, c := range sw.Configs {
 		if c.Failed > 0 {
 			p.Problems = append(p.Problems, fmt.Sprintf("%s: %d of %d runs did not complete (%s)", sweepName(c), c.Failed, len(c.Runs), strings.Join(runNames(c.Runs), ", ")))
@@ -121,15 +124,15 @@ func sweepCards(sw *analyze.Sweep) []card {
 		return sw.Configs[*i], true
 	}
 	if c, ok := at(sw.BestAccuracy); ok {
-		cs = append(cs, card{Label: "best test accuracy", Value: fmt.Sprintf("%.2f%%", 100*c.Accuracy.Mean), Detail: sweepName(c), Def: "accuracy"})
+		cs = append(cs, card{Label: "best test accuracy", Value: fmt.Sprintf("%.2f%%", 100*c.Accuracy.Median), Detail: sweepName(c), Def: "accuracy"})
 	}
 	if c, ok := at(sw.FastestToTarget); ok {
-		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: units.Duration(c.TimeToTargetNS.Mean), Detail: sweepName(c), Def: "time-to-target"})
+		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: units.Duration(c.TimeToTargetNS.Median), Detail: sweepName(c), Def: "time-to-target"})
 	} else if len(sw.Configs) > 0 {
 		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: "none reached it", Class: "bad", Def: "time-to-target"})
 	}
 	if c, ok := at(sw.HighestThroughput); ok {
-		cs = append(cs, card{Label: "highest throughput", Value: fmt.Sprintf("%.0f/s", c.SamplesPerSec.Mean), Detail: sweepName(c), Def: "throughput"})
+		cs = append(cs, card{Label: "highest throughput", Value: fmt.Sprintf("%.0f/s", c.SamplesPerSec.Median), Detail: sweepName(c), Def: "throughput"})
 	}
 	if e := sw.NoRule; e != nil {
 		lo, okl := at(&e.Smallest)
@@ -318,7 +321,7 @@ func scalingChart(sw *analyze.Sweep, ranks []int) chartSpec {
 
 // SweepTable is every configuration of a sweep, one row each: the table
 // `commprof sweep` prints and its page shows. A figure over repeats that
-// differ reads "mean (min–max)"; a time to target some repeats did not
+// differ reads "median (min–max)"; a time to target some repeats did not
 // reach says how many did.
 func SweepTable(sw *analyze.Sweep) *Table {
 	t := &Table{Title: fmt.Sprintf("Every configuration (target test accuracy %.1f%%)", 100*sw.Target), Full: true, Columns: []Column{{Name: "ranks", Numeric: true}, {Name: "lr"}, {Name: "warm-up", Numeric: true},
@@ -339,9 +342,9 @@ func SweepTable(sw *analyze.Sweep) *Table {
 		case r.N == 0:
 			return "—"
 		case r.N > 1 && r.Min != r.Max:
-			return fmt.Sprintf("%s (%s–%s)", f(r.Mean), f(r.Min), f(r.Max))
+			return fmt.Sprintf("%s (%s–%s)", f(r.Median), f(r.Min), f(r.Max))
 		}
-		return f(r.Mean)
+		return f(r.Median)
 	}
 	pct := func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) }
 	dur := func(v float64) string { return units.Duration(v) }

@@ -130,7 +130,7 @@ func TestStatsDiff(t *testing.T) {
 		}
 	}
 
-	r = commprof(t, nil, "diff", a, b)
+	r = commprof(t, nil, "diff", a, b, "--all")
 	if r.code != 0 || !strings.Contains(r.stdout, "configuration: ranks \"2\" -> \"4\"") || !strings.Contains(r.stdout, "allreduce busbw") {
 		t.Fatalf("diff: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -19,7 +19,10 @@ import (
 type diffOptions struct {
 	format string
 	limit  int
-	html   string
+	all    bool
+	// limitSet says --limit was given: with --all it still cuts the table.
+	limitSet bool
+	html     string
 }
 
 func newDiffCmd(ios *iostreams.IOStreams) *cobra.Command {
@@ -35,17 +38,27 @@ move the time per sample most first, and the ops called once an epoch
 (the first broadcast, the evaluation) per epoch, in a table of their own.
 Figures are per step (when both runs have steps) and per sample (when both
 name their batch size), so runs with different batch sizes or rank counts
-compare.`,
+compare.
+
+A change is better or worse only when it is larger than the two runs' own
+variation allows: the 95% interval on it, from how much the figure varies
+over ten stretches of each run's steps (or a collective group's calls),
+leaves out no change, and it is over 2% (10% for a figure without samples
+inside a run). Otherwise it is within noise. The table lists the changes
+with a verdict; --all lists every figure.`,
 		Example: `  commprof diff runs/train-bs64 runs/train-bs512
+  commprof diff A B --all
   commprof diff A B --format json | jq '.changes[:5]'`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limitSet = cmd.Flags().Changed("limit")
 			return runDiff(cmd.Context(), ios, o, args[0], args[1])
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.format, "format", "table", "table or json")
-	f.IntVar(&o.limit, "limit", 40, "print at most this many changes in the table (0: all)")
+	f.IntVar(&o.limit, "limit", 15, "print at most this many changes with a verdict in the table (0: all)")
+	f.BoolVar(&o.all, "all", false, "print every figure, within noise and without a direction too (and all of them, unless --limit is given)")
 	f.StringVar(&o.html, "html", "", "also write the diff as a self-contained HTML report to this file")
 	return cmd
 }
@@ -94,9 +107,15 @@ func runDiff(ctx context.Context, ios *iostreams.IOStreams, o *diffOptions, dirA
 			return err
 		}
 	}
-	for _, t := range report.DiffTables(d, o.limit) {
+	limit := o.limit
+	if o.all && !o.limitSet {
+		limit = 0
+	}
+	for _, t := range report.DiffTables(d, limit, !o.all) {
 		fmt.Fprintf(w, "\n%s\n", t.Title)
-		if err := t.WriteText(w); err != nil {
+		if len(t.Rows) == 0 {
+			fmt.Fprintln(w, "no change larger than the runs' own variation")
+		} else if err := t.WriteText(w); err != nil {
 			return err
 		}
 		if t.Note != "" {

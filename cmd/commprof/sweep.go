@@ -295,6 +295,9 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	if err := t.WriteText(o.stdout); err != nil {
 		return err
 	}
+	if sw.Noise != "" {
+		fmt.Fprintf(o.stdout, "- %s\n", sw.Noise)
+	}
 	for _, f := range sw.Findings {
 		fmt.Fprintf(o.stdout, "- %s\n", f)
 	}

@@ -1,0 +1,342 @@
+package analyze
+
+import (
+	"math"
+	"slices"
+)
+
+// A diff's verdicts are given only to changes larger than the two runs'
+// own variation allows (docs/metrics.md, "Verdicts above the noise").
+// Each run's variation of a figure is measured inside the run: its samples
+// (steps, or a collective group's calls) are cut into NoiseBlocks
+// contiguous blocks in time order, and the figure is computed over each
+// block. The spread of those block values (their relative standard
+// deviation) is how much a stretch of the run varies; on a shared machine
+// the load comes and goes in stretches longer than a step, so the spread
+// of blocks, not the standard error of the whole run's mean, is what a
+// second run of the same configuration may differ by. A change is an
+// effect when it lies outside the interval the two spreads give at
+// Confidence (Student's t, Welch's degrees of freedom) and is larger than
+// NoiseFloor; a figure without such samples needs UnsampledFloor.
+const (
+	Confidence     = 0.95
+	NoiseBlocks    = 10
+	NoiseFloor     = 0.02
+	UnsampledFloor = 0.10
+)
+
+// Verdicts of a diff's changes.
+const (
+	Better      = "better"
+	Worse       = "worse"
+	WithinNoise = "within noise"
+)
+
+// Spread is one run's own variation of a figure: the relative standard
+// deviation of the figure over Blocks contiguous blocks of its samples.
+// Blocks is 0 when the run has too few samples (fewer than 3) to say.
+type Spread struct {
+	RSD    float64 `json:"rsd"`
+	Blocks int     `json:"blocks"`
+}
+
+// Sampled reports whether the spread was measured.
+func (s Spread) Sampled() bool { return s.Blocks >= 3 }
+
+// Blocks cuts n samples into k contiguous blocks (k at most n) of sizes
+// that differ by at most one, as index ranges [lo, hi).
+func Blocks(n, k int) [][2]int {
+	k = min(k, n)
+	if k <= 0 {
+		return nil
+	}
+	out := make([][2]int, k)
+	for i := range k {
+		out[i] = [2]int{i * n / k, (i + 1) * n / k}
+	}
+	return out
+}
+
+// SpreadOf is the spread of block values: their standard deviation over
+// the absolute value of their mean. Fewer than 3 values, or a mean of 0,
+// give an unmeasured spread.
+func SpreadOf(vals []float64) Spread {
+	if len(vals) < 3 {
+		return Spread{}
+	}
+	var m float64
+	for _, v := range vals {
+		m += v
+	}
+	m /= float64(len(vals))
+	if m == 0 || math.IsNaN(m) || math.IsInf(m, 0) {
+		return Spread{}
+	}
+	var ss float64
+	for _, v := range vals {
+		ss += (v - m) * (v - m)
+	}
+	return Spread{RSD: math.Sqrt(ss/float64(len(vals)-1)) / math.Abs(m), Blocks: len(vals)}
+}
+
+// BlockSpread is the spread of the mean of x (samples in time order) over
+// NoiseBlocks contiguous blocks.
+func BlockSpread(x []float64) Spread {
+	return BlockSpreadOf(len(x), func(lo, hi int) float64 { return meanOf(x[lo:hi]) })
+}
+
+// BlockSpreadOf is the spread of a figure computed by f over each of
+// NoiseBlocks contiguous blocks of n samples.
+func BlockSpreadOf(n int, f func(lo, hi int) float64) Spread {
+	var vals []float64
+	for _, b := range Blocks(n, NoiseBlocks) {
+		vals = append(vals, f(b[0], b[1]))
+	}
+	return SpreadOf(vals)
+}
+
+// BlockRatioSpread is the spread of sum(num)/sum(den) over blocks of
+// paired samples.
+func BlockRatioSpread(num, den []float64) Spread {
+	return BlockSpreadOf(min(len(num), len(den)), func(lo, hi int) float64 {
+		d := sumOf(den[lo:hi])
+		if d == 0 {
+			return 0
+		}
+		return sumOf(num[lo:hi]) / d
+	})
+}
+
+// BlockQuantileSpread is the spread of the q-quantile (nearest rank) of x
+// over blocks.
+func BlockQuantileSpread(x []float64, q float64) Spread {
+	return BlockSpreadOf(len(x), func(lo, hi int) float64 {
+		b := slices.Clone(x[lo:hi])
+		slices.Sort(b)
+		k := int(math.Ceil(q*float64(len(b)))) - 1
+		return b[min(max(k, 0), len(b)-1)]
+	})
+}
+
+// LogNoise is the half-width h, at Confidence, of the interval on the
+// log ratio ln(b/a) of a figure whose values vary within their runs by sa
+// and sb: the relative spreads are the log values' standard deviations
+// (delta method) and add in quadrature, with Welch's degrees of freedom.
+// The ratio's interval is b/a·e^−h to b/a·e^h. ok is false when either
+// run's spread was not measured.
+func LogNoise(sa, sb Spread) (h float64, ok bool) {
+	if !sa.Sampled() || !sb.Sampled() {
+		return 0, false
+	}
+	va, vb := sa.RSD*sa.RSD, sb.RSD*sb.RSD
+	df := WelchDF(va, float64(sa.Blocks-1), vb, float64(sb.Blocks-1))
+	return TQuantile(df) * math.Sqrt(va+vb), true
+}
+
+// RelInterval is the interval at Confidence on the relative change
+// b/a − 1 given the runs' spreads; ok as for LogNoise, and false when a
+// or b is not positive.
+func RelInterval(a, b float64, sa, sb Spread) (lo, hi float64, ok bool) {
+	h, ok := LogNoise(sa, sb)
+	if !ok || !(a > 0) || !(b > 0) {
+		return 0, 0, false
+	}
+	r := b / a
+	return r*math.Exp(-h) - 1, r*math.Exp(h) - 1, true
+}
+
+// WelchDF is the Welch–Satterthwaite degrees of freedom of a sum of two
+// variances va and vb estimated with dfa and dfb degrees of freedom; the
+// smaller of the two when both variances are 0.
+func WelchDF(va, dfa, vb, dfb float64) float64 {
+	den := va*va/dfa + vb*vb/dfb
+	if den == 0 {
+		return min(dfa, dfb)
+	}
+	return (va + vb) * (va + vb) / den
+}
+
+// tTable is Student's t two-sided 95% quantile (the 0.975 quantile) for
+// 1..30 degrees of freedom.
+var tTable = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// TQuantile is Student's t 0.975 quantile (the half-width factor of a
+// two-sided 95% interval) for df degrees of freedom; fractional df take
+// the next smaller whole number (wider), and beyond 30 the Cornish–Fisher
+// expansion of the normal quantile.
+func TQuantile(df float64) float64 {
+	if !(df >= 1) {
+		return tTable[0]
+	}
+	if df <= float64(len(tTable)) {
+		return tTable[int(df)-1]
+	}
+	const z = 1.959964
+	return z + (z*z*z+z)/(4*df) + (5*math.Pow(z, 5)+16*z*z*z+3*z)/(96*df*df)
+}
+
+func sumOf(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s
+}
+
+func meanOf(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return sumOf(x) / float64(len(x))
+}
+
+// noise is what one figure of a diff is measured against: the two runs'
+// spreads where the runs have samples of it, else a floor.
+type noise struct {
+	from string // what the spreads are over: steps, calls, skew, replay
+	a, b Spread
+	// needSamples says the figure gets no verdict without spreads: a
+	// collective group with fewer than 3 calls in a run (the barrier, the
+	// first broadcast) varies by more than any floor, and shows no
+	// variation of its own to measure.
+	needSamples bool
+	// floorAbs, when positive, is the floor in the figure's own unit (an
+	// accuracy's LostAccuracy, the replay's noise share), in place of
+	// UnsampledFloor.
+	floorAbs float64
+}
+
+func sampled(from string, a, b Spread) noise { return noise{from: from, a: a, b: b} }
+
+// ofCalls is the noise of a collective group's or an op's figure.
+func ofCalls(a, b Spread) noise { return noise{from: "calls", a: a, b: b, needSamples: true} }
+
+// apply sets a change's interval, its noise and where that came from.
+func (n noise) apply(c *Change) {
+	if c.Rel == nil {
+		return
+	}
+	c.NoiseRel, c.NoiseFrom = UnsampledFloor, "floor"
+	if n.needSamples {
+		c.NoiseRel, c.NoiseFrom = 0, "too few calls"
+	}
+	if n.floorAbs > 0 {
+		c.NoiseRel = n.floorAbs / math.Abs(c.A)
+		if n.from != "" {
+			c.NoiseFrom = n.from
+		}
+	}
+	if lo, hi, ok := RelInterval(c.A, c.B, n.a, n.b); ok {
+		h, _ := LogNoise(n.a, n.b)
+		c.CILow, c.CIHigh = &lo, &hi
+		c.NoiseRel, c.NoiseFrom = max(math.Expm1(h), NoiseFloor), n.from
+	}
+}
+
+// withinNoise reports whether a change is no larger than the runs' own
+// variation allows: its interval holds 0, or it is within the floor
+// (NoiseRel for a rise; a fall of NoiseRel/(1+NoiseRel), the same factor).
+func withinNoise(c Change) bool {
+	if c.Rel == nil {
+		return false
+	}
+	if c.NoiseFrom == "too few calls" {
+		return true
+	}
+	if c.CILow != nil && *c.CILow <= 0 && *c.CIHigh >= 0 {
+		return true
+	}
+	if *c.Rel <= -1 { // a sign change: no factor to compare
+		return math.Abs(*c.Rel) <= c.NoiseRel
+	}
+	return math.Abs(math.Log1p(*c.Rel)) <= math.Log1p(c.NoiseRel)
+}
+
+// stepSpread is the spread of a per-step figure over a run's steps.
+func stepSpread(s *Summary, f func(StepStats) float64) Spread {
+	x := make([]float64, len(s.Steps))
+	for i, st := range s.Steps {
+		x[i] = f(st)
+	}
+	return BlockSpread(x)
+}
+
+// stepRatioSpread is the spread of a ratio of per-step figures.
+func stepRatioSpread(s *Summary, num, den func(StepStats) float64) Spread {
+	n, d := make([]float64, len(s.Steps)), make([]float64, len(s.Steps))
+	for i, st := range s.Steps {
+		n[i], d[i] = num(st), den(st)
+	}
+	return BlockRatioSpread(n, d)
+}
+
+// stepP95Spread is the spread of the steps' 95th percentile time.
+func stepP95Spread(s *Summary) Spread {
+	x := make([]float64, len(s.Steps))
+	for i, st := range s.Steps {
+		x[i] = st.TimeNS
+	}
+	return BlockQuantileSpread(x, 0.95)
+}
+
+// opSpread is the spread of an op's mean time (or, byBytes, its busbw)
+// from its collective groups' spreads, weighted by their share of the
+// op's time (bytes x busbw): the groups vary independently. Groups
+// without a measured spread are left out; none gives an unmeasured one.
+func opSpread(s *Summary, op string, byBytes bool) Spread {
+	var total, v, dfDen float64
+	n := 0
+	for _, c := range s.Collectives {
+		if c.Op != op {
+			continue
+		}
+		w := float64(c.Time.Sum)
+		if byBytes {
+			w = float64(c.Bytes) * c.BusBWGBps
+		}
+		total += w
+		if c.TimeSpread.Sampled() {
+			vg := w * w * c.TimeSpread.RSD * c.TimeSpread.RSD
+			v += vg
+			dfDen += vg * vg / float64(c.TimeSpread.Blocks-1)
+			n++
+		}
+	}
+	if n == 0 || total <= 0 {
+		return Spread{}
+	}
+	// The degrees of freedom of the sum (Welch–Satterthwaite), as blocks:
+	// a group that weighs little does not narrow them.
+	blocks := NoiseBlocks
+	if dfDen > 0 {
+		blocks = min(NoiseBlocks, max(3, int(v*v/dfDen)+1))
+	}
+	return Spread{RSD: math.Sqrt(v) / total, Blocks: blocks}
+}
+
+// skewSeries is the arrival skew of the world calls a run's skew series
+// sampled, in call order.
+func skewSeries(s *Summary) []float64 {
+	out := make([]float64, 0, len(s.Skew.Series.Offset))
+	for _, row := range s.Skew.Series.Offset {
+		var last int64 = -1
+		for _, o := range row {
+			last = max(last, o)
+		}
+		if last >= 0 {
+			out = append(out, float64(last))
+		}
+	}
+	return out
+}
+
+// replayNoise is the straggler replay's noise floor as a share of the
+// run, 0 when the run was not replayed.
+func replayNoise(s *Summary) float64 {
+	if !s.Stragglers.Replayed || s.Stragglers.TotalNS <= 0 {
+		return 0
+	}
+	return float64(s.Stragglers.NoiseNS) / float64(s.Stragglers.TotalNS)
+}
