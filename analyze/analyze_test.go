@@ -111,29 +111,43 @@ func TestSkewWithALateRank(t *testing.T) {
 
 // Two ranks late alike hide each other: holding either alone to the
 // others' pace saves nothing, as the other is still late; holding both
-// saves 100µs at each call but the first. Both are named, and each is
-// given half of what holding both saves.
+// saves 600µs at each call but the first, over half the run (a pair is
+// named only when each costs a quarter of it: ranks sharing a busy core
+// make pairs too). Both are named, and each is given half of what holding
+// both saves.
 func TestTwoStragglersAlike(t *testing.T) {
 	var evs []trace.Event
 	for i := range int64(6) {
 		t0 := i * 1_000_000
 		evs = append(evs,
-			coll(0, "allreduce", "ring", i, t0, 150_000, 4096),
-			coll(1, "allreduce", "ring", i, t0+100_000, 50_000, 4096),
-			coll(2, "allreduce", "ring", i, t0, 150_000, 4096),
-			coll(3, "allreduce", "ring", i, t0+100_000, 50_000, 4096))
+			coll(0, "allreduce", "ring", i, t0, 650_000, 4096),
+			coll(1, "allreduce", "ring", i, t0+600_000, 50_000, 4096),
+			coll(2, "allreduce", "ring", i, t0, 650_000, 4096),
+			coll(3, "allreduce", "ring", i, t0+600_000, 50_000, 4096))
 	}
 	st := Summarize(runOf(4, evs...)).Stragglers
 	if named := slices.Sorted(slices.Values(st.Named)); !reflect.DeepEqual(named, []int{1, 3}) {
 		t.Fatalf("named %v, want [1 3]: %+v", st.Named, st.Ranks)
 	}
 	for _, rc := range st.Ranks[:2] {
-		if rc.CostNS != 250_000 || rc.AloneNS != 0 {
-			t.Errorf("rank %d: cost %d ns (alone %d), want half of 5 x 100µs, and nothing alone", rc.Rank, rc.CostNS, rc.AloneNS)
+		if rc.CostNS != 1_500_000 || rc.AloneNS != 0 {
+			t.Errorf("rank %d: cost %d ns (alone %d), want half of 5 x 600µs, and nothing alone", rc.Rank, rc.CostNS, rc.AloneNS)
 		}
 	}
-	if st.WithoutNS >= st.WindowNS || st.WindowNS-st.WithoutNS < 80_000 {
-		t.Errorf("a call takes %.0f ns, %.0f without the two: want about 100µs less", st.WindowNS, st.WithoutNS)
+	if st.WithoutNS >= st.WindowNS || st.WindowNS-st.WithoutNS < 480_000 {
+		t.Errorf("a call takes %.0f ns, %.0f without the two: want about 600µs less", st.WindowNS, st.WithoutNS)
+	}
+	// Late by a sixth as much, the pair costs each under a quarter of the
+	// run: not told from two ranks that share a busy core.
+	for i := range evs {
+		if evs[i].Rank%2 == 1 {
+			evs[i].Start -= 500_000
+		} else {
+			evs[i].Dur -= 500_000
+		}
+	}
+	if st := Summarize(runOf(4, evs...)).Stragglers; len(st.Named) != 0 {
+		t.Errorf("100µs late alike: named %v", st.Named)
 	}
 }
 

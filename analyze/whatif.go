@@ -148,6 +148,12 @@ const (
 	// nameRatio is how much more than any other pair a pair of ranks
 	// slow alike must save to be named together.
 	nameRatio = 3
+	// namePairShare is how much of the run each of a pair must cost once
+	// the other is held. Two ranks slowed alike cannot be told from two
+	// that share a core with other work: busy-polling MPI ranks (MPICH)
+	// four to two cores made pairs of clean runs that cost 5-22% of the
+	// run each, while two ranks held back at every call cost half of it.
+	namePairShare = 0.25
 	// whatIfCandidates bounds the ranks replayed one by one.
 	whatIfCandidates = 8
 	// pairCandidates is how many of the slowest ranks are tried in pairs
@@ -461,13 +467,18 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		if best < 0 {
 			break
 		}
-		// The noise: the other remaining candidates' per-window savings
-		// (the ranks beyond them save less), compared across every rank
-		// still unnamed.
+		// The noise: what holding each other remaining candidate saves,
+		// window by window, once the costliest is held too (the ranks
+		// beyond the candidates save less), compared across every rank
+		// still unnamed. With the costliest still slow, the others would
+		// seem to cost nothing: it is late in every window, whoever else
+		// was slow there, and a rank the scheduler happens to run a little
+		// less in every window would stand out from a pool of zeros.
+		withBest := hold(append(slices.Clone(named), best))
 		var pool []int64
 		for _, r := range cands {
 			if r != best && !slices.Contains(named, r) {
-				pool = append(pool, per[r]...)
+				pool = append(pool, savedPerWindow(withBest.res, hold(append(slices.Clone(named), best, r)).res)...)
 			}
 		}
 		bound := max(noiseBound(pool, len(rp.windows), len(rp.ranks)-len(named), nameConfidence), 0)
@@ -518,14 +529,14 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		var pool []int64
 		for _, r := range cands {
 			if r != pair[0] && r != pair[1] {
-				pool = append(pool, perAlone[r]...)
+				pool = append(pool, savedPerWindow(both.res, hold([]int{pair[0], pair[1], r}).res)...)
 			}
 		}
 		bound := max(noiseBound(pool, len(rp.windows), len(rp.ranks)-1, nameConfidence), 0)
 		ok := len(pairs) > 1 && float64(both.saving) >= nameRatio*float64(hold(pairs[1][:]).saving)
 		for k := range pair {
 			g := both.saving - hold([]int{pair[1-k]}).saving
-			ok = ok && g > bound && bigEnough(g)
+			ok = ok && g > bound && float64(g) >= namePairShare*float64(out.TotalNS)
 		}
 		if ok {
 			named = pair[:]
