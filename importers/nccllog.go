@@ -52,6 +52,10 @@ var (
 	nlAPIRE   = regexp.MustCompile(`^nccl(\w+)\((.*)\)\s*$`)
 )
 
+// maxSearch is how far into an input a record of its format is looked
+// for before the input is refused.
+const maxSearch = 64 << 20
+
 // ncclAlgos are NCCL_ALGO's values, for older logs that print numbers.
 var ncclAlgos = []string{"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"}
 
@@ -154,9 +158,15 @@ func importNCCLLog(ctx context.Context, ins []*input, s *sink, r *run, opt *Opti
 // read reads one log file line by line.
 func (l *ncclLog) read(in *input) error {
 	var line []byte
-	var lineNo int64
+	var lineNo, read int64
 	for {
 		chunk, err := in.r.ReadSlice('\n')
+		read += int64(len(chunk))
+		if read > maxSearch && len(l.procs) == 0 {
+			// Not a log, or not this format: /dev/zero must not be read
+			// forever. A log whose records start late is read on.
+			return notFormat(in.path, lineNo+1, 0, "not an NCCL debug log: no line in its first %d MiB has NCCL's host:pid:tid prefix", maxSearch>>20)
+		}
 		if len(chunk) > 0 {
 			if len(line)+len(chunk) <= 1<<16 {
 				line = append(line, chunk...)

@@ -88,16 +88,16 @@ func (l *lazyFile) close() error {
 
 // spool is one stream being written.
 type spool struct {
-	id   int
-	path string
-	f    *lazyFile
-	s    *sink
+	id    int
+	path  string
+	f     *lazyFile
+	s     *sink
 	bw    *bufio.Writer
 	codec trace.Codec
 	w     *trace.Writer
-	info trace.RankInfo
-	buf  []trace.Event
-	n    int64
+	info  trace.RankInfo
+	buf   []trace.Event
+	n     int64
 }
 
 func newSink(dir string, codec trace.Codec, runID string) *sink {
