@@ -47,6 +47,10 @@ type chromeReader struct {
 	// unclosed: the event array ended after a complete event without its
 	// closing bracket (older Horovod versions always write so).
 	unclosed bool
+	// bare: the trace is a bare array of events (no enclosing object).
+	bare bool
+	// closed: the top-level value was read to its end.
+	closed bool
 }
 
 const (
@@ -72,7 +76,7 @@ func (c *chromeReader) start(want byte, format string) error {
 	d, ok := tok.(json.Delim)
 	switch {
 	case ok && d == '[' && (want == '[' || want == 0):
-		c.state = chromeArray
+		c.state, c.bare, c.sawEvents = chromeArray, true, true
 	case ok && d == '{' && (want == '{' || want == 0):
 		c.state = chromeKeys
 	case want == '[':
@@ -94,11 +98,11 @@ func (c *chromeReader) next(ev *chromeEvent) bool {
 					c.endAt(err, true)
 					return false
 				}
-				if c.onKey != nil {
+				if c.onKey != nil && !c.bare {
 					c.state = chromeKeys
 					continue
 				}
-				c.state = chromeDone
+				c.state, c.closed = chromeDone, true
 				return false
 			}
 			ev.reset()
@@ -123,7 +127,7 @@ func (c *chromeReader) next(ev *chromeEvent) bool {
 				return false
 			}
 			if d, ok := tok.(json.Delim); ok && d == '}' {
-				c.state = chromeDone
+				c.state, c.closed = chromeDone, true
 				return false
 			}
 			key, _ := tok.(string)
@@ -156,6 +160,61 @@ func (c *chromeReader) next(ev *chromeEvent) bool {
 			return false
 		}
 	}
+}
+
+// maxTrailing is how much of what follows a trace's JSON is read to say
+// what it is.
+const maxTrailing = 64 << 20
+
+// trailing reads what follows the trace's JSON once it was read whole,
+// and describes it: "" when nothing but white space does. n counts the
+// bytes (at least n when more than maxTrailing follow).
+func (c *chromeReader) trailing() (n int64, what string) {
+	if !c.closed {
+		return 0, ""
+	}
+	at := c.dec.InputOffset()
+	r := io.LimitReader(io.MultiReader(c.dec.Buffered(), c.in.r), maxTrailing)
+	buf := make([]byte, 64<<10)
+	var first byte
+	var nuls, other int64
+	for {
+		k, err := r.Read(buf)
+		for _, b := range buf[:k] {
+			switch {
+			case b == ' ' || b == '\t' || b == '\r' || b == '\n':
+				continue
+			case b == 0:
+				nuls++
+			default:
+				other++
+			}
+			if first == 0 && b != 0 {
+				first = b
+			}
+			n++
+		}
+		if err != nil {
+			if err != io.EOF {
+				return n, fmt.Sprintf("%s after the end of its JSON at byte %d", readErr(err), at)
+			}
+			break
+		}
+	}
+	switch {
+	case n == 0:
+		return 0, ""
+	case other == 0:
+		what = fmt.Sprintf("%d NUL bytes after the end of its JSON at byte %d (padding left by the writer)", n, at)
+	case first == '{' || first == '[':
+		what = fmt.Sprintf("%d bytes after the end of its JSON at byte %d, starting with another JSON value (a second trace written after the first); only the first is imported", n, at)
+	default:
+		what = fmt.Sprintf("%d bytes after the end of its JSON at byte %d, starting with %s", n, at, quoteHead([]byte{first}))
+	}
+	if n >= maxTrailing {
+		what = "at least " + what
+	}
+	return n, what
 }
 
 // endAt records how the input ended early: at a clean boundary (the file

@@ -33,6 +33,7 @@ var (
 	ncclLineRE   = regexp.MustCompile(`(?m)^(?:\[[^\]\n]*\] )?[^\s:]+:\d+:\d+ (?:\[\d+\] )?(?:[0-9.]+ \S+ )?NCCL (?:INFO|WARN|TRACE|CALL|ABORT) `)
 	testsHeadRE  = regexp.MustCompile(`(?m)^#\s+(?:nThread \d+ nGpus|Collective test starting:|nccl-tests version|Rank\s+\d+ Group\s+\d+ Pid)`)
 	testsTableRE = regexp.MustCompile(`(?m)^#\s+size\s+count\s+type\s+`)
+	torchArrayRE = regexp.MustCompile(`"name":\s*"(?:aten::|c10d::|record_param_comms|ProfilerStep#|(?:nccl|gloo|mpi):[a-z_]+")`)
 	horovodRE    = regexp.MustCompile(`"(?:NEGOTIATE_[A-Z]+|CYCLE_START|MEMCPY_IN_FUSION_BUFFER|MPI_ALLREDUCE|NCCL_ALLREDUCE|ALLREDUCE|BROADCAST|ALLGATHER)"|"start_time_since_epoch_in_micros"`)
 )
 
@@ -52,7 +53,10 @@ func Detect(head []byte) (format, why string) {
 		if ncclLineRE.Match(b) { // NCCL_DEBUG_TIMESTAMP_FORMAT's "[time] host:pid:tid ..."
 			return NCCLLog, ""
 		}
-		return "", "a JSON array, but not a Horovod timeline (no NEGOTIATE_*, ALLREDUCE or start_time_since_epoch_in_micros events in its first 256 KB)"
+		if torchArrayRE.Match(b) { // export_chrome_trace without Kineto
+			return Kineto, ""
+		}
+		return "", "a JSON array, but neither a Horovod timeline (no NEGOTIATE_*, ALLREDUCE or start_time_since_epoch_in_micros events in its first 256 KB) nor PyTorch's profiler export (no aten::, c10d::, nccl: or gloo: events)"
 	case '{':
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {

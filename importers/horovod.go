@@ -156,6 +156,10 @@ func importHorovod(ctx context.Context, ins []*input, s *sink, r *run, opt *Opti
 		return notFormat(in.path, 0, c.dec.InputOffset(), "not a Horovod timeline: %s", c.end)
 	}
 	r.skip("events whose fields have unexpected types", c.typeErrs)
+	if n, what := c.trailing(); n > 0 {
+		r.skip("bytes after the end of the timeline's JSON (ignored)", n)
+		r.missingf("%s: %s", in.path, what)
+	}
 	return h.finish(c)
 }
 

@@ -174,19 +174,40 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each input is opened once and read once, as a stream: a pipe, a
+	// FIFO or a process substitution (<(cat trace.json)) is read as a
+	// file is.
+	ins := make([]*input, 0, len(files))
+	defer func() {
+		for _, in := range ins {
+			in.Close()
+		}
+	}()
+	var inputBytes int64
+	for _, f := range files {
+		in, err := openInput(ctx, f, opt.Progress)
+		if err != nil {
+			return nil, err
+		}
+		ins = append(ins, in)
+		inputBytes += in.size
+	}
 	// The format: given (the importer then refuses input that is not of
 	// it), or detected from each file's content; the files of one import
 	// must agree.
 	if format == Auto {
-		for i, f := range files {
-			ff, err := DetectFile(f)
-			if err != nil {
-				return nil, err
+		for i, in := range ins {
+			ff, why := Detect(in.peek(sniffBytes))
+			if ff == "" {
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("import interrupted: %w", err)
+				}
+				return nil, notFormat(in.path, 1, 0, "%s", why)
 			}
 			if i == 0 {
 				format = ff
 			} else if ff != format {
-				return nil, fmt.Errorf("%s holds a %s trace but %s a %s trace: import them separately", files[0], format, f, ff)
+				return nil, fmt.Errorf("%s holds a %s trace but %s a %s trace: import them separately", files[0], format, in.path, ff)
 			}
 		}
 	}
@@ -207,22 +228,6 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 	_, _ = rand.Read(id)
 	runID := name + "-" + hex.EncodeToString(id)
 
-	ins := make([]*input, 0, len(files))
-	defer func() {
-		for _, in := range ins {
-			in.Close()
-		}
-	}()
-	var inputBytes int64
-	for _, f := range files {
-		in, err := openInput(ctx, f, opt.Progress)
-		if err != nil {
-			cleanup(rd, created)
-			return nil, err
-		}
-		ins = append(ins, in)
-		inputBytes += in.size
-	}
 	s := newSink(opt.Out, opt.Codec, runID)
 	r := newRun(format)
 	if err := importersByFormat[format](ctx, ins, s, r, &opt); err != nil {
@@ -269,6 +274,10 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 	}
 	if err := rundir.Finish(opt.Out, func(*trace.Manifest) (*trace.Manifest, error) { return m, nil }); err != nil {
 		return nil, err
+	}
+	inputBytes = 0
+	for _, in := range ins {
+		inputBytes += max(in.size, in.raw.n) // a pipe has no size: what was read
 	}
 	res := &Result{Format: format, Dir: opt.Out, Files: files, Manifest: m, Ranks: len(entries), Events: s.events,
 		InputBytes: inputBytes, Summary: r.summary}

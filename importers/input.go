@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // input is one file opened for import: decompressed when gzipped, its
@@ -23,6 +24,7 @@ type input struct {
 	raw    *countingReader
 	gz     *gzip.Reader
 	r      *bufio.Reader // the decompressed content
+	stop   func() bool
 	closed bool
 }
 
@@ -41,6 +43,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.r.Read(p)
+	if err != nil && c.ctx.Err() != nil {
+		err = c.ctx.Err() // a read stopped by the deadline set on cancel
+	}
 	c.n += int64(n)
 	if c.progress != nil && n > 0 {
 		c.progress(c.n)
@@ -65,6 +70,10 @@ func openInput(ctx context.Context, path string, progress func(file string, done
 		return nil, fmt.Errorf("%s is a directory", path)
 	}
 	in := &input{path: path, size: st.Size(), f: f}
+	// A read blocked on a pipe or FIFO returns when the import is
+	// stopped (SIGINT, SIGTERM): the poller's deadline ends it. Regular
+	// files take no deadline and are checked between reads.
+	in.stop = context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
 	in.raw = &countingReader{ctx: ctx, r: f}
 	if progress != nil {
 		in.raw.progress = func(n int64) { progress(path, n, in.size) }
@@ -73,6 +82,7 @@ func openInput(ctx context.Context, path string, progress func(file string, done
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
+			in.stop()
 			f.Close()
 			return nil, &InputError{File: path, Offset: 0, Msg: "gzip header", Err: err}
 		}
@@ -129,6 +139,7 @@ func (in *input) Close() error {
 		return nil
 	}
 	in.closed = true
+	in.stop()
 	if in.gz != nil {
 		in.gz.Close()
 	}

@@ -97,6 +97,11 @@ type kComm struct {
 	named       bool // op from the trace's "Collective name"
 	linked      bool // a CPU record or annotation joined to a kernel
 	annotations string
+	// parent is the CPU call an annotation or c10d op was joined to: the
+	// record that stands for the call.
+	parent *kComm
+	// kernelName is a kernel's name, for one whose CPU call is missing.
+	kernelName string
 }
 
 type kSpan struct {
@@ -126,6 +131,7 @@ type kinetoFile struct {
 	kernels  []*kComm
 	cpuComms []*kComm
 	annots   []*kComm
+	c10d     []*kComm
 	launches map[int64]kLaunch
 	steps    []kSpan
 	minTs    int64
@@ -133,6 +139,8 @@ type kinetoFile struct {
 	gpuSeen  bool
 	cpuOps   int64
 	other    int64
+	legacy   bool  // a bare JSON array: the profiler's export without Kineto
+	torch    int64 // events only PyTorch writes (aten::, c10d::, ...)
 	err      error
 	s        *sink
 	r        *run
@@ -165,15 +173,26 @@ func importKineto(ctx context.Context, ins []*input, s *sink, r *run, opt *Optio
 func (kf *kinetoFile) read() error {
 	c := newChromeReader(kf.in)
 	c.onKey = kf.key
-	if err := c.start('{', "PyTorch profiler trace"); err != nil {
+	if err := c.start(0, "PyTorch profiler trace"); err != nil {
 		return err
 	}
+	kf.legacy = c.bare
 	var ev chromeEvent
 	for c.next(&ev) {
 		kf.event(&ev)
 		if kf.err != nil {
 			return kf.err
 		}
+	}
+	if kf.legacy && kf.torch == 0 {
+		if c.end != "" && c.events == 0 {
+			return notFormat(kf.in.path, 0, c.dec.InputOffset(), "not a PyTorch profiler trace: %s", c.end)
+		}
+		return notFormat(kf.in.path, 0, 0, "not a PyTorch profiler trace: a JSON array of %d events, none of them PyTorch's (no aten::, c10d::, nccl:, gloo:, record_param_comms or ProfilerStep# events)", c.events)
+	}
+	if n, what := c.trailing(); n > 0 {
+		kf.r.skip("bytes after the end of the trace's JSON (ignored)", n)
+		kf.r.missingf("%s: %s", kf.in.path, what)
 	}
 	if !c.sawEvents {
 		if c.end != "" {
@@ -261,6 +280,9 @@ func (kf *kinetoFile) event(ev *chromeEvent) {
 		kf.minTs, kf.hasTs = ts, true
 	}
 	cat := strings.ToLower(ev.Cat)
+	if cat == "" && kf.legacy {
+		cat = "cpu_op" // the legacy profiler's export names no category
+	}
 	tid := idText(ev.Tid)
 	var a kArgs
 	parse := func() {
@@ -280,7 +302,7 @@ func (kf *kinetoFile) event(ev *chromeEvent) {
 			return
 		}
 		k := kf.comm(&a, ts, dur, tid)
-		k.gpu = true
+		k.gpu, k.kernelName = true, ev.Name
 		if m := ncclKernelRE.FindStringSubmatch(ev.Name); m != nil {
 			if k.op == "" {
 				k.op = opName(m[1])
@@ -309,6 +331,9 @@ func (kf *kinetoFile) event(ev *chromeEvent) {
 			kf.launches[c] = kLaunch{tid, ts}
 		}
 	case "cpu_op", "operator", "user_annotation":
+		if torchName(ev.Name) {
+			kf.torch++
+		}
 		if kf.pid == 0 {
 			kf.pid, _ = idInt(ev.Pid)
 		}
@@ -324,7 +349,7 @@ func (kf *kinetoFile) event(ev *chromeEvent) {
 			k := kf.comm(&a, ts, dur, tid)
 			k.cpuStart = ts
 			kf.cpuComms = append(kf.cpuComms, k)
-		case strings.HasPrefix(ev.Name, "nccl:"):
+		case commAnnotation(ev.Name):
 			parse()
 			k := kf.comm(&a, ts, dur, tid)
 			k.cpuStart = ts
@@ -333,7 +358,12 @@ func (kf *kinetoFile) event(ev *chromeEvent) {
 			k.bytes, k.dtype = inputBytes(a.InputDims, a.InputType)
 			kf.annots = append(kf.annots, k)
 		case strings.HasPrefix(ev.Name, "c10d::"), strings.HasPrefix(ev.Name, "ProcessGroup"):
-			// The c10d call around the collective: communication, not compute.
+			// The c10d call around the collective: communication, not
+			// compute; it says when the rank entered the call.
+			if op := opName(ev.Name); strings.HasPrefix(ev.Name, "c10d::") && collectiveOps[op] {
+				k := &kComm{start: ts, end: ts + dur, cpuStart: ts, seq: -1, tid: tid, extID: -1, corr: -1, op: op}
+				kf.c10d = append(kf.c10d, k)
+			}
 		default:
 			kf.cpuOps++
 			e := event(trace.KindCompute, 0, ev.Name)
@@ -461,6 +491,8 @@ func kinetoFinish(files []*kinetoFile, r *run) error {
 	// Each file's calls.
 	perComm := map[string][][]string{} // comm -> per-file signature lists, for the order check
 	totalCalls, gpuCalls, cpuCalls, lostKernels, waits := int64(0), int64(0), int64(0), int64(0), int64(0)
+	var orphanKernels, orphanTime, collTime, unsized int64
+	legacy := false
 	ownSeq := true
 	var epoch int64
 	haveEpoch := false
@@ -473,9 +505,21 @@ func kinetoFinish(files []*kinetoFile, r *run) error {
 		}
 	}
 	for _, kf := range files {
-		calls, w, lost := kf.calls(world)
+		calls, w, lost, orph := kf.calls(world)
 		waits += w
 		lostKernels += lost
+		orphanKernels += orph
+		for _, c := range calls {
+			if c.op == "wait" {
+				continue
+			}
+			collTime += c.end - c.start
+			if c.gpu && c.op == "unknown" {
+				orphanTime += c.end - c.start
+			} else if c.bytes == 0 && c.op != "barrier" {
+				unsized++
+			}
+		}
 		// Number each group's calls in call order, unless the trace
 		// numbered them.
 		byComm := map[string][]*kComm{}
@@ -554,12 +598,19 @@ func kinetoFinish(files []*kinetoFile, r *run) error {
 		if kf.nccl != "" {
 			r.tool = "PyTorch profiler (Kineto), NCCL " + kf.nccl
 		}
+		legacy = legacy || kf.legacy
 		if kf.backend != "" {
 			r.config["backend"] = kf.backend
 		}
 	}
 	if r.tool == "" {
 		r.tool = "PyTorch profiler (Kineto)"
+		if legacy {
+			r.tool = "PyTorch profiler (export_chrome_trace without Kineto)"
+		}
+	}
+	if unsized > 0 {
+		r.missingf("the message size and dtype of %d collectives: the trace's records of them carry none (PyTorch's export without Kineto records no args; record_shapes=True adds Input Dims)", unsized)
 	}
 	r.world = world
 	r.config["ranks"] = strconv.Itoa(world)
@@ -599,6 +650,9 @@ func kinetoFinish(files []*kinetoFile, r *run) error {
 	if lostKernels > 0 {
 		r.missingf("the GPU kernels of %d collectives called on the CPU: they lie outside the profiled window, so those calls are not imported", lostKernels)
 	}
+	if orphanKernels > 0 {
+		r.missingf("the op and size of %d collectives (%.1f%% of the collectives' time): their NCCL kernels' CPU calls are not in the trace (outside the profiled window, or no record_param_comms), so they are collectives of op \"unknown\" and unknown size, labelled with the kernel's name", orphanKernels, 100*float64(orphanTime)/float64(max(collTime, 1)))
+	}
 	r.missingf("the messages of NCCL inside each collective: not in the trace")
 	r.summaryf("%d ranks, %d collectives (%d timed by their GPU kernel, %d by their CPU call), %d waits", len(files), totalCalls, gpuCalls, cpuCalls, waits)
 	return nil
@@ -620,11 +674,76 @@ func (kf *kinetoFile) stepAt(t int64) int32 {
 	return -1
 }
 
-// calls joins a file's records into collectives: each NCCL kernel, with
-// its CPU call's facts; CPU calls without a kernel stand alone only on
-// ranks that ran no NCCL kernel. It returns the calls, the waits among
-// them and the CPU calls whose kernel is missing.
-func (kf *kinetoFile) calls(world int) (calls []*kComm, waits, lost int64) {
+// calls joins a file's records into collectives, one per call: the CPU
+// call (record_param_comms), the process group's annotation
+// (nccl:all_reduce, gloo:all_reduce, ...) and the c10d op around them are
+// one call, timed on the CPU from the rank's entry into it to the end of
+// its work; its NCCL kernel, when there is one, times it on the GPU. A
+// kernel whose CPU call is missing and whose own args name no collective
+// is a collective of unknown op and size. CPU calls without a kernel
+// stand alone only on ranks that ran no NCCL kernel. It returns the
+// calls, the waits among them, the CPU calls whose kernel is missing and
+// the kernels whose CPU call is.
+func (kf *kinetoFile) calls(world int) (calls []*kComm, waits, lost, orphans int64) {
+	// The annotation inside (or, in older traces, around) its
+	// record_param_comms; older record_param_comms name no collective.
+	pairCPU(kf.cpuComms, kf.annots, func(o, i *kComm) bool { return o.op == "" || o.op == i.op }, func(o, i *kComm) {
+		i.parent = o
+		o.annotations = i.annotations
+		if o.op == "" {
+			o.op = i.op
+		}
+		if o.bytes == 0 && i.bytes > 0 {
+			o.bytes, o.dtype = i.bytes, i.dtype
+		}
+		o.start, o.end = min(o.start, i.start), max(o.end, i.end)
+		o.cpuStart = min(o.cpuStart, i.start)
+	})
+	// The records that stand for calls on the CPU.
+	var cpu []*kComm
+	for _, c := range kf.cpuComms {
+		if c.op != "" && c.op != "wait" {
+			cpu = append(cpu, c)
+		}
+	}
+	for _, a := range kf.annots {
+		if a.parent == nil {
+			cpu = append(cpu, a)
+		}
+	}
+	// The c10d op around a call says when the rank entered it.
+	pairCPU(kf.c10d, cpu, func(o, i *kComm) bool { return o.op == i.op }, func(o, i *kComm) {
+		o.parent = i
+		i.start, i.end = min(i.start, o.start), max(i.end, o.end)
+		i.cpuStart = min(i.cpuStart, o.start)
+	})
+	root := func(c *kComm) *kComm {
+		for c.parent != nil {
+			c = c.parent
+		}
+		return c
+	}
+	link := func(k, c *kComm) {
+		c.linked = true
+		if k.cpuStart < 0 || c.cpuStart < k.cpuStart {
+			k.cpuStart = c.cpuStart
+		}
+		if !k.named && c.op != "" {
+			k.op = c.op
+		}
+		if k.bytes == 0 && c.bytes > 0 {
+			k.bytes, k.dtype = c.bytes, c.dtype
+		}
+		if k.pg == "" {
+			k.pg, k.pgDesc, k.pgSize, k.pgRanks = c.pg, c.pgDesc, c.pgSize, c.pgRanks
+		}
+		if k.seq < 0 {
+			k.seq = c.seq
+		}
+		if k.annotations == "" {
+			k.annotations = c.annotations
+		}
+	}
 	byExt := map[int64]*kComm{}
 	for _, c := range kf.cpuComms {
 		if c.extID >= 0 {
@@ -633,25 +752,12 @@ func (kf *kinetoFile) calls(world int) (calls []*kComm, waits, lost int64) {
 	}
 	for _, k := range kf.kernels {
 		if c := byExt[k.extID]; c != nil && k.extID >= 0 && !c.linked {
-			c.linked = true
-			k.cpuStart = c.cpuStart
-			if k.op == "" || k.op == "unknown" {
-				k.op = c.op
-			}
-			if k.bytes == 0 {
-				k.bytes, k.dtype = c.bytes, c.dtype
-			}
-			if k.pg == "" {
-				k.pg, k.pgDesc, k.pgSize, k.pgRanks = c.pg, c.pgDesc, c.pgSize, c.pgRanks
-			}
-			if k.seq < 0 {
-				k.seq = c.seq
-			}
+			link(k, c)
 		}
 	}
-	// The kernel's launch lies inside its nccl:<op> annotation on the
-	// same thread: older traces have nothing else to say what a kernel
-	// did (nccl:all_to_all runs as SendRecv kernels).
+	// The kernel's launch lies inside its annotation on the same thread:
+	// older traces have nothing else to say what a kernel did
+	// (nccl:all_to_all runs as SendRecv kernels).
 	for _, k := range kf.kernels {
 		if k.corr < 0 {
 			continue
@@ -661,37 +767,34 @@ func (kf *kinetoFile) calls(world int) (calls []*kComm, waits, lost int64) {
 			continue
 		}
 		for _, a := range kf.annots {
-			if !a.linked && a.tid == l.tid && l.ts >= a.start && l.ts <= a.end {
-				a.linked = true
-				k.annotations = a.annotations
-				if k.cpuStart < 0 {
-					k.cpuStart = a.start
-				}
-				if !k.named && a.op != "" {
-					k.op = a.op
-				}
-				if k.bytes == 0 && a.bytes > 0 {
-					k.bytes, k.dtype = a.bytes, a.dtype
-				}
+			if c := root(a); !c.linked && a.tid == l.tid && l.ts >= a.start && l.ts <= a.end {
+				link(k, c)
 				break
 			}
 		}
 	}
 	for _, k := range kf.kernels {
+		if !k.named && k.cpuStart < 0 {
+			// Neither its args nor a CPU call say what it did: the
+			// kernel's name is not enough (NCCL runs all_to_all as
+			// SendRecv, and newer versions name every kernel alike).
+			orphans++
+			k.op, k.bytes, k.dtype = "unknown", 0, ""
+			k.annotations = kernelName(k.kernelName)
+		}
 		kf.commName(k, world)
 		calls = append(calls, k)
 	}
 	gpu := len(kf.kernels) > 0
 	for _, c := range kf.cpuComms {
-		if c.linked || c.op == "" {
-			// Older traces' record_param_comms name no collective: the
-			// annotation around them does.
-			continue
-		}
 		if c.op == "wait" {
 			waits++
 			kf.commName(c, world)
 			calls = append(calls, c)
+		}
+	}
+	for _, c := range cpu {
+		if c.linked {
 			continue
 		}
 		if gpu {
@@ -701,18 +804,19 @@ func (kf *kinetoFile) calls(world int) (calls []*kComm, waits, lost int64) {
 		kf.commName(c, world)
 		calls = append(calls, c)
 	}
-	for _, a := range kf.annots {
-		if a.linked {
+	// c10d ops alone: the call's only record (no process group record).
+	for _, c := range kf.c10d {
+		if c.parent != nil {
 			continue
 		}
 		if gpu {
 			lost++
 			continue
 		}
-		kf.commName(a, world)
-		calls = append(calls, a)
+		kf.commName(c, world)
+		calls = append(calls, c)
 	}
-	return calls, waits, lost
+	return calls, waits, lost, orphans
 }
 
 // commName names a call's communicator: world for the default process
@@ -733,4 +837,97 @@ func (kf *kinetoFile) commName(c *kComm, world int) {
 	if c.pgDesc == "" && c.pgRanks != "" {
 		c.pgDesc = "ranks " + c.pgRanks
 	}
+}
+
+// commBackends are the prefixes of the record functions PyTorch's process
+// groups wrap each collective in (nccl:all_reduce, gloo:all_reduce,
+// mpi:all_reduce, ...), from PyTorch 1.8 on.
+var commBackends = []string{"nccl:", "gloo:", "mpi:", "rccl:", "ucc:", "xccl:", "hccl:"}
+
+// commAnnotation reports whether a CPU event is a process group's record
+// of a collective.
+func commAnnotation(name string) bool {
+	for _, p := range commBackends {
+		if strings.HasPrefix(name, p) {
+			return collectiveOps[opName(name)]
+		}
+	}
+	return false
+}
+
+// collectiveOps are the operations a CPU record may stand for.
+var collectiveOps = map[string]bool{"allreduce": true, "allgather": true, "reducescatter": true, "alltoall": true, "broadcast": true,
+	"reduce": true, "barrier": true, "send": true, "recv": true, "gather": true, "scatter": true, "sendrecv": true}
+
+// pairCPU joins the records of two lists that stand for one call (a
+// record_param_comms and the process group's annotation, or a call and
+// the c10d op around it): on one thread, the one that contains the other;
+// then, across threads (gloo runs a collective on a thread of its own), in
+// call order per operation: each remaining inner record takes the
+// earliest remaining outer record that began before it. join is called
+// with the outer (the call's own record) and the inner.
+func pairCPU(outer, inner []*kComm, ok func(o, i *kComm) bool, join func(o, i *kComm)) {
+	byTid := map[string][]*kComm{}
+	for _, o := range outer {
+		byTid[o.tid] = append(byTid[o.tid], o)
+	}
+	for _, l := range byTid {
+		slices.SortStableFunc(l, func(a, b *kComm) int { return cmp.Compare(a.start, b.start) })
+	}
+	used := map[*kComm]bool{}
+	done := map[*kComm]bool{}
+	for _, in := range inner {
+		l := byTid[in.tid]
+		i, _ := slices.BinarySearchFunc(l, in.start, func(o *kComm, t int64) int { return cmp.Compare(o.start, t+1) })
+		for _, j := range []int{i - 1, i} {
+			if j < 0 || j >= len(l) || used[l[j]] || !ok(l[j], in) {
+				continue
+			}
+			o := l[j]
+			// One begins inside the other (a call's record may already
+			// extend past the op around it to the end of its work).
+			if o.start <= in.start && in.start <= o.end || in.start <= o.start && o.start <= in.end {
+				used[o], done[in] = true, true
+				join(o, in)
+				break
+			}
+		}
+	}
+	// Across threads, in order.
+	var os, is []*kComm
+	for _, o := range outer {
+		if !used[o] {
+			os = append(os, o)
+		}
+	}
+	for _, in := range inner {
+		if !done[in] {
+			is = append(is, in)
+		}
+	}
+	slices.SortStableFunc(os, func(a, b *kComm) int { return cmp.Compare(a.start, b.start) })
+	slices.SortStableFunc(is, func(a, b *kComm) int { return cmp.Compare(a.start, b.start) })
+	for _, in := range is {
+		for _, o := range os {
+			if o.start > in.start {
+				break
+			}
+			if !used[o] && o.tid != in.tid && ok(o, in) {
+				used[o] = true
+				join(o, in)
+				break
+			}
+		}
+	}
+}
+
+// torchName reports whether an operator's name is one only PyTorch
+// writes.
+func torchName(name string) bool {
+	for _, p := range []string{"aten::", "c10d::", "record_param_comms", "ProfilerStep#", "autograd::", "Optimizer."} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return commAnnotation(name)
 }

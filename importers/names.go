@@ -23,8 +23,12 @@ func event(kind trace.Kind, rank int, name string) trace.Event {
 // it does not know comes back lowercased, without separators.
 func opName(s string) string {
 	s = strings.ToLower(s)
-	s = strings.TrimPrefix(s, "nccl:")
 	s = strings.TrimPrefix(s, "c10d::")
+	// A process group's record: nccl:all_reduce, gloo:all_reduce,
+	// mpi:all_reduce, ...
+	if i := strings.IndexByte(s, ':'); i > 0 && i+1 < len(s) && s[i+1] != ':' && strings.Trim(s[:i], "abcdefghijklmnopqrstuvwxyz") == "" {
+		s = s[i+1:]
+	}
 	var b strings.Builder
 	for _, r := range s {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {

@@ -2,11 +2,13 @@ package importers
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +52,10 @@ var (
 	nlAPIRE   = regexp.MustCompile(`^nccl(\w+)\((.*)\)\s*$`)
 )
 
+// maxSearch is how far into an input a record of its format is looked
+// for before the input is refused.
+const maxSearch = 64 << 20
+
 // ncclAlgos are NCCL_ALGO's values, for older logs that print numbers.
 var ncclAlgos = []string{"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"}
 
@@ -73,6 +79,8 @@ type nlCall struct {
 	ts     int64 // ns since the epoch, -1 unknown
 	tid    int64
 	paired bool
+	line   int64  // the line it was read from
+	key    string // thread and text, to find a line repeated byte for byte
 }
 
 type nlComm struct {
@@ -81,9 +89,8 @@ type nlComm struct {
 	nranks int
 	id     string // commId, "" unknown
 	calls  []*nlCall
-	seen   map[string]bool // per-call lines read, by thread and text
-	// group counts the calls read per opCount: [0] collectives, [1]
-	// point-to-point.
+	// group counts the calls per opCount: [0] collectives, [1]
+	// point-to-point (filled by number).
 	group map[int64]*[2]int
 	name  string
 }
@@ -101,6 +108,8 @@ type nlProc struct {
 	last         map[int64]*nlCall // the thread's last call, for its algorithm line
 	rank         int
 	world        int
+	records      int64          // records read with this prefix
+	tids         map[int64]bool // the threads that wrote them
 }
 
 type nlAPI struct {
@@ -111,7 +120,6 @@ type nlAPI struct {
 
 type ncclLog struct {
 	r       *run
-	hosts   map[string]bool // hosts of whole lines, to find a line glued to a cut one
 	procs   map[string]*nlProc
 	order   []*nlProc
 	version string
@@ -127,7 +135,7 @@ type ncclLog struct {
 }
 
 func importNCCLLog(ctx context.Context, ins []*input, s *sink, r *run, opt *Options) error {
-	l := &ncclLog{r: r, procs: map[string]*nlProc{}, hosts: map[string]bool{}}
+	l := &ncclLog{r: r, procs: map[string]*nlProc{}}
 	for _, in := range ins {
 		if err := l.read(in); err != nil {
 			return err
@@ -136,6 +144,8 @@ func importNCCLLog(ctx context.Context, ins []*input, s *sink, r *run, opt *Opti
 			break
 		}
 	}
+	l.resolveHosts()
+	l.number()
 	if l.calls == 0 {
 		if len(l.procs) == 0 {
 			return notFormat(ins[0].path, 1, 0, "not an NCCL debug log: no line starts with NCCL's host:pid:tid prefix")
@@ -148,9 +158,15 @@ func importNCCLLog(ctx context.Context, ins []*input, s *sink, r *run, opt *Opti
 // read reads one log file line by line.
 func (l *ncclLog) read(in *input) error {
 	var line []byte
-	var lineNo int64
+	var lineNo, read int64
 	for {
 		chunk, err := in.r.ReadSlice('\n')
+		read += int64(len(chunk))
+		if read > maxSearch && len(l.procs) == 0 {
+			// Not a log, or not this format: /dev/zero must not be read
+			// forever. A log whose records start late is read on.
+			return notFormat(in.path, lineNo+1, 0, "not an NCCL debug log: no line in its first %d MiB has NCCL's host:pid:tid prefix", maxSearch>>20)
+		}
 		if len(chunk) > 0 {
 			if len(line)+len(chunk) <= 1<<16 {
 				line = append(line, chunk...)
@@ -184,53 +200,51 @@ func (l *ncclLog) read(in *input) error {
 	}
 }
 
-// line reads one line, splitting off another process's line written into
-// the middle of it.
+// line reads one physical line. Processes writing one file splice their
+// lines: a line may hold the head of one process's line followed by
+// another's whole line ("...localRank 3 -> stone:2029567:2029567 [2] NCCL
+// INFO AllReduce: ..."), or the tail of a line whose head was written
+// before. Every record prefix (host:pid:tid ...) in the line starts a
+// record; a record followed by another on the same line was cut by it and
+// is not read, nor is text before the first prefix. Only the last record
+// of a line runs to its own newline and is read, when it parses whole.
+// A host glued to the fragment before it ("con" + "stone") is told apart
+// at the end, against the hosts the same process writes elsewhere.
 func (l *ncclLog) line(text string, lineNo int64) {
 	l.lines++
-	// Another line begins after this one's own prefix: the two were
-	// written into each other.
-	from := 1
-	if m := nlTimeRE.FindStringIndex(text); m != nil {
-		from = m[1]
-	}
-	if m := nlPrefix.FindStringIndex(text[min(from, len(text)):]); m != nil {
-		from += m[1]
-	}
-	from = min(from, len(text))
-	for {
-		loc := nlInside.FindStringSubmatchIndex(text[from:])
-		if loc == nil {
-			break
-		}
-		at := loc[0] + from
-		if c := text[at-1]; c != ' ' && c != '\t' && c != ']' {
-			// Glued to the first line's last characters: a second line
-			// only if its host is one the log already named.
-			host := text[loc[2]+from : loc[3]+from]
-			cut := -1
-			for h := range l.hosts {
-				if len(h) < len(host) && strings.HasSuffix(host, h) {
-					cut = len(host) - len(h)
-				}
+	locs := nlInside.FindAllStringIndex(text, -1)
+	starts := make([]int, 0, len(locs))
+	for _, loc := range locs {
+		at := loc[0]
+		// The record's own "[time] " goes with it.
+		if i := strings.LastIndexByte(text[:at], '['); i >= 0 {
+			if m := nlTimeRE.FindStringIndex(text[i:]); m != nil && i+m[1] == at {
+				at = i
 			}
-			if cut < 0 {
-				break
-			}
-			at += cut
 		}
-		// The second line's own "[time] " goes with it.
-		if i := strings.LastIndexByte(text[:at], '['); i >= from && nlTimeRE.MatchString(text[i:at]) && nlTimeRE.FindStringIndex(text[i:])[1] == at-i {
-			at = i
+		starts = append(starts, at)
+	}
+	if len(starts) == 0 {
+		if m := nlTimeRE.FindStringIndex(text); m != nil {
+			text = text[m[1]:]
 		}
-		if nlPrefix.MatchString(text[:at]) || strings.Contains(text[:at], "opCount") || strings.Contains(text[:at], "NCCL") {
-			l.damaged++ // the first line was cut by the second
-		} else {
+		if strings.Contains(text, "NCCL") || strings.Contains(text, "opCount") || strings.Contains(text, "nranks=") {
+			l.damaged++ // the tail of an NCCL line whose head was cut off
+		} else if strings.TrimSpace(text) != "" {
 			l.other++
 		}
-		text = text[at:]
-		break
+		return
 	}
+	if head := text[:starts[0]]; strings.TrimSpace(head) != "" {
+		// The head of a line cut by the record written after it.
+		l.damaged++
+	}
+	l.damaged += int64(len(starts) - 1) // records cut by the next one
+	l.record(text[starts[len(starts)-1]:], lineNo)
+}
+
+// record reads one record that runs to the end of its line.
+func (l *ncclLog) record(text string, lineNo int64) {
 	var ts int64 = -1
 	if m := nlTimeRE.FindStringSubmatch(text); m != nil {
 		if t, ok := parseLogTime(m[1]); ok {
@@ -240,18 +254,19 @@ func (l *ncclLog) line(text string, lineNo int64) {
 	}
 	m := nlPrefix.FindStringSubmatch(text)
 	if m == nil {
-		if strings.Contains(text, "NCCL") || strings.Contains(text, "opCount") || strings.Contains(text, "nranks=") {
-			l.damaged++ // a fragment of an NCCL line
-		} else if strings.TrimSpace(text) != "" {
-			l.other++
-		}
+		l.damaged++
 		return
 	}
 	body := text[len(m[0]):]
-	l.hosts[m[1]] = true
-	pid, _ := strconv.Atoi(m[2])
-	tid, _ := strconv.ParseInt(m[3], 10, 64)
+	pid, err1 := strconv.Atoi(m[2])
+	tid, err2 := strconv.ParseInt(m[3], 10, 64)
+	if err1 != nil || err2 != nil {
+		l.damaged++
+		return
+	}
 	p := l.proc(m[1], pid)
+	p.records++
+	p.tids[tid] = true
 	if m[7] == "CALL" {
 		l.api(p, tid, body)
 		return
@@ -263,7 +278,7 @@ func (l *ncclLog) line(text string, lineNo int64) {
 			l.damaged++
 			return
 		}
-		l.call(p, tid, c, ts)
+		l.call(p, tid, c, ts, lineNo)
 	case strings.Contains(body, "Bytes -> Algo"):
 		if a := nlAlgoRE.FindStringSubmatch(body); a != nil {
 			if last := p.last[tid]; last != nil && last.algo == "" && opName(a[1]) == last.op {
@@ -319,7 +334,7 @@ func (l *ncclLog) proc(host string, pid int) *nlProc {
 	p := l.procs[key]
 	if p == nil {
 		p = &nlProc{key: key, host: host, pid: pid, order: len(l.order), comms: map[string]*nlComm{}, rank: -1,
-			pendingCalls: map[int64][]*nlCall{}, pendingAPI: map[int64][]nlAPI{}, last: map[int64]*nlCall{}}
+			pendingCalls: map[int64][]*nlCall{}, pendingAPI: map[int64][]nlAPI{}, last: map[int64]*nlCall{}, tids: map[int64]bool{}}
 		l.procs[key] = p
 		l.order = append(l.order, p)
 	}
@@ -332,13 +347,13 @@ func (c *nlCall) p2p() bool { return c.op == "send" || c.op == "recv" }
 func (p *nlProc) comm(ptr string) *nlComm {
 	c := p.comms[ptr]
 	if c == nil {
-		c = &nlComm{ptr: ptr, rank: -1, seen: map[string]bool{}, group: map[int64]*[2]int{}}
+		c = &nlComm{ptr: ptr, rank: -1, group: map[int64]*[2]int{}}
 		p.comms[ptr] = c
 	}
 	return c
 }
 
-func (l *ncclLog) call(p *nlProc, tid int64, m []string, ts int64) {
+func (l *ncclLog) call(p *nlProc, tid int64, m []string, ts int64, lineNo int64) {
 	opCount, err1 := strconv.ParseInt(m[2], 16, 64)
 	count, err2 := strconv.ParseInt(m[5], 10, 64)
 	dtype, _ := strconv.Atoi(m[6])
@@ -353,31 +368,9 @@ func (l *ncclLog) call(p *nlProc, tid int64, m []string, ts int64) {
 	if cm.nranks == 0 {
 		cm.nranks = nranks
 	}
-	// Only a line repeated byte for byte is a repeat: calls launched in
-	// one group share an opCount.
-	key := strconv.FormatInt(tid, 10) + " " + m[0]
-	if cm.seen[key] {
-		l.dups++
-		return
-	}
-	cm.seen[key] = true
-	c := &nlCall{op: opName(m[1]), opCount: opCount, count: count, dtype: dtype, redop: redop, root: root, nranks: nranks, ts: ts, tid: tid}
-	g := cm.group[opCount]
-	if g == nil {
-		g = &[2]int{}
-		cm.group[opCount] = g
-	}
-	k := 0
-	if c.p2p() {
-		k = 1
-	}
-	c.sub = g[k]
-	g[k]++
-	if ts >= 0 {
-		l.withTS++
-	}
+	c := &nlCall{op: opName(m[1]), opCount: opCount, count: count, dtype: dtype, redop: redop, root: root, nranks: nranks, ts: ts, tid: tid,
+		line: lineNo, key: strconv.FormatInt(tid, 10) + " " + m[0]}
 	cm.calls = append(cm.calls, c)
-	l.calls++
 	p.last[tid] = c
 	// A CALL line seen first pairs now; else this call waits for one.
 	apis := p.pendingAPI[tid]
@@ -441,6 +434,123 @@ func (l *ncclLog) api(p *nlProc, tid int64, body string) {
 		pa = pa[len(pa)-4:]
 	}
 	p.pendingAPI[tid] = pa
+}
+
+// resolveHosts finds the records whose host was glued to the fragment
+// written before it ("con" + "stone" reads "constone") or lost its first
+// characters to another process's line ("one"): a process is told by its
+// pid, and the host it writes most is its own. A record of the same pid
+// and thread whose host ends with that host is the process's, with a
+// fragment before it; one whose host is the end of that host is a cut
+// record, counted and not read. Neither makes a process, a rank or a
+// host.
+func (l *ncclLog) resolveHosts() {
+	byPID := map[int][]*nlProc{}
+	for _, p := range l.order {
+		byPID[p.pid] = append(byPID[p.pid], p)
+	}
+	gone := map[*nlProc]bool{}
+	for _, ps := range byPID {
+		if len(ps) < 2 {
+			continue
+		}
+		sort.SliceStable(ps, func(i, j int) bool { return ps[i].records > ps[j].records })
+		for i, v := range ps {
+			if gone[v] {
+				continue
+			}
+			for _, g := range ps[:i] {
+				if gone[g] || !shareThread(g, v) {
+					continue
+				}
+				switch {
+				case strings.HasSuffix(v.host, g.host):
+					g.absorb(v)
+				case strings.HasSuffix(g.host, v.host):
+					l.damaged += v.records
+				default:
+					continue
+				}
+				gone[v] = true
+				delete(l.procs, v.key)
+				break
+			}
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	kept := l.order[:0]
+	for _, p := range l.order {
+		if !gone[p] {
+			p.order = len(kept)
+			kept = append(kept, p)
+		}
+	}
+	l.order = kept
+}
+
+func shareThread(a, b *nlProc) bool {
+	for t := range b.tids {
+		if a.tids[t] {
+			return true
+		}
+	}
+	return false
+}
+
+// absorb takes v's records as p's: v is p with a fragment glued to its
+// host.
+func (p *nlProc) absorb(v *nlProc) {
+	p.records += v.records
+	for ptr, vc := range v.comms {
+		c := p.comm(ptr)
+		c.calls = append(c.calls, vc.calls...)
+		slices.SortStableFunc(c.calls, func(a, b *nlCall) int { return cmp.Compare(a.line, b.line) })
+		if c.rank < 0 && vc.rank >= 0 {
+			c.rank, c.nranks, c.id = vc.rank, vc.nranks, vc.id
+		}
+		if c.nranks == 0 {
+			c.nranks = vc.nranks
+		}
+	}
+}
+
+// number drops the per-call lines repeated byte for byte and numbers the
+// calls of each opCount: calls launched in one group share the group's
+// opCount (NCCL 2.12 and later), each a call of its own.
+func (l *ncclLog) number() {
+	for _, p := range l.order {
+		for _, cm := range p.comms {
+			seen := map[string]bool{}
+			kept := cm.calls[:0]
+			for _, c := range cm.calls {
+				if seen[c.key] {
+					l.dups++
+					continue
+				}
+				seen[c.key] = true
+				g := cm.group[c.opCount]
+				if g == nil {
+					g = &[2]int{}
+					cm.group[c.opCount] = g
+				}
+				k := 0
+				if c.p2p() {
+					k = 1
+				}
+				c.sub = g[k]
+				g[k]++
+				if c.ts >= 0 {
+					l.withTS++
+				}
+				kept = append(kept, c)
+			}
+			clear(cm.calls[len(kept):])
+			cm.calls = kept
+			l.calls += int64(len(kept))
+		}
+	}
 }
 
 // finish resolves every process's rank and communicators and writes the

@@ -17,6 +17,20 @@ import (
 // batchEvents is how many events a stream batch holds.
 const batchEvents = 16384
 
+// bufferedEvents bounds the events all streams hold before they are
+// written, so that memory follows the events kept, not the rank count:
+// past it the stream holding the most writes its batch.
+const bufferedEvents = 1 << 18
+
+// maxOpenSpools bounds the spool files open at once: a run of 65,536
+// ranks must not need as many file descriptors.
+const maxOpenSpools = 256
+
+// codecSpools is how many spools are compressed as they are written: a
+// compressor holds MBs, so the spools past these are written plain and
+// compressed one at a time at finish.
+const codecSpools = 16
+
 // sink writes an import's events into a run directory, one stream per
 // rank. A parser does not always know a stream's final rank, the world
 // size or the run's epoch before its input ends (a Horovod timeline names
@@ -30,18 +44,60 @@ type sink struct {
 	runID   string
 	streams map[int]*spool
 	events  int64
+	// buffered counts the events the spools hold unwritten; open lists
+	// the spool files open, oldest first.
+	buffered int
+	open     []*lazyFile
+}
+
+// lazyFile is a spool's file, opened when written to and closed when
+// too many others are open.
+type lazyFile struct {
+	s    *sink
+	path string
+	f    *os.File
+}
+
+func (l *lazyFile) Write(p []byte) (int, error) {
+	if l.f == nil {
+		if len(l.s.open) >= maxOpenSpools {
+			old := l.s.open[0]
+			l.s.open = l.s.open[1:]
+			if err := old.close(); err != nil {
+				return 0, err
+			}
+		}
+		f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return 0, err
+		}
+		l.f = f
+		l.s.open = append(l.s.open, l)
+	}
+	return l.f.Write(p)
+}
+
+func (l *lazyFile) close() error {
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
 }
 
 // spool is one stream being written.
 type spool struct {
-	id   int
-	path string
-	f    *os.File
-	bw   *bufio.Writer
-	w    *trace.Writer
-	info trace.RankInfo
-	buf  []trace.Event
-	n    int64
+	id    int
+	path  string
+	f     *lazyFile
+	s     *sink
+	bw    *bufio.Writer
+	codec trace.Codec
+	w     *trace.Writer
+	info  trace.RankInfo
+	buf   []trace.Event
+	n     int64
 }
 
 func newSink(dir string, codec trace.Codec, runID string) *sink {
@@ -59,18 +115,22 @@ func (s *sink) stream(id int, info trace.RankInfo) (*spool, error) {
 		info.WorldSize = info.Rank + 1
 	}
 	path := filepath.Join(s.dir, fmt.Sprintf(".spool-%05d.arrows", id))
-	f, err := os.Create(path)
-	if err != nil {
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
 		return nil, fmt.Errorf("creating a stream: %w", err)
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	w, err := trace.NewWriter(bw, info, trace.WriterOptions{Codec: s.codec})
+	f := &lazyFile{s: s, path: path}
+	bw := bufio.NewWriterSize(f, 32<<10)
+	codec := s.codec
+	if len(s.streams) >= codecSpools {
+		codec = trace.None
+	}
+	w, err := trace.NewWriter(bw, info, trace.WriterOptions{Codec: codec})
 	if err != nil {
-		f.Close()
+		s.closeFile(f)
 		os.Remove(path)
 		return nil, err
 	}
-	sp := &spool{id: id, path: path, f: f, bw: bw, w: w, info: info, buf: make([]trace.Event, 0, 1024)}
+	sp := &spool{id: id, path: path, f: f, s: s, bw: bw, codec: codec, w: w, info: info}
 	s.streams[id] = sp
 	return sp, nil
 }
@@ -78,10 +138,43 @@ func (s *sink) stream(id int, info trace.RankInfo) (*spool, error) {
 // add queues e for the stream, writing a batch when one is full.
 func (sp *spool) add(e trace.Event) error {
 	sp.buf = append(sp.buf, e)
+	sp.s.buffered++
 	if len(sp.buf) >= batchEvents {
 		return sp.flush()
 	}
+	if sp.s.buffered >= bufferedEvents {
+		return sp.s.flushLargest()
+	}
 	return nil
+}
+
+// flushLargest writes the batch of the stream holding the most events,
+// and then any stream's holding more than the streams' share.
+func (s *sink) flushLargest() error {
+	var big *spool
+	share := bufferedEvents / max(len(s.streams), 1)
+	for _, sp := range s.streams {
+		if big == nil || len(sp.buf) > len(big.buf) {
+			big = sp
+		}
+		if len(sp.buf) > share {
+			if err := sp.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if big != nil {
+		return big.flush()
+	}
+	return nil
+}
+
+// closeFile closes a spool's file and forgets it.
+func (s *sink) closeFile(l *lazyFile) error {
+	if i := slices.Index(s.open, l); i >= 0 {
+		s.open = slices.Delete(s.open, i, i+1)
+	}
+	return l.close()
 }
 
 func (sp *spool) flush() error {
@@ -94,7 +187,12 @@ func (sp *spool) flush() error {
 		return err
 	}
 	sp.n += int64(len(sp.buf))
-	sp.buf = sp.buf[:0]
+	sp.s.buffered -= len(sp.buf)
+	if cap(sp.buf) > batchEvents/4 && sp.s.buffered > bufferedEvents/2 {
+		sp.buf = nil // let a large buffer go while others fill theirs
+	} else {
+		sp.buf = sp.buf[:0]
+	}
 	return nil
 }
 
@@ -106,7 +204,7 @@ func (sp *spool) close() error {
 	if err == nil {
 		err = sp.bw.Flush()
 	}
-	if cerr := sp.f.Close(); err == nil {
+	if cerr := sp.s.closeFile(sp.f); err == nil {
 		err = cerr
 	}
 	return err
@@ -115,7 +213,7 @@ func (sp *spool) close() error {
 // discard removes every spool; the import failed.
 func (s *sink) discard() {
 	for _, sp := range s.streams {
-		sp.f.Close()
+		s.closeFile(sp.f)
 		os.Remove(sp.path)
 	}
 	s.streams = map[int]*spool{}
@@ -165,7 +263,7 @@ func (s *sink) finish(final map[int]trace.RankInfo, shift map[int]int64) ([]trac
 		info.RunID = s.runID
 		dst := filepath.Join(s.dir, trace.RankFile(rank))
 		var err error
-		if len(sps) == 1 && info == sps[0].info && shift[sps[0].id] == 0 {
+		if len(sps) == 1 && info == sps[0].info && shift[sps[0].id] == 0 && sps[0].codec == s.codec {
 			err = os.Rename(sps[0].path, dst)
 		} else {
 			err = s.rewrite(sps, dst, info, shift)
