@@ -40,6 +40,10 @@ type Stragglers struct {
 	// SplitKnown says whether WorkNS and TransferNS were measured (by the
 	// replay); where the run could not be replayed they are unknown, not 0.
 	SplitKnown bool `json:"split_known"`
+	// WorkOnly says that only the ranks' own work was held to typical:
+	// the trace does not say when messages arrived (PMPI), so a rank's
+	// time waiting in a transfer is not told apart from its peers'.
+	WorkOnly bool `json:"work_only,omitempty"`
 	// NoiseBoundNS is the most the costliest rank of this run would be
 	// seen to cost, at Confidence, if no rank were slow of its own: a
 	// bootstrap of the other ranks' window-by-window savings. A rank is
@@ -310,6 +314,10 @@ type replayer struct {
 	msgAt [][2]int32 // message -> rank, op
 	steps bool
 	name  func(int32) string
+	// parts are the parts of a held rank's program held to typical: its
+	// own work, and its own part of transfers where the trace says when
+	// its messages arrived.
+	parts heldParts
 }
 
 type depMode uint8
@@ -345,6 +353,19 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 	if rp == nil {
 		out.Reason = "the run has no communication between ranks to replay"
 		return out
+	}
+	// Where the trace does not say when a message's first byte arrived
+	// (the PMPI library's receives), a rank's time in a wait after its
+	// messages were posted is not its own: its peers progress the
+	// transfer too (an MPI library moves a large message only while both
+	// ranks are inside MPI calls), and a rank descheduled now and then on
+	// a busy core waits longer there without costing anyone. Only its
+	// own work between calls is held to typical; SplitKnown stays true,
+	// the transfer part reads 0 and the docs say why.
+	rp.parts = holdWork | holdTransfers
+	if m := s.meta.Manifest; m != nil && m.Source != nil && m.Source.Format == "pmpi" {
+		rp.parts = holdWork
+		out.WorkOnly = true
 	}
 	actual, ok := rp.replay(-1, false, nil)
 	if !ok {
@@ -585,8 +606,11 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 			// The cost, split in proportion to what holding each part
 			// alone saves.
 			w, _ := rp.replayParts(r, false, nil, holdWork)
-			t, _ := rp.replayParts(r, false, nil, holdTransfers)
-			ws, ts := max(out.TotalNS-w.total(), 0), max(out.TotalNS-t.total(), 0)
+			ws, ts := max(out.TotalNS-w.total(), 0), int64(0)
+			if rp.parts&holdTransfers != 0 {
+				t, _ := rp.replayParts(r, false, nil, holdTransfers)
+				ts = max(out.TotalNS-t.total(), 0)
+			}
 			if ws+ts > 0 {
 				rc.WorkNS = int64(float64(rc.CostNS) * float64(ws) / float64(ws+ts))
 				rc.TransferNS = rc.CostNS - rc.WorkNS
@@ -1289,7 +1313,7 @@ func savedPerWindow(a, b *replayResult) []int64 {
 // except: rank ideal's (or every rank's, if all) held to the typical, and
 // the ranks in fixed too. ok is false if the dependencies never resolve.
 func (rp *replayer) replay(ideal int, all bool, fixed []int) (*replayResult, bool) {
-	return rp.replayParts(ideal, all, fixed, holdWork|holdTransfers)
+	return rp.replayParts(ideal, all, fixed, rp.parts)
 }
 
 // heldParts says which parts of a held rank's program are held to the
