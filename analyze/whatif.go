@@ -47,7 +47,7 @@ type Stragglers struct {
 	// NoiseBoundNS is the most the costliest rank of this run would be
 	// seen to cost, at Confidence, if no rank were slow of its own: a
 	// bootstrap of the other ranks' window-by-window savings. A rank is
-	// named only above it (and above 3% of the run); -1 where no verdict
+	// named only above it (and above 5% of the run); -1 where no verdict
 	// was given (Undecided says why).
 	NoiseBoundNS int64   `json:"noise_bound_ns"`
 	Confidence   float64 `json:"confidence"`
@@ -138,7 +138,7 @@ type PathSegment struct {
 // saves more than that and at least nameShare of the run.
 // docs/metrics.md has the rule and its measured error rates.
 const (
-	nameShare      = 0.03
+	nameShare      = 0.05
 	nameConfidence = 0.99
 	// nameMinWindows is the fewest windows a verdict is given on: fewer
 	// say nothing of the run's noise.
@@ -348,7 +348,7 @@ type windowRef struct {
 
 // stragglers replays the run. steps are each rank's step spans.
 func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [][2]int) Stragglers {
-	out := Stragglers{Ranks: []RankCost{}, Named: []int{}}
+	out := Stragglers{Ranks: []RankCost{}, Named: []int{}, NoiseBoundNS: -1}
 	rp := s.newReplayer(ranks, calls, inst)
 	if rp == nil {
 		out.Reason = "the run has no communication between ranks to replay"
@@ -534,7 +534,7 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 	// holding any other pair saves (ranks that share a busy core make
 	// pairs too, but not that far above the rest), and each of the two
 	// saves more than the noise once the other is held.
-	if enough && len(named) == 0 && len(cands) >= 3 {
+	if enough && len(named) == 0 && len(cands) >= 3 && len(rp.ranks) >= 4 { // at most half the ranks
 		top := cands[:min(len(cands), pairCandidates)]
 		var pairs [][2]int
 		for i := range top {
@@ -674,7 +674,18 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		msg int32
 	}
 	var recvs []recvRef
-	msgKey := []int32{} // message -> its post's key
+	// What names a message's post on every rank (its key) is settled
+	// once every rank's messages are known: the k-th post of its kind,
+	// communicator and tag where every rank that posts such messages
+	// posts as many, else (a stencil's edge ranks have fewer neighbours,
+	// all on one tag) its place in the rank's k-th completion call.
+	type msgKeyInfo struct {
+		fam  [3]int64 // kind, communicator, tag
+		occ  int64    // k-th of its family on its rank
+		call int64    // its completion call's place on its rank
+		j    int64    // its place among its family in that call
+	}
+	var msgInfo []msgKeyInfo
 	keys := map[[4]int64]int32{}
 	keyOf := func(a, b, c, d int64) int32 {
 		k := [4]int64{a, b, c, d}
@@ -723,6 +734,8 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		groups := map[span2][]int32{}
 		var order []span2
 		occ := map[[3]int64]int64{}
+		groupAt := map[span2]int{}
+		inCall := map[[4]int64]int64{}
 		for _, m := range mine {
 			if int(m.peer) == r {
 				continue // a local copy: own work
@@ -742,21 +755,25 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 			} else {
 				recvs = append(recvs, recvRef{p2pKey{m.comm, m.peer, int32(r), m.tag}, msg})
 			}
-			ok := [3]int64{kind, int64(m.comm), m.tag}
-			key := keyOf(kind, int64(m.comm), m.tag, occ[ok])
-			occ[ok]++
-			msgKey = append(msgKey, key)
-			ops = append(ops, rop{kind: opPost, start: m.start, end: m.start, call: msg, key: key, win: -1})
+			fam := [3]int64{kind, int64(m.comm), m.tag}
 			g := span2{mr.wait, mr.end}
-			if _, ok := groups[g]; !ok {
+			gi, seen := groupAt[g]
+			if !seen {
+				gi = len(order)
+				groupAt[g] = gi
 				order = append(order, g)
 			}
 			groups[g] = append(groups[g], msg)
+			in := [4]int64{int64(gi), kind, int64(m.comm), m.tag}
+			msgInfo = append(msgInfo, msgKeyInfo{fam: fam, occ: occ[fam], call: int64(gi), j: inCall[in]})
+			occ[fam]++
+			inCall[in]++
+			ops = append(ops, rop{kind: opPost, start: m.start, end: m.start, call: msg, key: -1, win: -1})
 		}
 		for _, g := range order {
 			gi := int32(len(rp.groups))
 			rp.groups = append(rp.groups, groups[g])
-			ops = append(ops, rop{kind: opMWait, start: g.start, end: g.end, call: gi, key: keyOf(8, int64(msgKey[groups[g][0]]), 0, 0), win: -1})
+			ops = append(ops, rop{kind: opMWait, start: g.start, end: g.end, call: gi, key: -1, win: -1})
 		}
 		if len(ops) == 0 {
 			continue
@@ -780,6 +797,47 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 	}
 	if !multi || len(rp.ranks) < 2 {
 		return nil
+	}
+	// The messages' keys: by family where every rank posts as many of it.
+	famCount := map[[3]int64]map[int32]int64{}
+	for m, in := range msgInfo {
+		if famCount[in.fam] == nil {
+			famCount[in.fam] = map[int32]int64{}
+		}
+		famCount[in.fam][rp.msgs[m].rank]++
+	}
+	aligned := map[[3]int64]bool{}
+	for fam, byRank := range famCount {
+		aligned[fam] = true
+		var n int64 = -1
+		for _, c := range byRank {
+			if n >= 0 && c != n {
+				aligned[fam] = false
+			}
+			n = c
+		}
+	}
+	msgKey := make([]int32, len(msgInfo))
+	for _, r := range rp.ranks {
+		for i, o := range rp.ops[r] {
+			if o.kind != opPost {
+				continue
+			}
+			in := msgInfo[o.call]
+			if aligned[in.fam] {
+				msgKey[o.call] = keyOf(in.fam[0], in.fam[1], in.fam[2], in.occ)
+			} else {
+				msgKey[o.call] = keyOf(in.fam[0]+10, in.fam[1], in.fam[2], in.call<<24|in.j)
+			}
+			rp.ops[r][i].key = msgKey[o.call]
+		}
+	}
+	for _, r := range rp.ranks {
+		for i, o := range rp.ops[r] {
+			if o.kind == opMWait {
+				rp.ops[r][i].key = keyOf(8, int64(msgKey[rp.groups[o.call][0]]), 0, 0)
+			}
+		}
 	}
 	// Messages: the k-th receive posted from a peer with a tag on a
 	// communicator got the k-th send posted (MPI's messages do not
@@ -811,9 +869,13 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 		first := max(rm.first, sm.post)
 		lag := first - sm.post
 		if rm.first <= rm.post && sm.post < rm.post {
+			// A blocking send that ended before the receiver posted was
+			// buffered: its message was there by its end. One still going
+			// when the receiver posted (synchronous, too large to buffer)
+			// waited for the receiver, and its time is not the message's.
 			lag = 0
-			if !sm.nonBlocking {
-				lag = min(rm.post-sm.post, max(sm.end-sm.post, 0))
+			if !sm.nonBlocking && sm.end <= rm.post {
+				lag = sm.end - sm.post
 			}
 		}
 		rp.lagOf[rv.msg] = lag
@@ -876,6 +938,31 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 				c := calls[o.call]
 				o.tail = max(o.end-max(o.start, c.start+c.dur), 0)
 			}
+		}
+	}
+	// Waits with one span are one completion call (a Waitall of a
+	// collective's request and messages): each ends once its own part
+	// completed, and the last takes the call's time after all of them
+	// completed, so that holding the rank any of them waited for
+	// shortens the call.
+	for _, r := range rp.ranks {
+		ops := rp.ops[r]
+		for i := 0; i < len(ops); {
+			j := i + 1
+			for j < len(ops) && isWait(ops[i]) == 1 && isWait(ops[j]) == 1 && ops[j].start == ops[i].start && ops[j].end == ops[i].end {
+				j++
+			}
+			if j-i > 1 {
+				var comp int64
+				for k := i; k < j; k++ {
+					comp = max(comp, rp.opCompletion(ops[k]))
+				}
+				for k := i; k < j-1; k++ {
+					ops[k].tail = 0
+				}
+				ops[j-1].tail = max(ops[j-1].end-max(ops[j-1].start, comp), 0)
+			}
+			i = j
 		}
 	}
 	rp.callTail = make([]int64, len(calls))
@@ -1058,6 +1145,9 @@ func testedWaits(ops []rop) bool {
 		eff := o.start
 		j := i + 1
 		for ; j < len(ops) && j-i <= scan && ops[j].start < o.end; j++ {
+			if isWait(ops[j]) == 1 && ops[j].start == o.start && ops[j].end == o.end {
+				continue // one completion call's other requests (a Waitall's)
+			}
 			switch ops[j].kind {
 			case opStart, opPost, opMark:
 				eff = max(eff, ops[j].start)
@@ -1075,6 +1165,20 @@ func testedWaits(ops []rop) bool {
 		}
 	}
 	return moved
+}
+
+// opCompletion is when what a wait operation waited for completed, as
+// recorded.
+func (rp *replayer) opCompletion(o rop) int64 {
+	if o.kind == opWait {
+		c := rp.calls[o.call]
+		return c.start + c.dur
+	}
+	var comp int64
+	for _, m := range rp.groups[o.call] {
+		comp = max(comp, rp.recordedCompletion(m))
+	}
+	return comp
 }
 
 // recordedCompletion is when message m completed as recorded, as the
@@ -1732,6 +1836,7 @@ func perCall(calls []callRec, inst [][2]int) Stragglers {
 	}
 	out.Windows = n
 	if n == 0 {
+		out.NoiseBoundNS = -1
 		out.Replayed = false
 		out.Reason = "the run has no call that several ranks recorded"
 		return out

@@ -173,3 +173,191 @@ func TestNoiseBound(t *testing.T) {
 		t.Errorf("bootstrap %d, normal approximation %d: more than 5%% apart", boot, normal)
 	}
 }
+
+func stepEv(rank int32, step int32, start, dur int64) trace.Event {
+	e := ev(trace.KindStep, rank, "step", start, dur)
+	e.Step = step
+	return e
+}
+
+// pingPong: pairs (0,1),(2,3); even rank sends (blocking, sync if ssend)
+// to odd, odd replies. Rank 1 stalls `stall` before each receive.
+func pingPong(iters int, stall int64, ssend bool) *trace.Run {
+	const us = int64(1000)
+	var evs []trace.Event
+	cur := make([]int64, 4)
+	for it := range iters {
+		for p := 0; p < 4; p += 2 {
+			s, r := int32(p), int32(p+1)
+			Ps := cur[s] + 1000*us
+			Pr := cur[r] + 1000*us
+			if r == 1 {
+				Pr += stall
+			}
+			var E1, sendEnd int64
+			E1 = max(Ps, Pr) + 10*us
+			sendEnd = E1
+			if !ssend {
+				sendEnd = Ps + 5*us
+				E1 = max(Ps+10*us, Pr+1*us)
+			}
+			evs = append(evs, message(trace.KindSend, s, r, PointToPoint, "", 0, Ps, sendEnd-Ps, 64, 0),
+				message(trace.KindRecv, r, s, PointToPoint, "", 0, Pr, E1-Pr, 64, 0))
+			Qr := E1 + 500*us
+			Qs := sendEnd + us
+			E2 := max(Qs, Qr) + 10*us
+			send2End := E2
+			if !ssend {
+				send2End = Qr + 5*us
+				E2 = max(Qr+10*us, Qs+us)
+			}
+			evs = append(evs, message(trace.KindSend, r, s, PointToPoint, "", 1, Qr, send2End-Qr, 64, 0),
+				message(trace.KindRecv, s, r, PointToPoint, "", 1, Qs, E2-Qs, 64, 0))
+			evs = append(evs, stepEv(s, int32(it), cur[s], E2-cur[s]), stepEv(r, int32(it), cur[r], send2End-cur[r]))
+			cur[s], cur[r] = E2, send2End
+		}
+	}
+	return runOf(4, evs...)
+}
+
+// haloColl: ring halo + Iallreduce; rank `slow` stalls `stall` before
+// every exchange. same: the allreduce's request completes in the same
+// Waitall as the messages; else the program waits the messages, then the
+// allreduce with MPI_Wait.
+func haloColl(ranks, iters, slow int, stall int64, same bool) *trace.Run {
+	const us = int64(1000)
+	var evs []trace.Event
+	release := make([]int64, ranks)
+	for it := range iters {
+		post := make([]int64, ranks)
+		last := int64(0)
+		for r := range ranks {
+			post[r] = release[r] + 1000*us + int64((r*7+it*13)%5)*us
+			if r == slow {
+				post[r] += stall
+			}
+			last = max(last, post[r])
+		}
+		collDone := last + 20*us
+		for r := range ranks {
+			left, right := (r+ranks-1)%ranks, (r+1)%ranks
+			sendAt := post[r] + us
+			waitAt := post[r] + 2*us
+			arrive := max(post[left], post[right]) + us + 10*us
+			p2pEnd := max(waitAt, arrive) + us
+			end := p2pEnd
+			cwait := waitAt
+			if same {
+				end = max(p2pEnd, collDone) + us
+				p2pEnd = end
+			} else {
+				cwait = p2pEnd + us
+				end = max(cwait, collDone) + us
+			}
+			c := coll(int32(r), "allreduce", "", int64(it), post[r], end-post[r], 8)
+			evs = append(evs, c, waitFor(c, cwait))
+			msgs := []trace.Event{
+				message(trace.KindRecv, int32(r), int32(left), PointToPoint, "", 1, post[r], p2pEnd-post[r], 64, 0),
+				message(trace.KindRecv, int32(r), int32(right), PointToPoint, "", 2, post[r], p2pEnd-post[r], 64, 0),
+				message(trace.KindSend, int32(r), int32(left), PointToPoint, "", 2, sendAt, p2pEnd-sendAt, 64, 0),
+				message(trace.KindSend, int32(r), int32(right), PointToPoint, "", 1, sendAt, p2pEnd-sendAt, 64, 0),
+			}
+			for _, m := range msgs {
+				evs = append(evs, m, waitFor(m, waitAt))
+			}
+			release[r] = end
+		}
+	}
+	return runOf(ranks, evs...)
+}
+
+// halo2D: non-periodic nx*ny grid, one tag, Waitall, no collectives.
+func halo2D(nx, ny, iters, slow int, stall int64) *trace.Run {
+	const us = int64(1000)
+	ranks := nx * ny
+	var evs []trace.Event
+	release := make([]int64, ranks)
+	nbs := func(r int) []int {
+		x, y := r%nx, r/nx
+		var nb []int
+		if x > 0 {
+			nb = append(nb, r-1)
+		}
+		if x < nx-1 {
+			nb = append(nb, r+1)
+		}
+		if y > 0 {
+			nb = append(nb, r-nx)
+		}
+		if y < ny-1 {
+			nb = append(nb, r+nx)
+		}
+		return nb
+	}
+	for it := range iters {
+		post := make([]int64, ranks)
+		for r := range ranks {
+			post[r] = release[r] + 1000*us + int64((r*7+it*13)%5)*us
+			if r == slow {
+				post[r] += stall
+			}
+		}
+		for r := range ranks {
+			nb := nbs(r)
+			sendAt := post[r] + us
+			waitAt := post[r] + 2*us
+			arrive := int64(0)
+			for _, p := range nb {
+				arrive = max(arrive, post[p]+us+10*us)
+			}
+			end := max(waitAt, arrive) + us
+			var msgs []trace.Event
+			for _, p := range nb {
+				msgs = append(msgs, message(trace.KindRecv, int32(r), int32(p), PointToPoint, "", 0, post[r], end-post[r], 64, 0))
+			}
+			for _, p := range nb {
+				msgs = append(msgs, message(trace.KindSend, int32(r), int32(p), PointToPoint, "", 0, sendAt, end-sendAt, 64, 0))
+			}
+			for _, m := range msgs {
+				evs = append(evs, m, waitFor(m, waitAt))
+			}
+			release[r] = end
+		}
+	}
+	return runOf(ranks, evs...)
+}
+
+// TestReviewedCases: cases a review of the replay found costing a real
+// straggler nothing. A receiver late for synchronous sends (the send
+// lasts until the receive is posted, which is not the message's time in
+// flight); an Iallreduce completed in the same Waitall as a halo
+// exchange's messages (one completion call, not a wait for the messages
+// and then a polled one); a non-periodic 6x6 grid exchanging on one tag
+// (edge ranks have fewer neighbours, so the k-th receive is not the same
+// iteration's on every rank). Each names its slow rank at what it slept.
+func TestReviewedCases(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		run       *trace.Run
+		slow      int
+		cost, tol float64
+	}{
+		{"eager sends", pingPong(20, 5_000_000, false), 1, 100e6, 0.02},
+		{"synchronous sends", pingPong(20, 5_000_000, true), 1, 100e6, 0.02},
+		{"collective in its own wait", haloColl(8, 20, 4, 5_000_000, false), 4, 95e6, 0.05},
+		{"collective in the messages' Waitall", haloColl(8, 20, 4, 5_000_000, true), 4, 95e6, 0.05},
+		{"non-periodic grid, one tag", halo2D(6, 6, 40, 14, 150_000), 14, 6e6, 0.1},
+	} {
+		st := Summarize(tc.run).Stragglers
+		if st.Reason != "" || st.ReplayErrorNS != 0 {
+			t.Errorf("%s: reason %q, replay error %d", tc.name, st.Reason, st.ReplayErrorNS)
+			continue
+		}
+		if !slices.Equal(st.Named, []int{tc.slow}) || math.Abs(float64(st.Ranks[0].CostNS)-tc.cost) > tc.tol*tc.cost {
+			t.Errorf("%s: named %v (want [%d] at %.0f ns), costliest %+v", tc.name, st.Named, tc.slow, tc.cost, st.Ranks[0])
+		}
+	}
+	if st := Summarize(halo2D(6, 6, 40, -1, 0)).Stragglers; len(st.Named) != 0 || st.Windows != 40 {
+		t.Errorf("the clean grid: named %v over %d windows (want nobody over the 40 exchanges)", st.Named, st.Windows)
+	}
+}
