@@ -137,10 +137,10 @@ func recordMPI(t *testing.T, k mpiKit, program ...string) (*summaryView, float64
 }
 
 // TestTruthMPIStalls: in each pattern, under each MPI, the rank that slept
-// 30 ms before one exchange in ten (6 of 60, each costing the job the
-// 30 ms as the others wait for its messages) is named first, its cost is
-// within 35% of the 180 ms it stalled, and most of it is its own work;
-// the run is replayed as a program, not judged call by call.
+// 30 ms (MPICH: 60 ms) before one exchange in ten (6 of 60, each costing
+// the job the stall as the others wait for its messages) is named first,
+// its cost is within 35% of the time it stalled, and most of it is its own
+// work; the run is replayed as a program, not judged call by call.
 func TestTruthMPIStalls(t *testing.T) {
 	oversubscribed(t)
 	for _, flavor := range []string{"openmpi", "mpich"} {
@@ -148,7 +148,12 @@ func TestTruthMPIStalls(t *testing.T) {
 			slow := (i + 1) % 4
 			t.Run(flavor+"-"+pat, func(t *testing.T) {
 				k := findMPIKit(t, flavor)
-				s, stalled := recordMPI(t, k, stallProgram(t, k), pat, strconv.Itoa(slow), "30", "10", "60", "2")
+				// MPICH's waiting ranks busy-poll, and while the slow rank
+				// sleeps they catch up on the time they lost sharing cores:
+				// with a core kept busy a 30 ms stall cost its job as little
+				// as half of it. Its stalls are longer.
+				stall := map[string]string{"openmpi": "30", "mpich": "60"}[flavor]
+				s, stalled := recordMPI(t, k, stallProgram(t, k), pat, strconv.Itoa(slow), stall, "10", "60", "2")
 				s.checkStall(t, slow, stalled, 0.35)
 			})
 		}
