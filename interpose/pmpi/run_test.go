@@ -2,8 +2,8 @@ package pmpi
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
