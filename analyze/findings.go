@@ -216,8 +216,10 @@ func stragglerFinding(s *Summary) []string {
 			f = fmt.Sprintf("no rank stands out: the costliest, rank %d, cost %s (%s of the run), %s; %s",
 				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), st.Why, noise)
 		case len(rs) > 0:
-			f = fmt.Sprintf("no rank stands out above %s: the costliest, rank %d, cost %s (%s of the run)",
-				noise, rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share))
+			f = fmt.Sprintf("no rank stands out above the run's noise: the costliest, rank %d, cost %s (%s of the run), %s more than the median rank, "+
+				"under the %s a rank with no slowness of its own would be seen to cost (%.0f%% confidence)",
+				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), units.Duration(float64(max(rs[0].CostNS-st.NoiseNS, 0))),
+				units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
 		default:
 			f = "no rank stands out above " + noise
 		}

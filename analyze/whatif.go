@@ -506,9 +506,18 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		if len(named) == 0 {
 			out.NoiseBoundNS = bound
 		}
+		// A named rank's cost is its saving beyond what holding a rank
+		// that is not named saves (the median over them, noise_ns): that
+		// is what must stand above the bound.
+		var rest []int64
+		for _, r := range cands {
+			if r != best && !slices.Contains(named, r) {
+				rest = append(rest, alone[r])
+			}
+		}
 		why := ""
 		switch {
-		case gains[best] <= bound:
+		case gains[best]-median(rest) <= bound:
 			why = "within the run's noise"
 		case !bigEnough(gains[best]):
 			why = fmt.Sprintf("above the run's noise but under %.0f%% of the run", 100*nameShare)
