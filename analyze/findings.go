@@ -194,6 +194,8 @@ func stragglerFinding(s *Summary) []string {
 				units.Duration(float64(rc.WorkNS)), units.Duration(float64(rc.TransferNS)))
 		case rc.TransferNS > 0:
 			f += "; all of it in its part of the transfers"
+		case rc.WorkNS > 0 && st.WorkOnly:
+			f += "; all of it in its own work between communication calls, the only part judged where the trace does not say when messages arrived"
 		case rc.WorkNS > 0:
 			f += "; all of it in its own work between communication calls"
 		}

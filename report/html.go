@@ -315,6 +315,8 @@ func runCards(s *analyze.Summary) []card {
 				case rc.Rank != h.Straggler || rc.CostNS <= 0:
 				case !st.SplitKnown:
 					c.Detail += " · how it splits between its own work and its transfers is unknown (the run could not be replayed)"
+				case st.WorkOnly:
+					c.Detail += " · all in its own work between calls (its part of transfers is not judged: the trace does not say when messages arrived)"
 				default:
 					c.Detail += fmt.Sprintf(" · slow in its own work %.0f%%, in its part of transfers %.0f%%",
 						100*float64(rc.WorkNS)/float64(rc.CostNS), 100*float64(rc.TransferNS)/float64(rc.CostNS))
