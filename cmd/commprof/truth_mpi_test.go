@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +153,16 @@ func TestTruthMPIStalls(t *testing.T) {
 				// as half of it. Its stalls are longer.
 				stall := map[string]string{"openmpi": "30", "mpich": "60"}[flavor]
 				s, stalled := recordMPI(t, k, stallProgram(t, k), pat, strconv.Itoa(slow), stall, "10", "60", "2")
-				s.checkStall(t, slow, stalled, 0.35)
+				lo := 0.35
+				if flavor == "mpich" && pat == "sub" {
+					// While rank 0 sleeps, ranks 1 and 3 (the other
+					// sub-communicator) run on until the world allreduce, on
+					// cores rank 0 and its busy-polling partner would have
+					// shared with them: with a core kept busy the job lost
+					// 51-62% of the stalls, and the replay found as much.
+					lo = 0.6
+				}
+				s.checkStall(t, slow, stalled, lo, 0.35)
 			})
 		}
 	}
@@ -171,7 +179,7 @@ func TestTruthMPI4pyStalls(t *testing.T) {
 		t.Run(pat, func(t *testing.T) {
 			k := findMPIKit(t, "openmpi")
 			s, stalled := recordMPI(t, k, py, "../../interpose/pmpi/testdata/stall.py", pat, strconv.Itoa(slow), "30", "10", "60", "2")
-			s.checkStall(t, slow, stalled, 0.35)
+			s.checkStall(t, slow, stalled, 0.35, 0.35)
 		})
 	}
 }
@@ -215,7 +223,9 @@ func debianPython(t *testing.T) string {
 // summaryView adds the stall checks to a summary.
 type summaryView struct{ *analyze.Summary }
 
-func (s *summaryView) checkStall(t *testing.T, slow int, stalled, tolerance float64) {
+// checkStall checks that rank slow is named first, at a cost within
+// [1-lo, 1+hi] of the time it stalled, mostly its own work.
+func (s *summaryView) checkStall(t *testing.T, slow int, stalled, lo, hi float64) {
 	t.Helper()
 	st := s.Stragglers
 	if st.Reason != "" || !st.SplitKnown {
@@ -228,8 +238,8 @@ func (s *summaryView) checkStall(t *testing.T, slow int, stalled, tolerance floa
 	cost := float64(rc.CostNS)
 	t.Logf("rank %d: cost %.1f ms of %.1f ms stalled (%.0f%%), %.0f%% in its own work; noise bound %.1f ms; %d windows, replay error %d ns",
 		slow, cost/1e6, stalled/1e6, 100*cost/stalled, 100*float64(rc.WorkNS)/cost, float64(st.NoiseBoundNS)/1e6, st.Windows, st.ReplayErrorNS)
-	if math.Abs(cost-stalled) > tolerance*stalled {
-		t.Errorf("rank %d's cost %.1f ms is not within %.0f%% of the %.1f ms it stalled", slow, cost/1e6, 100*tolerance, stalled/1e6)
+	if cost < (1-lo)*stalled || cost > (1+hi)*stalled {
+		t.Errorf("rank %d's cost %.1f ms is not within -%.0f%%/+%.0f%% of the %.1f ms it stalled", slow, cost/1e6, 100*lo, 100*hi, stalled/1e6)
 	}
 	if float64(rc.WorkNS) < 0.6*cost {
 		t.Errorf("rank %d slept between its calls, yet only %.1f of its %.1f ms is its own work", slow, float64(rc.WorkNS)/1e6, cost/1e6)
