@@ -271,15 +271,18 @@ type msgRec struct {
 
 // replayer holds a run's program operations and dependencies.
 type replayer struct {
-	calls   []callRec
-	inst    [][2]int
-	instOf  []int32 // call index -> instance
-	deps    []depMode
-	ops     [][]rop // by rank
-	ranks   []int
-	msgs    []msgRec
-	msgFrom []int32 // recv message -> send message (-1 unknown)
-	lagOf   []int64 // recv message: first byte after the send was posted
+	calls  []callRec
+	inst   [][2]int
+	instOf []int32 // call index -> instance
+	// rootMember is, by instance, the call of its root's rank (-1 if
+	// none: not a rooted collective, or the root did not record it).
+	rootMember []int32
+	deps       []depMode
+	ops        [][]rop // by rank
+	ranks      []int
+	msgs       []msgRec
+	msgFrom    []int32 // recv message -> send message (-1 unknown)
+	lagOf      []int64 // recv message: first byte after the send was posted
 	// sendTo is a send's receive (-1 unknown) when the send was still
 	// going when the receiver posted, so that it waited for the
 	// receiver (a message too large for the socket's buffer, a
@@ -657,9 +660,14 @@ func (rp *replayer) hasSteps() bool { return rp.steps }
 func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst [][2]int) *replayer {
 	rp := &replayer{calls: calls, inst: inst, instOf: make([]int32, len(calls)), deps: make([]depMode, len(inst)), name: s.str}
 	multi := false
+	rp.rootMember = make([]int32, len(inst))
 	for i, in := range inst {
+		rp.rootMember[i] = -1
 		for j := in[0]; j < in[1]; j++ {
 			rp.instOf[j] = int32(i)
+			if rp.rootMember[i] < 0 && calls[j].rank == calls[in[0]].root {
+				rp.rootMember[i] = int32(j)
+			}
 		}
 		rp.deps[i] = depOf(s.str(calls[in[0]].name))
 		multi = multi || in[1]-in[0] > 1
@@ -1476,6 +1484,25 @@ func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldPart
 	for i := range arrive {
 		arrive[i], done[i] = unknown, unknown
 	}
+	// Per instance, how many members have arrived and which arrived
+	// last (the first of equals), so that a member's completion is found
+	// without looking at every other member: a 512-rank collective would
+	// otherwise cost 512² looks per replay.
+	ar := &arrivals{count: make([]int32, len(rp.inst)), last: make([]int32, len(rp.inst))}
+	for i := range ar.last {
+		ar.last[i] = -1
+	}
+	arriveAt := func(call int32, t int64) {
+		if arrive[call] != unknown {
+			return // an operation retried once what it waits for is known: it arrived at the same time
+		}
+		arrive[call] = t
+		in := rp.instOf[call]
+		ar.count[in]++
+		if l := ar.last[in]; l < 0 || t > arrive[l] || (t == arrive[l] && call < l) {
+			ar.last[in] = call
+		}
+	}
 	sent := make([]int64, rp.nmsg)   // replayed send start
 	posted := make([]int64, rp.nmsg) // replayed receive post
 	for i := range sent {
@@ -1516,7 +1543,7 @@ func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldPart
 				var end int64
 				switch o.kind {
 				case opStart:
-					arrive[o.call] = t
+					arriveAt(o.call, t)
 					end = t
 				case opMark:
 					end = t
@@ -1537,18 +1564,18 @@ func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldPart
 					}
 					end = max(t, comp) + tail
 				case opBlock:
-					arrive[o.call] = t
-					l, ok := rp.resolve(o.call, arrive)
+					arriveAt(o.call, t)
+					l, ok := rp.resolve(o.call, arrive, ar)
 					if !ok {
 						goto blocked
 					}
 					if l > t {
-						why, whyR = rp.latest(o.call, arrive)
+						why, whyR = rp.latest(o.call, ar)
 					}
 					end = max(l, t) + tail
 					done[o.call] = end
 				case opWait:
-					l, ok := rp.resolve(o.call, arrive)
+					l, ok := rp.resolve(o.call, arrive, ar)
 					if !ok {
 						goto blocked
 					}
@@ -1558,7 +1585,7 @@ func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldPart
 					comp := max(l, a) + callTail(r, o.call, rp.callTail[o.call])
 					done[o.call] = comp
 					if comp > t {
-						why, whyR = rp.latest(o.call, arrive)
+						why, whyR = rp.latest(o.call, ar)
 						if l <= a {
 							why, whyR = o.call, int32(c.rank)
 						}
@@ -1594,29 +1621,49 @@ func (rp *replayer) replayParts(ideal int, all bool, fixed []int, parts heldPart
 	return res, true
 }
 
-// resolve returns the arrival call's completion waits for, once known.
-func (rp *replayer) resolve(call int32, arrive []int64) (int64, bool) {
+// arrivals are, in one replay, how many members of each instance have
+// arrived, and which arrived last.
+type arrivals struct {
+	count []int32
+	last  []int32 // call index, -1 before any
+}
+
+// resolve returns the arrival call's completion waits for, once known:
+// as lastArrival, from what the replay has seen arrive so far.
+func (rp *replayer) resolve(call int32, arrive []int64, ar *arrivals) (int64, bool) {
 	const unknown = int64(-1 << 62)
-	in := int(rp.instOf[call])
-	ok := true
-	l := rp.lastArrival(in, rp.calls[call].rank, func(j int) int64 {
-		if arrive[j] == unknown {
-			ok = false
+	in := rp.instOf[call]
+	lo, hi := rp.inst[in][0], rp.inst[in][1]
+	if rp.free != nil && rp.free[call] {
+		return arrive[call], arrive[call] != unknown
+	}
+	all := func() (int64, bool) {
+		if int(ar.count[in]) < hi-lo {
+			return 0, false
 		}
-		return arrive[j]
-	})
-	return l, ok
+		return arrive[ar.last[in]], true
+	}
+	switch rp.deps[in] {
+	case depNone:
+		return arrive[call], arrive[call] != unknown
+	case depRoot:
+		if j := rp.rootMember[in]; j >= 0 {
+			return arrive[j], arrive[j] != unknown
+		}
+	case depToRoot:
+		if rp.calls[lo].root != rp.calls[call].rank {
+			return arrive[call], arrive[call] != unknown
+		}
+	}
+	return all()
 }
 
 // latest returns the call (and its rank) of the member that arrived last
-// at call's instance.
-func (rp *replayer) latest(call int32, arrive []int64) (int32, int32) {
-	in := rp.inst[rp.instOf[call]]
-	best := int32(in[0])
-	for j := in[0]; j < in[1]; j++ {
-		if arrive[j] > arrive[best] {
-			best = int32(j)
-		}
+// at call's instance, of those that have arrived.
+func (rp *replayer) latest(call int32, ar *arrivals) (int32, int32) {
+	best := ar.last[rp.instOf[call]]
+	if best < 0 {
+		best = call
 	}
 	return best, rp.calls[best].rank
 }

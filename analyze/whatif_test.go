@@ -361,3 +361,27 @@ func TestReviewedCases(t *testing.T) {
 		t.Errorf("the clean grid: named %v over %d windows (want nobody over the 40 exchanges)", st.Named, st.Windows)
 	}
 }
+
+// BenchmarkStragglersWide replays 50 allreduces over 512 ranks, one of
+// them late: a member's completion must not cost a look at every other
+// member (docs/benchmarks.md, "Reading a run and stats").
+func BenchmarkStragglersWide(b *testing.B) {
+	const ranks, calls = 512, 50
+	var evs []trace.Event
+	for i := range int64(calls) {
+		for r := range int32(ranks) {
+			late := int64(0)
+			if r == 7 {
+				late = 200_000
+			}
+			evs = append(evs, coll(r, "allreduce", "ring", i, i*1_000_000+late+int64(r%5)*1000, 300_000-late, 4096))
+		}
+	}
+	run := runOf(ranks, evs...)
+	b.ResetTimer()
+	for range b.N {
+		if st := Summarize(run).Stragglers; !slices.Equal(st.Named, []int{7}) {
+			b.Fatalf("named %v", st.Named)
+		}
+	}
+}
