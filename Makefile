@@ -84,14 +84,15 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Every test, with the race detector; the launcher tests run real mpirun.
-# The truth tests (cmd/commprof/truth_test.go, netns_test.go) check
-# measured times against faults injected on purpose, so they run after the
-# rest, alone on the machine and without the detector's slowdown.
+# The truth tests (cmd/commprof/truth_test.go, netns_test.go,
+# interpose/pmpi/stall_test.go) check measured times against faults
+# injected on purpose, so they run after the rest, alone on the machine
+# (one package at a time) and without the detector's slowdown.
 # Allocation counts are checked again without it (the detector allocates,
 # so those tests skip themselves under -race).
 test: deps vet build
 	COMMPROF_REQUIRE_DEPS=1 $(GO) test -race -count=1 -timeout 20m -skip '^TestTruth' ./...
-	COMMPROF_REQUIRE_DEPS=1 $(GO) test -count=1 -timeout 10m -run '^TestTruth' ./cmd/commprof
+	COMMPROF_REQUIRE_DEPS=1 $(GO) test -p 1 -count=1 -timeout 10m -run '^TestTruth' ./cmd/commprof ./interpose/pmpi
 	$(GO) test -count=1 -run 'Allocs' ./...
 
 bench: bench-go

@@ -3,7 +3,6 @@ package pmpi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -74,38 +73,6 @@ func TestHPCC(t *testing.T) {
 	checkSpans(t, run)
 	checkConservation(t, run)
 	checkReplayed(t, bin, dir)
-}
-
-// checkReplayed reads the run as a user would (commprof stats) and
-// checks that its straggler replay followed it as one program, not call
-// by call, and reproduced it.
-func checkReplayed(t *testing.T, bin, dir string) {
-	t.Helper()
-	res := command(t, nil, "", bin, "stats", "--format", "json", dir)
-	if res.err != nil {
-		t.Fatalf("stats: %v\n%s", res.err, res.stderr)
-	}
-	var s struct {
-		Stragglers struct {
-			Replayed      bool   `json:"replayed"`
-			Reason        string `json:"reason"`
-			SplitKnown    bool   `json:"split_known"`
-			Windows       int    `json:"windows"`
-			TotalNS       int64  `json:"total_ns"`
-			ReplayErrorNS int64  `json:"replay_error_ns"`
-		} `json:"stragglers"`
-	}
-	if err := json.Unmarshal([]byte(res.stdout), &s); err != nil {
-		t.Fatalf("stats JSON: %v", err)
-	}
-	st := s.Stragglers
-	t.Logf("replayed over %d windows, %d ns; replay error %d ns", st.Windows, st.TotalNS, st.ReplayErrorNS)
-	if !st.Replayed || st.Reason != "" || !st.SplitKnown || st.Windows == 0 {
-		t.Errorf("not replayed as one program: %+v", st)
-	}
-	if st.ReplayErrorNS > st.TotalNS/1000 {
-		t.Errorf("the replay is off by %d ns in a run of %d ns", st.ReplayErrorNS, st.TotalNS)
-	}
 }
 
 // TestMPI4pyBench records mpi4py's own benchmark, `python3 -m mpi4py.bench

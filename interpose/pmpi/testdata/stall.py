@@ -1,5 +1,5 @@
 """stall.c's patterns in mpi4py, with a known stall (bench/verdicts.sh,
-cmd/commprof/truth_mpi_test.go).
+interpose/pmpi/stall_test.go).
 
     stall.py PATTERN SLOW STALL_MS EVERY ITERS WORK_MS
 
