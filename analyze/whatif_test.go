@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"testing"
@@ -8,53 +9,74 @@ import (
 	"github.com/commprof/commprof/trace"
 )
 
-// haloRun is a halo exchange as the PMPI library records it: on each of
-// ranks ranks, iters iterations of work, an Irecv from each neighbour, an
-// Isend to each, and a Waitall (a wait event per request, every one from
-// the Waitall's start to its end, and each message's event from its post
-// to that end). Rank slow sleeps stall more before the exchange of the
-// iterations in stalls. Messages take 10 µs; a rank's Waitall returns
-// 1 µs after its last message arrived. When polled, rank 0 tests its
-// requests from the moment it posted its receives (its wait events start
-// before its sends' posts), as a program that polls with MPI_Test does.
-func haloRun(ranks, iters, slow int, stall int64, stalls []int, polled bool) *trace.Run {
-	const (
-		us      = int64(1000)
-		latency = 10 * us
-	)
+// halo is a halo exchange as the PMPI library records it: on each of
+// ranks ranks, iters iterations of 1 ms of work (with a little jitter),
+// an Irecv from each neighbour, an Isend to each, and a Waitall (a wait
+// event per request, every one from the Waitall's start to its end, and
+// each message's event from its post to that end). Messages take 10 µs;
+// a Waitall returns 1 µs after its last message arrived.
+type halo struct {
+	ranks, iters int
+	// slow sleeps stall more before the exchange of the iterations in
+	// stalls (of every iteration, if stalls is nil); -1: nobody.
+	slow   int
+	stall  int64
+	stalls []int
+	// polled: rank 0 tests its requests from the moment it posted its
+	// receives (its wait events start before its sends' posts), as a
+	// program that polls with MPI_Test does.
+	polled bool
+	// coll adds an Iallreduce posted with the receives: 1 waited for with
+	// MPI_Wait after the Waitall, 2 completed in the messages' Waitall.
+	coll int
+}
+
+func (h halo) run() *trace.Run {
+	const us = int64(1000)
 	var evs []trace.Event
-	release := make([]int64, ranks) // when each rank's last Waitall returned
-	for it := range iters {
-		post := make([]int64, ranks)
-		for r := range ranks {
-			// Work with a little jitter that differs by rank and iteration.
+	release := make([]int64, h.ranks) // when each rank's last wait returned
+	for it := range h.iters {
+		post := make([]int64, h.ranks)
+		last := int64(0)
+		for r := range h.ranks {
 			post[r] = release[r] + 1000*us + int64((r*7+it*13)%5)*us
-			if r == slow && slices.Contains(stalls, it) {
-				post[r] += stall
+			if r == h.slow && (h.stalls == nil || slices.Contains(h.stalls, it)) {
+				post[r] += h.stall
 			}
+			last = max(last, post[r])
 		}
-		for r := range ranks {
-			left, right := (r+ranks-1)%ranks, (r+1)%ranks
-			sendAt := post[r] + us
-			waitAt := post[r] + 2*us
-			arrive := max(post[left], post[right]) + us + latency
-			end := max(waitAt, arrive) + us
-			if polled && r == 0 {
+		collDone := last + 20*us
+		for r := range h.ranks {
+			left, right := (r+h.ranks-1)%h.ranks, (r+1)%h.ranks
+			sendAt, waitAt := post[r]+us, post[r]+2*us
+			p2pEnd := max(waitAt, max(post[left], post[right])+us+10*us) + us
+			end := p2pEnd
+			switch h.coll {
+			case 1:
+				end = max(p2pEnd+us, collDone) + us
+				c := coll(int32(r), "allreduce", "", int64(it), post[r], end-post[r], 8)
+				evs = append(evs, c, waitFor(c, p2pEnd+us))
+			case 2:
+				end = max(p2pEnd, collDone) + us
+				p2pEnd = end
+				c := coll(int32(r), "allreduce", "", int64(it), post[r], end-post[r], 8)
+				evs = append(evs, c, waitFor(c, waitAt))
+			}
+			if h.polled && r == 0 {
 				waitAt = post[r]
 			}
-			msgs := []trace.Event{
-				message(trace.KindRecv, int32(r), int32(left), PointToPoint, "", 1, post[r], end-post[r], 64, 0),
-				message(trace.KindRecv, int32(r), int32(right), PointToPoint, "", 2, post[r], end-post[r], 64, 0),
-				message(trace.KindSend, int32(r), int32(left), PointToPoint, "", 2, sendAt, end-sendAt, 64, 0),
-				message(trace.KindSend, int32(r), int32(right), PointToPoint, "", 1, sendAt, end-sendAt, 64, 0),
-			}
-			for _, m := range msgs {
+			for _, m := range []trace.Event{
+				message(trace.KindRecv, int32(r), int32(left), PointToPoint, "", 1, post[r], p2pEnd-post[r], 64, 0),
+				message(trace.KindRecv, int32(r), int32(right), PointToPoint, "", 2, post[r], p2pEnd-post[r], 64, 0),
+				message(trace.KindSend, int32(r), int32(left), PointToPoint, "", 2, sendAt, p2pEnd-sendAt, 64, 0),
+				message(trace.KindSend, int32(r), int32(right), PointToPoint, "", 1, sendAt, p2pEnd-sendAt, 64, 0),
+			} {
 				evs = append(evs, m, waitFor(m, waitAt))
 			}
 			release[r] = end
 		}
 	}
-	return runOf(ranks, evs...)
+	return runOf(h.ranks, evs...)
 }
 
 // TestReplayFollowsAHaloExchange: a halo exchange of non-blocking sends
@@ -66,7 +88,7 @@ func haloRun(ranks, iters, slow int, stall int64, stalls []int, polled bool) *tr
 // replayed too.
 func TestReplayFollowsAHaloExchange(t *testing.T) {
 	for _, polled := range []bool{false, true} {
-		st := Summarize(haloRun(4, 40, 2, 10_000_000, []int{10, 30}, polled)).Stragglers
+		st := Summarize(halo{ranks: 4, iters: 40, slow: 2, stall: 10_000_000, stalls: []int{10, 30}, polled: polled}.run()).Stragglers
 		if st.Reason != "" || !st.SplitKnown || st.ReplayErrorNS != 0 {
 			t.Fatalf("polled %v: reason %q, split known %v, replay error %d ns", polled, st.Reason, st.SplitKnown, st.ReplayErrorNS)
 		}
@@ -86,7 +108,7 @@ func TestReplayFollowsAHaloExchange(t *testing.T) {
 // TestCleanHaloExchangeNamesNobody: the same exchange with no stall, only
 // its jitter, names nobody, and says the noise it measured.
 func TestCleanHaloExchangeNamesNobody(t *testing.T) {
-	st := Summarize(haloRun(4, 40, -1, 0, nil, false)).Stragglers
+	st := Summarize(halo{ranks: 4, iters: 40, slow: -1}.run()).Stragglers
 	if len(st.Named) != 0 || st.NoiseBoundNS < 0 || st.Confidence != nameConfidence {
 		t.Fatalf("named %v, noise bound %d ns at %v: %+v", st.Named, st.NoiseBoundNS, st.Confidence, st.Ranks)
 	}
@@ -95,7 +117,7 @@ func TestCleanHaloExchangeNamesNobody(t *testing.T) {
 // TestAShortRunGetsNoVerdict: three exchanges say nothing of the run's
 // noise, and the stragglers say so rather than name anybody.
 func TestAShortRunGetsNoVerdict(t *testing.T) {
-	st := Summarize(haloRun(4, 3, 1, 10_000_000, []int{1}, false)).Stragglers
+	st := Summarize(halo{ranks: 4, iters: 3, slow: 1, stall: 10_000_000, stalls: []int{1}}.run()).Stragglers
 	if len(st.Named) != 0 || st.Undecided == "" || st.NoiseBoundNS != -1 {
 		t.Fatalf("named %v, undecided %q, bound %d", st.Named, st.Undecided, st.NoiseBoundNS)
 	}
@@ -105,7 +127,7 @@ func TestAShortRunGetsNoVerdict(t *testing.T) {
 // other ranks' windows never cost more than a few µs, is named at about
 // those 200 ms: a single long stall is a real cost.
 func TestOneLongStallIsNamed(t *testing.T) {
-	st := Summarize(haloRun(4, 40, 1, 200_000_000, []int{20}, false)).Stragglers
+	st := Summarize(halo{ranks: 4, iters: 40, slow: 1, stall: 200_000_000, stalls: []int{20}}.run()).Stragglers
 	if !slices.Equal(st.Named, []int{1}) || math.Abs(float64(st.Ranks[0].CostNS)-200e6) > 2e6 {
 		t.Fatalf("named %v: %+v", st.Named, st.Ranks)
 	}
@@ -220,57 +242,6 @@ func pingPong(iters int, stall int64, ssend bool) *trace.Run {
 	return runOf(4, evs...)
 }
 
-// haloColl: ring halo + Iallreduce; rank `slow` stalls `stall` before
-// every exchange. same: the allreduce's request completes in the same
-// Waitall as the messages; else the program waits the messages, then the
-// allreduce with MPI_Wait.
-func haloColl(ranks, iters, slow int, stall int64, same bool) *trace.Run {
-	const us = int64(1000)
-	var evs []trace.Event
-	release := make([]int64, ranks)
-	for it := range iters {
-		post := make([]int64, ranks)
-		last := int64(0)
-		for r := range ranks {
-			post[r] = release[r] + 1000*us + int64((r*7+it*13)%5)*us
-			if r == slow {
-				post[r] += stall
-			}
-			last = max(last, post[r])
-		}
-		collDone := last + 20*us
-		for r := range ranks {
-			left, right := (r+ranks-1)%ranks, (r+1)%ranks
-			sendAt := post[r] + us
-			waitAt := post[r] + 2*us
-			arrive := max(post[left], post[right]) + us + 10*us
-			p2pEnd := max(waitAt, arrive) + us
-			end := p2pEnd
-			cwait := waitAt
-			if same {
-				end = max(p2pEnd, collDone) + us
-				p2pEnd = end
-			} else {
-				cwait = p2pEnd + us
-				end = max(cwait, collDone) + us
-			}
-			c := coll(int32(r), "allreduce", "", int64(it), post[r], end-post[r], 8)
-			evs = append(evs, c, waitFor(c, cwait))
-			msgs := []trace.Event{
-				message(trace.KindRecv, int32(r), int32(left), PointToPoint, "", 1, post[r], p2pEnd-post[r], 64, 0),
-				message(trace.KindRecv, int32(r), int32(right), PointToPoint, "", 2, post[r], p2pEnd-post[r], 64, 0),
-				message(trace.KindSend, int32(r), int32(left), PointToPoint, "", 2, sendAt, p2pEnd-sendAt, 64, 0),
-				message(trace.KindSend, int32(r), int32(right), PointToPoint, "", 1, sendAt, p2pEnd-sendAt, 64, 0),
-			}
-			for _, m := range msgs {
-				evs = append(evs, m, waitFor(m, waitAt))
-			}
-			release[r] = end
-		}
-	}
-	return runOf(ranks, evs...)
-}
-
 // halo2D: non-periodic nx*ny grid, one tag, Waitall, no collectives.
 func halo2D(nx, ny, iters, slow int, stall int64) *trace.Run {
 	const us = int64(1000)
@@ -344,8 +315,8 @@ func TestReviewedCases(t *testing.T) {
 	}{
 		{"eager sends", pingPong(20, 5_000_000, false), 1, 100e6, 0.02},
 		{"synchronous sends", pingPong(20, 5_000_000, true), 1, 100e6, 0.02},
-		{"collective in its own wait", haloColl(8, 20, 4, 5_000_000, false), 4, 95e6, 0.05},
-		{"collective in the messages' Waitall", haloColl(8, 20, 4, 5_000_000, true), 4, 95e6, 0.05},
+		{"collective in its own wait", halo{ranks: 8, iters: 20, slow: 4, stall: 5_000_000, coll: 1}.run(), 4, 95e6, 0.05},
+		{"collective in the messages' Waitall", halo{ranks: 8, iters: 20, slow: 4, stall: 5_000_000, coll: 2}.run(), 4, 95e6, 0.05},
 		{"non-periodic grid, one tag", halo2D(6, 6, 40, 14, 150_000), 14, 6e6, 0.1},
 	} {
 		st := Summarize(tc.run).Stragglers
@@ -383,5 +354,30 @@ func BenchmarkStragglersWide(b *testing.B) {
 		if st := Summarize(run).Stragglers; !slices.Equal(st.Named, []int{7}) {
 			b.Fatalf("named %v", st.Named)
 		}
+	}
+}
+
+// TestCriticalPathIsOfTheSlowestStep: the critical path is drawn for the
+// step the steps table calls slowest (the longest mean over the ranks),
+// not the one that ended longest after the step before it: here step 1
+// ends 40 ms after step 0 but lasts 10, and step 2 lasts 20.
+func TestCriticalPathIsOfTheSlowestStep(t *testing.T) {
+	const ms = int64(1_000_000)
+	spans := [][2]int64{{0, 10}, {40, 50}, {60, 80}, {90, 100}}
+	var evs []trace.Event
+	for r := range int32(2) {
+		for k, sp := range spans {
+			evs = append(evs, stepEv(r, int32(k), sp[0]*ms, (sp[1]-sp[0])*ms),
+				coll(r, "allreduce", "ring", int64(k), sp[0]*ms+ms, (sp[1]-sp[0]-2)*ms, 64))
+		}
+	}
+	s := Summarize(runOf(2, evs...))
+	slowest := slices.MaxFunc(s.Steps, func(a, b StepStats) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
+	cp := s.Stragglers.CriticalPath
+	if cp == nil || slowest.Step != 2 || cp.Window != slowest.Step {
+		t.Fatalf("critical path %+v; the steps table's slowest is step %d", cp, slowest.Step)
+	}
+	if cp.StartNS != 60*ms || cp.EndNS != 80*ms {
+		t.Errorf("the path runs %d-%d ns, want the step's 60-80 ms", cp.StartNS, cp.EndNS)
 	}
 }

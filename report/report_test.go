@@ -219,3 +219,23 @@ func TestColumnsSayTheirUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestBusbwChartDrawsOnlyAShownModel: the busbw chart draws the model's
+// lines only where the model section shows a model; a fit the analyzer
+// judged unusable (its figures are still in the summary) draws none, and
+// the chart's note does not speak of one.
+func TestBusbwChartDrawsOnlyAShownModel(t *testing.T) {
+	s := analyzetest.Summarize(run())
+	s.Fit.AlphaNS, s.Fit.BetaNSPerB = 20_000, 0.5
+	for _, usable := range []bool{true, false} {
+		s.Fit.Usable = usable
+		c, ok := busbwChart(s)
+		if !ok {
+			t.Fatal("no busbw chart")
+		}
+		model := strings.Contains(string(c.Variants[0].Option), "(model)")
+		if model != usable || strings.Contains(c.Note, "model") != usable {
+			t.Errorf("usable %v: model lines %v, note %q", usable, model, c.Note)
+		}
+	}
+}
