@@ -396,7 +396,15 @@ func TestBenchReportInBrowser(t *testing.T) {
 		// benchmark's: size count type algo time(us) algbw busbw #wrong.
 		pb, _ := strconv.ParseFloat(row[7], 64)
 		bb, _ := strconv.ParseFloat(b[6], 64)
-		if row[2] != b[3] || row[4] != "10" || math.Abs(pb-bb) > 0.02*bb+0.0015 {
+		us, _ := strconv.ParseFloat(b[4], 64)
+		tol := 0.02*bb + 0.0015
+		if us < 10 {
+			// The page reads calls from their events, the benchmark times
+			// its loop: a call of about a microsecond differs by the
+			// recording's own tens of ns (1.23 µs against 1.2, 2.6%).
+			tol = 0.05 * bb
+		}
+		if row[2] != b[3] || row[4] != "10" || math.Abs(pb-bb) > tol {
 			t.Errorf("size %s: page %q, benchmark %q", row[1], row, b)
 		}
 	}
