@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -167,62 +166,7 @@ const (
 	// together saves (2^shapleyRanks replays); beyond it each is given
 	// what holding it alone saves.
 	shapleyRanks = 4
-	// bootDraws bounds the random draws of one noise bound.
-	bootDraws = 1 << 24
 )
-
-// noiseBound is what the largest of n sums of w per-window savings, each
-// drawn from pool, stays below with probability conf: the most a rank
-// with no slowness of its own would be seen to cost over w windows, when
-// n ranks are compared. It is a bootstrap (seeded, so that one trace
-// always gets one verdict), or the normal approximation of the sums
-// where the draws would be too many.
-func noiseBound(pool []int64, w, n int, conf float64) int64 {
-	if len(pool) == 0 || w <= 0 || n <= 0 {
-		return 0
-	}
-	reps := min(2000, bootDraws/max(w*n, 1))
-	if reps < 200 {
-		return normalBound(pool, w, n, conf)
-	}
-	return bootBound(pool, w, n, conf, reps)
-}
-
-// normalBound is noiseBound's normal approximation.
-func normalBound(pool []int64, w, n int, conf float64) int64 {
-	var mean, sq float64
-	for _, v := range pool {
-		mean += float64(v)
-	}
-	mean /= float64(len(pool))
-	for _, v := range pool {
-		d := float64(v) - mean
-		sq += d * d
-	}
-	sd := math.Sqrt(sq / float64(max(len(pool)-1, 1)))
-	// P(max of n < x) = Phi(z)^n = conf.
-	z := math.Sqrt2 * math.Erfinv(2*math.Pow(conf, 1/float64(n))-1)
-	return int64(float64(w)*mean + z*sd*math.Sqrt(float64(w)))
-}
-
-// bootBound is noiseBound's bootstrap, of reps replicates.
-func bootBound(pool []int64, w, n int, conf float64, reps int) int64 {
-	rng := rand.New(rand.NewPCG(uint64(len(pool)), uint64(w)<<8|uint64(n)))
-	maxes := make([]int64, reps)
-	for k := range maxes {
-		best := int64(math.MinInt64)
-		for range n {
-			var sum int64
-			for range w {
-				sum += pool[rng.IntN(len(pool))]
-			}
-			best = max(best, sum)
-		}
-		maxes[k] = best
-	}
-	slices.Sort(maxes)
-	return maxes[min(int(math.Ceil(conf*float64(reps)))-1, reps-1)]
-}
 
 // shapleyWeight is the weight of a coalition of s of n players in a
 // player's Shapley value: s!(n-s-1)!/n!.
