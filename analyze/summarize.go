@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"fmt"
+	"github.com/commprof/commprof/internal/busbw"
 	"math/bits"
 	"slices"
 	"sort"
@@ -719,23 +720,6 @@ func arrivalWaits(calls []callRec, inst [][2]int, world int) []int64 {
 	return w
 }
 
-// busFactor is the nccl-tests factor from algbw to busbw on n ranks,
-// extended to the MPI collectives a PMPI recording names: the vector and
-// rooted forms move (n-1)/n of their buffer as their regular forms do.
-func busFactor(op string, n int) float64 {
-	if n < 1 {
-		return 1
-	}
-	switch op {
-	case "allreduce":
-		return 2 * float64(n-1) / float64(n)
-	case "allgather", "allgatherv", "reducescatter", "reducescatterv", "alltoall", "alltoallv", "alltoallw",
-		"gather", "gatherv", "scatter", "scatterv":
-		return float64(n-1) / float64(n)
-	}
-	return 1
-}
-
 // commSizes returns each communicator's size as far as the calls show it:
 // the most ranks any of its calls had, and for the world at least the
 // run's world size. A call recorded by fewer ranks than its communicator
@@ -885,18 +869,18 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 		st.Time = dist(a.durs)
 		if st.Time.Mean > 0 && st.Calls > 0 {
 			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / st.Time.Mean
-			st.BusBWGBps = st.AlgBWGBps * busFactor(st.Op, st.Ranks)
+			st.BusBWGBps = st.AlgBWGBps * busbw.Factor(st.Op, st.Ranks)
 		}
 		if st.Time.N > 0 {
 			st.TransferNS = a.transfer / float64(st.Time.N)
 		}
 		if st.TransferNS > 0 && st.Calls > 0 {
-			st.TransferBusBWGBps = float64(st.Bytes) / float64(st.Calls) / st.TransferNS * busFactor(st.Op, st.Ranks)
+			st.TransferBusBWGBps = float64(st.Bytes) / float64(st.Calls) / st.TransferNS * busbw.Factor(st.Op, st.Ranks)
 		}
 		if t := bench[k]; t > 0 && st.Calls > 0 {
 			// A benchmark's timed loop: as it measures itself.
 			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / t
-			st.BusBWGBps = st.AlgBWGBps * busFactor(st.Op, st.Ranks)
+			st.BusBWGBps = st.AlgBWGBps * busbw.Factor(st.Op, st.Ranks)
 		}
 		out = append(out, st)
 	}
