@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -120,7 +122,7 @@ func TestExportSizeLabel(t *testing.T) {
 		{65536, "64KiB-128KiB"}, {131071, "64KiB-128KiB"}, {1 << 20, "1MiB-2MiB"}, {3 << 30, "2GiB-4GiB"},
 		{1 << 40, "1TiB-2TiB"}, {math.MaxInt64, "4EiB-8EiB"},
 	} {
-		if got := sizeLabel(sizeBucket(tc.n)); got != tc.want {
+		if got := units.Bucket(analyze.SizeBucket(tc.n)); got != tc.want { // the labels of every table
 			t.Errorf("%d bytes: %s, want %s", tc.n, got, tc.want)
 		}
 	}
