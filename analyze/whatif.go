@@ -289,8 +289,7 @@ func depOf(op string) depMode {
 }
 
 type windowRef struct {
-	id    int   // step number, or call index
-	start int64 // recorded
+	id int // step number, or call index
 }
 
 // stragglers replays the run. steps are each rank's step spans.

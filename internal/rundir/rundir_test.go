@@ -184,10 +184,12 @@ func TestBeginAndFinish(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"running" is not a final one`) {
 		t.Fatalf("finishing a run as running: %v", err)
 	}
-	err = Finish(dir, func(old *trace.Manifest) (*trace.Manifest, error) {
+	if err := Finish(dir, func(old *trace.Manifest) (*trace.Manifest, error) {
 		old.Status = trace.StatusComplete
 		return old, nil
-	})
+	}); err != nil {
+		t.Fatalf("finishing a run as complete: %v", err)
+	}
 	if m, err = trace.ReadManifest(dir); err != nil || m.Status != trace.StatusComplete || m.End.Before(m.Start) || m.Name != "r" {
 		t.Fatalf("finished: %v %+v", err, m)
 	}
