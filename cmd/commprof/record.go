@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -90,8 +89,6 @@ records each MPI call (docs/mpi.md).`,
 	return cmd
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
 func defaultName(args []string) string {
 	// Under a launcher, commprof's own ranks are named after their
 	// command (bench-allreduce), not the launcher.
@@ -108,7 +105,7 @@ func defaultName(args []string) string {
 			break
 		}
 	}
-	return strings.Trim(unsafeName.ReplaceAllString(strings.Join(parts, "-"), "-"), "-")
+	return rundir.SafeName(strings.Join(parts, "-"))
 }
 
 func runRecord(ctx context.Context, o *recordOptions, args []string) error {
@@ -146,9 +143,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		fmt.Fprintf(o.stderr, "commprof: replacing the run in %s, which failed before recording any event\n", dir)
 	}
 	absDir, _ := filepath.Abs(dir)
-	id := make([]byte, 6)
-	_, _ = rand.Read(id)
-	runID := name + "-" + hex.EncodeToString(id)
+	runID := rundir.NewID(name)
 	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
 	env := []string{rankrun.EnvTraceDir + "=" + absDir, rankrun.EnvRunID + "=" + runID, rankrun.EnvRunName + "=" + name,
 		rankrun.EnvCodec + "=" + string(codec), rankrun.EnvCommand + "=" + string(cmdline)}

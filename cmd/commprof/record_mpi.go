@@ -62,7 +62,7 @@ func mpiName(args []string) string {
 			prog = filepath.Base(args[i+1])
 		}
 		prog = strings.TrimSuffix(prog, filepath.Ext(prog))
-		if n := strings.Trim(unsafeName.ReplaceAllString(prog, "-"), "-"); n != "" {
+		if n := rundir.SafeName(prog); n != "" {
 			return "mpi-" + n
 		}
 		return ""

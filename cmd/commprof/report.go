@@ -17,6 +17,7 @@ import (
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -107,7 +108,7 @@ func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, 
 	}
 	out := o.out
 	if out == "" {
-		out = filepath.Join(dir, "report.html")
+		out = filepath.Join(dir, rundir.ReportFile)
 	}
 	n, err := writeFileAtomic(ctx, out, func(w io.Writer) error { return report.WriteHTML(w, s, tl, report.Options{}) })
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
@@ -280,13 +281,13 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
-	if _, err := writeFileAtomic(context.WithoutCancel(ctx), filepath.Join(o.out, "sweep.json"), func(w io.Writer) error {
+	if _, err := writeFileAtomic(context.WithoutCancel(ctx), filepath.Join(o.out, rundir.SweepFile), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	}); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
-	page := filepath.Join(o.out, "sweep.html")
+	page := filepath.Join(o.out, rundir.SweepPageFile)
 	if _, err := writeFileAtomic(context.WithoutCancel(ctx), page, func(w io.Writer) error { return report.WriteSweepHTML(w, sw) }); err != nil {
 		return fmt.Errorf("sweep: writing %s: %w", page, err)
 	}
@@ -301,7 +302,7 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	for _, f := range sw.Findings {
 		fmt.Fprintf(o.stdout, "- %s\n", f)
 	}
-	fmt.Fprintf(o.stdout, "\nwrote %s and %s\n", filepath.Join(o.out, "sweep.json"), page)
+	fmt.Fprintf(o.stdout, "\nwrote %s and %s\n", filepath.Join(o.out, rundir.SweepFile), page)
 	for _, f := range failed {
 		fmt.Fprintf(o.stderr, "commprof: warning: %s\n", f)
 	}
@@ -318,7 +319,7 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 // report.html is newer than its run.json, writes it (the sweep's page
 // links each run's report.html), in the same read of the run.
 func sweepRunReport(ctx context.Context, dir string) (*analyze.Summary, error) {
-	page := filepath.Join(dir, "report.html")
+	page := filepath.Join(dir, rundir.ReportFile)
 	pi, err := os.Stat(page)
 	mi, merr := os.Stat(filepath.Join(dir, trace.ManifestFile))
 	if err == nil && merr == nil && pi.ModTime().After(mi.ModTime()) {

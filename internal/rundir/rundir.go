@@ -190,7 +190,7 @@ func failedEmpty(dir string, runFiles []string) bool {
 // ownFile reports whether a file is one a run consists of.
 func ownFile(name string) bool {
 	switch {
-	case name == trace.ManifestFile, name == "report.html", strings.HasPrefix(name, trace.ManifestFile+".tmp"):
+	case name == trace.ManifestFile, name == ReportFile, strings.HasPrefix(name, trace.ManifestFile+".tmp"):
 		return true
 	case strings.HasPrefix(name, "rank-") && (strings.HasSuffix(name, ".arrows") || strings.Contains(name, ".arrows.")):
 		return true
