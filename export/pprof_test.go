@@ -16,6 +16,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
@@ -155,7 +156,7 @@ func hasTrace(out string, frames ...string) bool {
 func TestExportPProfTool(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") == "1" {
+		if os.Getenv(envnames.RequireDeps) == "1" {
 			t.Fatal("go is not on PATH, and COMMPROF_REQUIRE_DEPS=1")
 		}
 		t.Skip("go is not on PATH: cannot run go tool pprof")

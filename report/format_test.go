@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // TestFormatJS runs format.js, the formatters of the pages' scripts, in
@@ -12,7 +14,7 @@ import (
 func TestFormatJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("node not found (make system-deps installs it)")
 		}
 		t.Skip("node not found")

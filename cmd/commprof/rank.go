@@ -9,6 +9,7 @@ import (
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/rankrun"
 )
 
@@ -39,11 +40,11 @@ func injectFlag(cmd *cobra.Command, specs *[]string) {
 // faultsOf parses --inject values and COMMPROF_INJECT.
 func faultsOf(specs []string) ([]inject.Fault, error) {
 	var out []inject.Fault
-	for _, s := range append([]string{os.Getenv(inject.Env)}, specs...) {
+	for _, s := range append([]string{os.Getenv(envnames.Inject)}, specs...) {
 		fs, err := inject.Parse(s)
 		if err != nil {
-			if s == os.Getenv(inject.Env) {
-				return nil, usagef("%s: %v", inject.Env, err)
+			if s == os.Getenv(envnames.Inject) {
+				return nil, usagef("%s: %v", envnames.Inject, err)
 			}
 			return nil, usagef("--inject: %v", err)
 		}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
@@ -145,17 +145,17 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	absDir, _ := filepath.Abs(dir)
 	runID := rundir.NewID(name)
 	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
-	env := []string{rankrun.EnvTraceDir + "=" + absDir, rankrun.EnvRunID + "=" + runID, rankrun.EnvRunName + "=" + name,
-		rankrun.EnvCodec + "=" + string(codec), rankrun.EnvCommand + "=" + string(cmdline)}
-	if os.Getenv(collectives.EnvSecret) == "" {
+	env := []string{envnames.TraceDir + "=" + absDir, envnames.RunID + "=" + runID, envnames.RunName + "=" + name,
+		envnames.Codec + "=" + string(codec), envnames.Command + "=" + string(cmdline)}
+	if os.Getenv(envnames.Secret) == "" {
 		// The ranks a launcher starts on this host get a secret of this
 		// job's own (docs/launching.md).
 		key := make([]byte, 32)
 		_, _ = rand.Read(key)
-		env = append(env, collectives.EnvSecret+"="+hex.EncodeToString(key))
+		env = append(env, envnames.Secret+"="+hex.EncodeToString(key))
 	}
 	if len(faults) > 0 {
-		env = append(env, inject.Env+"="+strings.Join(inject.Strings(faults), ";"))
+		env = append(env, envnames.Inject+"="+strings.Join(inject.Strings(faults), ";"))
 		for _, f := range faults {
 			fmt.Fprintf(o.stderr, "commprof: injecting on purpose: %s\n", f.Describe())
 		}
@@ -170,11 +170,11 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 		runErr = rankrun.Start(ctx, o.ranks, args, env, o.stdout, o.stderr, o.tty)
 	} else {
-		if os.Getenv(collectives.EnvJobID) == "" {
+		if os.Getenv(envnames.JobID) == "" {
 			// One id for the launcher's ranks, whatever the launcher
 			// gives them (MPICH's Hydra gives none): with it, ranks all
 			// on this host find rank 0 with nothing else set.
-			env = append(env, collectives.EnvJobID+"="+runID)
+			env = append(env, envnames.JobID+"="+runID)
 		}
 		argv, envMPI := args, []string(nil)
 		if mpi, err = prepareMPI(ctx, o, args); err != nil {
@@ -264,7 +264,7 @@ func envNames(env []string) []string {
 		n, _, _ := strings.Cut(kv, "=")
 		out = append(out, n)
 	}
-	for _, n := range []string{collectives.EnvSecret, collectives.EnvJoinTimeout, collectives.EnvPeerTimeout, collectives.EnvTransport} {
+	for _, n := range []string{envnames.Secret, envnames.JoinTimeout, envnames.PeerTimeout, envnames.Transport} {
 		if os.Getenv(n) != "" && !slices.Contains(out, n) {
 			out = append(out, n)
 		}

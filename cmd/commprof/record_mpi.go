@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/interpose/pmpi"
@@ -104,7 +105,7 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 		return nil, fmt.Errorf("finding the commprof binary, beside which the PMPI library lies: %w", err)
 	}
 	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
-		Pass: []string{rankrun.EnvTraceDir, rankrun.EnvRunID, rankrun.EnvRunName, rankrun.EnvCommand}})
+		Pass: []string{envnames.TraceDir, envnames.RunID, envnames.RunName, envnames.Command}})
 	if errors.Is(err, pmpi.ErrNoFlavor) {
 		return nil, usageError{err}
 	}
@@ -123,7 +124,7 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 	m, err := pmpi.Finish(dir, pmpi.FinishOptions{Name: name, RunID: runID,
 		Command: append([]string{"commprof", "record", "--"}, args...), Flavor: r.plan.Flavor,
 		CommprofVersion: versionString(), Start: started, LauncherErr: runErr, Interrupted: interrupted,
-		Compact: os.Getenv(rankrun.EnvCompact) != "off", Codec: codec, Warn: warn})
+		Compact: os.Getenv(envnames.Compact) != "off", Codec: codec, Warn: warn})
 	if errors.Is(err, pmpi.ErrNotRecorded) {
 		rd.Discard() // only if empty: it was made for this run
 		return notRecorded(context.Background(), r.plan, args, dir, runErr)

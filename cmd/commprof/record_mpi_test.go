@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 func TestMPIName(t *testing.T) {
@@ -57,7 +59,7 @@ func TestLauncherFailure(t *testing.T) {
 	if err := os.WriteFile(lib, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + tools + ":/usr/bin:/bin", "COMMPROF_PMPI_LIB=" + lib}
+	env := []string{"PATH=" + tools + ":/usr/bin:/bin", envnames.PMPILibrary + "=" + lib}
 	prog := filepath.Join(t.TempDir(), "train.py")
 	if err := os.WriteFile(prog, []byte("from mpi4py import MPI\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -147,7 +147,7 @@ func TestRecordArrowJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	tool, _ := filepath.Abs("../../tools/read-trace.mjs")
 	if _, serr := os.Stat("../../node_modules/apache-arrow"); err != nil || serr != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("node or node_modules missing; `make test` installs them")
 		}
 		t.Skip("node or node_modules missing (make web-deps)")
@@ -295,7 +295,7 @@ func TestRecordInterrupt(t *testing.T) {
 func TestRecordUnderMpirun(t *testing.T) {
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("mpirun not found")
 		}
 		t.Skip("mpirun not installed")
@@ -397,7 +397,7 @@ func TestDefaultName(t *testing.T) {
 // by name, so that the secret's value never shows on a command line.
 func TestPassOnToTheRanks(t *testing.T) {
 	args := []string{"mpirun", "-H", "a,b", "-np", "4", "commprof", "train"}
-	names := []string{envnames.TraceDir, "COMMPROF_SECRET"}
+	names := []string{envnames.TraceDir, envnames.Secret}
 	none := func(string) string { return "" }
 	for _, tc := range []struct {
 		flavor  pmpi.Flavor
@@ -405,7 +405,7 @@ func TestPassOnToTheRanks(t *testing.T) {
 		argv    []string
 		envWant []string
 	}{
-		{pmpi.OpenMPI, none, []string{"mpirun", "-x", envnames.TraceDir, "-x", "COMMPROF_SECRET", "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
+		{pmpi.OpenMPI, none, []string{"mpirun", "-x", envnames.TraceDir, "-x", envnames.Secret, "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
 		{pmpi.MPICH, none, []string{"mpirun", "-genvlist", envnames.TraceDir + ",COMMPROF_SECRET", "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
 		{pmpi.OpenMPI, func(k string) string {
 			if k == "OMPI_MCA_mca_base_env_list" {
@@ -448,7 +448,7 @@ func TestRecordUnderMpirunPassesTheSecretOn(t *testing.T) {
 	if len(s) < 32 {
 		t.Fatalf("the launcher's environment holds the secret %q", s)
 	}
-	i := slices.Index(argv, "COMMPROF_SECRET")
+	i := slices.Index(argv, envnames.Secret)
 	if i < 1 || argv[i-1] != "-x" || !slices.Contains(argv, envnames.TraceDir) {
 		t.Errorf("the launcher's command line does not pass the secret on: %q", argv)
 	}

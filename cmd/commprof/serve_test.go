@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // startServe starts `commprof serve args...` and returns it, the URL it
@@ -190,7 +192,7 @@ func TestServeBadInvocations(t *testing.T) {
 // one (`commprof record --ranks 4 --out DIR -- bench allreduce -n 5100
 // --max 64K`, 1,001,384 events).
 func BenchmarkServeTimelineLoad(b *testing.B) {
-	dir := os.Getenv("COMMPROF_LOAD_RUN")
+	dir := os.Getenv(envnames.LoadRun)
 	if dir == "" {
 		dir = filepath.Join(b.TempDir(), "runs", "bench1m")
 		out, err := exec.Command(bin, "record", "--ranks", "4", "--out", dir, "--", "bench", "allreduce", "-n", "5100", "--max", "64K").CombinedOutput()
