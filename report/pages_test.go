@@ -271,3 +271,31 @@ func TestSweepOfOneEpoch(t *testing.T) {
 		t.Error("a sweep of one-epoch runs draws the epoch chart, or does not say why it has none")
 	}
 }
+
+// Every change of a diff carries an ID of its own and the slug of a
+// definition the pages have, so that nothing matches a change by its
+// English name.
+func TestDiffChangesHaveIDsAndDefinitions(t *testing.T) {
+	ctx := context.Background()
+	for _, dir := range []string{"../testdata/runs/train", "../testdata/runs/bench"} {
+		s, err := load.Summary(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := analyze.Compare(s, s)
+		seen := map[string]bool{}
+		all := append(append(slices.Clone(d.Outcomes), d.Changes...), d.Headline...)
+		if len(all) < 10 {
+			t.Fatalf("%s: %d changes", dir, len(all))
+		}
+		for _, c := range all {
+			if c.ID == "" || seen[c.ID] {
+				t.Errorf("%s: %q has ID %q (empty or seen before)", dir, c.Metric, c.ID)
+			}
+			seen[c.ID] = true
+			if _, ok := definitions[c.Def]; !ok {
+				t.Errorf("%s: %q (%s) has definition %q, which the pages do not have", dir, c.Metric, c.ID, c.Def)
+			}
+		}
+	}
+}

@@ -133,10 +133,10 @@ func TestStragglerCard(t *testing.T) {
 func TestDiffCardsShowTheVerdicts(t *testing.T) {
 	rel := func(r float64) *float64 { return &r }
 	d := &analyze.Diff{Headline: []analyze.Change{
-		{Section: "headline", Metric: "step time", Unit: "ns", A: 1e6, B: 2e6, Rel: rel(1)},
-		{Section: "headline", Metric: "bus bandwidth", Unit: "GB/s", A: 1, B: 2, Rel: rel(1), Verdict: "better"},
-		{Section: "headline", Metric: "arrival wait", Unit: "fraction", A: 0.1, B: 0.2, Rel: rel(1), Verdict: "worse"},
-		{Section: "headline", Metric: "test accuracy", Unit: "fraction", A: 0, B: 0.9},
+		{ID: "headline.step_time", Def: "step-time", Section: "headline", Metric: "step time", Unit: "ns", A: 1e6, B: 2e6, Rel: rel(1)},
+		{ID: "headline.busbw", Def: "busbw", Section: "headline", Metric: "bus bandwidth", Unit: "GB/s", A: 1, B: 2, Rel: rel(1), Verdict: "better"},
+		{ID: "headline.wait_fraction", Def: "wait", Section: "headline", Metric: "arrival wait", Unit: "fraction", A: 0.1, B: 0.2, Rel: rel(1), Verdict: "worse"},
+		{ID: "headline.test_accuracy", Def: "accuracy", Section: "headline", Metric: "test accuracy", Unit: "fraction", A: 0, B: 0.9},
 	}}
 	cs := diffCards(d)
 	if len(cs) != 4 {
