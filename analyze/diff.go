@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 // Diff compares two runs' summaries, A the baseline and B the new one.
@@ -226,7 +227,7 @@ func Compare(a, b *Summary) *Diff {
 	// An epoch, and the time to an accuracy, are made of steps: they vary
 	// as much as the steps do.
 	outcome("epoch_time", "epoch-time", "time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower, stepTime)
-	outcome("test_accuracy", "accuracy", "test accuracy", "fraction", a.Run.Metrics["test_accuracy"], b.Run.Metrics["test_accuracy"], higher, accuracy)
+	outcome("test_accuracy", "accuracy", "test accuracy", "fraction", a.Run.Metrics[trace.MetricTestAccuracy], b.Run.Metrics[trace.MetricTestAccuracy], higher, accuracy)
 	if target := min(bestAccuracy(a), bestAccuracy(b)); target > 0 {
 		ta, oka := TimeToAccuracy(a.Epochs, target)
 		tb, okb := TimeToAccuracy(b.Epochs, target)
@@ -351,16 +352,16 @@ func Compare(a, b *Summary) *Diff {
 	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics, strings.Compare) {
 		bt, nz := neutral, noise{}
 		switch m {
-		case "test_accuracy", "train_accuracy":
+		case trace.MetricTestAccuracy, trace.MetricTrainAccuracy:
 			bt, nz = higher, accuracy
-		case "images_per_second":
+		case trace.MetricImagesPerSecond:
 			// The trainer's own throughput, over the same steps.
 			bt, nz = higher, stepTime
-		case "loss":
+		case trace.MetricLoss:
 			bt = lower
 		}
 		def := "result"
-		if m == "test_accuracy" {
+		if m == trace.MetricTestAccuracy {
 			def = "accuracy"
 		}
 		add("result."+m, def, "result", m, "", a.Run.Metrics[m], b.Run.Metrics[m], bt, nz)
@@ -373,7 +374,7 @@ func Compare(a, b *Summary) *Diff {
 	if ia, ib := strings.Join(a.Run.Injected, "; "), strings.Join(b.Run.Injected, "; "); ia != ib {
 		d.Config = append(d.Config, ConfigChange{Key: "injected", A: ia, B: ib})
 	}
-	if a.Run.WorldSize != b.Run.WorldSize && a.Run.Config["ranks"] == b.Run.Config["ranks"] {
+	if a.Run.WorldSize != b.Run.WorldSize && a.Run.Config[trace.ConfigRanks] == b.Run.Config[trace.ConfigRanks] {
 		d.Config = append(d.Config, ConfigChange{Key: "world_size", A: fmt.Sprint(a.Run.WorldSize), B: fmt.Sprint(b.Run.WorldSize)})
 	}
 	sort.SliceStable(d.Changes, func(i, j int) bool {
@@ -469,7 +470,7 @@ func bestAccuracy(s *Summary) float64 {
 // titleKeys are the configuration keys a diff's title names, as users
 // call them; keys derived from these (global_batch) are left out.
 var titleKeys = []struct{ key, name string }{
-	{"program", "program"}, {"model", "model"}, {"data", "data"}, {"batch_size", "batch"}, {"ranks", "ranks"},
+	{"program", "program"}, {"model", "model"}, {"data", "data"}, {trace.ConfigBatchSize, "batch"}, {trace.ConfigRanks, "ranks"},
 	{"lr", "lr"}, {"lr_scaling", "lr-scaling"}, {"warmup_epochs", "warm-up"}, {"optimizer", "optimizer"},
 	{"sync", "sync"}, {"algo", "algo"}, {"bucket_mb", "bucket"}, {"overlap", "overlap"}, {"epochs", "epochs"},
 	{"op", "op"}, {"hidden", "hidden"}, {"injected", "injected"},

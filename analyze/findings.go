@@ -71,7 +71,7 @@ func headline(s *Summary) Headline {
 			}
 		}
 	}
-	h.Accuracy = trace.Number(s.Run.Metrics["test_accuracy"])
+	h.Accuracy = trace.Number(s.Run.Metrics[trace.MetricTestAccuracy])
 	if s.IsUnknown("communication") {
 		h.CommFraction = 0 // the source cannot give it (Summary.Unknown)
 	}
@@ -97,7 +97,7 @@ func findings(s *Summary) []string {
 			out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
 				pct(h.CommFraction), pct(h.ExposedFrac), units.Duration(h.ExposedNS)))
 		}
-	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && s.Run.Config["program"] != "bench" && !s.IsUnknown("communication") {
+	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && trace.ParseConfig(s.Run.Config).Program != "bench" && !s.IsUnknown("communication") {
 		// (A benchmark is all communication by design.)
 		f := fmt.Sprintf("communication takes %s of the run's %s on an average rank", pct(h.CommFraction), units.Duration(float64(s.Run.SpanNS)))
 		if s.IsUnknown("exposed") {

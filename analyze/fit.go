@@ -3,11 +3,12 @@ package analyze
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/commprof/commprof/internal/busbw"
 	"math"
 	"math/bits"
 	"slices"
 	"sort"
+
+	"github.com/commprof/commprof/internal/busbw"
 
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"

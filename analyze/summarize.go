@@ -3,13 +3,13 @@ package analyze
 import (
 	"cmp"
 	"fmt"
-	"github.com/commprof/commprof/internal/busbw"
 	"math/bits"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/commprof/commprof/internal/busbw"
 
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
@@ -557,9 +557,8 @@ func (s *Summarizer) runInfo(ranks []*RankSummarizer, world int) RunInfo {
 		ri.Source = m.Source
 		ri.Injected = append(ri.Injected, m.Injected...)
 	}
-	if bs, err := strconv.Atoi(ri.Config["batch_size"]); err == nil && bs > 0 {
-		ri.SamplesPerStep = bs * world
-	}
+	ri.BatchSize = trace.ParseConfig(ri.Config).BatchSize
+	ri.SamplesPerStep = ri.BatchSize * world
 	return ri
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/commprof/commprof/trace"
 )
 
 // Sweep compares a series of training runs that differ in batch size,
@@ -172,9 +174,8 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 		if s == nil {
 			continue
 		}
-		c := s.Run.Config
-		b, _ := strconv.Atoi(c["batch_size"])
-		k := key{batch: b, ranks: s.Run.WorldSize, rule: c["lr_scaling"], warm: c["warmup_epochs"], lr: c["lr"]}
+		c := trace.ParseConfig(s.Run.Config)
+		k := key{batch: c.BatchSize, ranks: s.Run.WorldSize, rule: c.LRScaling, warm: c.WarmupEpochs, lr: c.LR}
 		if _, ok := by[k]; !ok {
 			keys = append(keys, k)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 // isBench reports whether a run is a benchmark of collectives (commprof
@@ -14,15 +15,15 @@ import (
 // its report leads with bandwidth by size, and figures such as the
 // communication share of a step say nothing.
 func isBench(s *analyze.Summary) bool {
-	return s.Run.Config["program"] == "bench" || (s.Run.Source != nil && s.Run.Source.Format == "nccl-tests")
+	return trace.ParseConfig(s.Run.Config).Program == "bench" || (s.Run.Source != nil && s.Run.Source.Format == "nccl-tests")
 }
 
 // benchWhat says what a benchmark run measured (bench allreduce), for
 // its page's subtitle: the run's name is its title, as on every page of
 // a run. "" when the run does not say.
 func benchWhat(s *analyze.Summary) string {
-	if s.Run.Config["program"] == "bench" && s.Run.Config["op"] != "" {
-		return "bench " + s.Run.Config["op"]
+	if c := trace.ParseConfig(s.Run.Config); c.Program == "bench" && c.Op != "" {
+		return "bench " + c.Op
 	}
 	return ""
 }

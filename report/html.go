@@ -11,6 +11,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
@@ -325,7 +326,7 @@ func runCards(s *analyze.Summary) []card {
 		}
 		cs = append(cs, c)
 	}
-	if acc, ok := s.Run.Metrics["test_accuracy"]; ok {
+	if acc, ok := s.Run.Metrics[trace.MetricTestAccuracy]; ok {
 		cs = append(cs, card{Label: "test accuracy", Value: fmt.Sprintf("%.2f%%", 100*acc), Detail: "final epoch", Def: "accuracy"})
 	}
 	return cs

@@ -4,7 +4,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/commprof/commprof/analyze"
@@ -105,17 +104,18 @@ func NewLive(src LiveSource) *Live {
 // SetConfig sets the list's configuration columns of a run from its
 // configuration and final metrics (the manifest's, or its summary's).
 func (ri *RunInfo) SetConfig(config map[string]string, metrics trace.Metrics) {
-	if b, err := strconv.Atoi(config["batch_size"]); err == nil && b > 0 {
-		ri.BatchSize = b
+	c := trace.ParseConfig(config)
+	if c.BatchSize > 0 {
+		ri.BatchSize = c.BatchSize
 		if ri.WorldSize > 0 {
-			ri.GlobalBatch = b * ri.WorldSize
+			ri.GlobalBatch = c.BatchSize * ri.WorldSize
 		}
 	}
-	ri.LRScaling = config["lr_scaling"]
-	if w := config["warmup_epochs"]; w != "" && w != "0" {
+	ri.LRScaling = c.LRScaling
+	if w := c.WarmupEpochs; w != "" && w != "0" {
 		ri.WarmupEpochs = w
 	}
-	if acc, ok := metrics["test_accuracy"]; ok && !math.IsNaN(acc) && !math.IsInf(acc, 0) {
+	if acc, ok := metrics[trace.MetricTestAccuracy]; ok && !math.IsNaN(acc) && !math.IsInf(acc, 0) {
 		ri.Accuracy = &acc
 	}
 }

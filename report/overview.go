@@ -8,6 +8,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 // WriteOverview prints a run's identity, headline numbers and findings.
@@ -45,7 +46,7 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 		}
 		fmt.Fprintf(w, "config: %s\n", strings.Join(kv, " "))
 	}
-	if acc, ok := r.Metrics["test_accuracy"]; ok {
+	if acc, ok := r.Metrics[trace.MetricTestAccuracy]; ok {
 		fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*acc)
 	}
 	for _, f := range s.Findings {

@@ -15,6 +15,7 @@ import (
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/trace"
 	"github.com/commprof/commprof/trainer"
 )
 
@@ -158,11 +159,11 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if data == "" {
 		data = fmt.Sprintf("synthetic-%d", o.synthetic)
 	}
-	config := map[string]string{"program": "train", "model": o.model, "hidden": o.hidden, "batch_size": strconv.Itoa(o.batch),
-		"global_batch": strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), "lr": fmt.Sprint(o.lr),
-		"momentum": fmt.Sprint(o.momentum), "lr_scaling": o.scaling, "warmup_epochs": fmt.Sprint(o.warmup),
+	config := map[string]string{trace.ConfigProgram: "train", "model": o.model, "hidden": o.hidden, trace.ConfigBatchSize: strconv.Itoa(o.batch),
+		trace.ConfigGlobalBatch: strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), trace.ConfigLR: fmt.Sprint(o.lr),
+		"momentum": fmt.Sprint(o.momentum), trace.ConfigLRScaling: o.scaling, trace.ConfigWarmupEpochs: fmt.Sprint(o.warmup),
 		"data": data, "seed": fmt.Sprint(o.seed), "bucket_mb": fmt.Sprint(o.bucketMB), "overlap": strconv.FormatBool(o.overlap),
-		"algo": o.algo, "ranks": strconv.Itoa(job.Size), "sync": o.sync,
+		"algo": o.algo, trace.ConfigRanks: strconv.Itoa(job.Size), "sync": o.sync,
 		"optimizer": o.optimizer, "decay": o.decay}
 	if o.lrBase > 0 {
 		config["lr_base_batch"] = strconv.Itoa(o.lrBase)
@@ -202,10 +203,10 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		if err != nil {
 			return err
 		}
-		tools.SetMetric("test_accuracy", last.TestAcc)
-		tools.SetMetric("train_accuracy", last.TrainAcc)
-		tools.SetMetric("loss", last.Loss)
-		tools.SetMetric("images_per_second", float64(last.Images)/last.Seconds)
+		tools.SetMetric(trace.MetricTestAccuracy, last.TestAcc)
+		tools.SetMetric(trace.MetricTrainAccuracy, last.TrainAcc)
+		tools.SetMetric(trace.MetricLoss, last.Loss)
+		tools.SetMetric(trace.MetricImagesPerSecond, float64(last.Images)/last.Seconds)
 		return nil
 	})
 }
