@@ -325,18 +325,14 @@ func sweepRunReport(ctx context.Context, dir string) (*analyze.Summary, error) {
 	if err == nil && merr == nil && pi.ModTime().After(mi.ModTime()) {
 		return load.Summary(ctx, dir)
 	}
-	run, err := load.Load(ctx, dir, report.TimelineKeep(64<<20))
+	p, err := report.LoadRunPage(ctx, dir, report.RunPageOptions{})
 	if err != nil {
 		return nil, err
 	}
-	tl, err := report.BuildTimeline(ctx, run, report.TimelineOptions{Detail: 100_000})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := writeFileAtomic(ctx, page, func(w io.Writer) error { return report.WriteHTML(w, run.Summary, tl, report.Options{}) }); err != nil {
+	if _, err := writeFileAtomic(ctx, page, p.Write); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", page, err)
 	}
-	return run.Summary, nil
+	return p.Summary, nil
 }
 
 // recordedOtherwise says how the finished run m differs from what the
