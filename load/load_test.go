@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/analyze/analyzetest"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/analyze/analyzetest"
 	"github.com/commprof/commprof/trace"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
-	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/rankrun"
 )
 
 type benchOptions struct {

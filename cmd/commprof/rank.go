@@ -10,7 +10,7 @@ import (
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/envnames"
-	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/rankrun"
 )
 
 // thisRank is rankrun.Here with its errors in --ranks as usage errors.

@@ -20,11 +20,11 @@ import (
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/iostreams"
-	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/launch"
+	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
 )
 

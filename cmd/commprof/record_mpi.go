@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/internal/envnames"
-	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/interpose/pmpi"
+	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
 )
 

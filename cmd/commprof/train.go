@@ -14,7 +14,7 @@ import (
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
-	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
 	"github.com/commprof/commprof/trainer"
 )
