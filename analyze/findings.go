@@ -163,7 +163,7 @@ func findings(s *Summary) []string {
 }
 
 // stragglerFinding says what the what-if replay found about stragglers.
-// It states the rule that was applied (analyze/whatif.go): a rank named
+// It states the rule that was applied (analyze/stragglers.go): a rank named
 // costs more than the run's noise bound and 5% of the run.
 func stragglerFinding(s *Summary) []string {
 	st := s.Stragglers

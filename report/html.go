@@ -33,29 +33,29 @@ type card struct {
 
 // page is what the template draws: a run report or a diff report.
 type page struct {
-	Title     string
-	Subtitle  string
-	Kind      string // "run" or "diff"
-	Cards     []card
-	Findings  []string
-	Problems  []string
-	Injected  []string // faults injected on purpose, as the manifest lists them
-	Notes     []string // what the page cannot show about this run, and why
-	Config    [][2]string
-	ConfigA   [][2]string // diff: keys that differ, A and B
-	ConfigB   [][2]string
-	Lead      []section // sections before the timeline: a benchmark's table
-	Sections  []section
-	Timeline  template.JS // the timeline's data, JSON; empty for none
-	TLNote    string
-	DetailURL string
-	SummaryJS template.JS // the summary (or diff) JSON, for scripts reading the page
-	ECharts   template.JS
-	Format    template.JS
-	Script    template.JS
-	Timeln    template.JS
-	Extra     template.JS // scripts of sections that bring their own (waiting.js)
-	CSS       template.CSS
+	Title      string
+	Subtitle   string
+	Kind       string // "run" or "diff"
+	Cards      []card
+	Findings   []string
+	Problems   []string
+	Injected   []string // faults injected on purpose, as the manifest lists them
+	Notes      []string // what the page cannot show about this run, and why
+	Config     [][2]string
+	ConfigA    [][2]string // diff: keys that differ, A and B
+	ConfigB    [][2]string
+	Lead       []section // sections before the timeline: a benchmark's table
+	Sections   []section
+	Timeline   template.JS // the timeline's data, JSON; empty for none
+	TLNote     string
+	DetailURL  string
+	SummaryJS  template.JS // the summary (or diff) JSON, for scripts reading the page
+	ECharts    template.JS
+	Format     template.JS
+	Script     template.JS
+	TimelineJS template.JS
+	Extra      template.JS // scripts of sections that bring their own (waiting.js)
+	CSS        template.CSS
 	// Defs are the definitions the page's figures link to, drawn at its
 	// end; MetricsURL has them all.
 	Defs       []definition
@@ -104,7 +104,7 @@ func assets(p *page) {
 	p.ECharts = template.JS(echartsJS)
 	p.Format = template.JS(formatJS)
 	p.Script = template.JS(reportJS)
-	p.Timeln = template.JS(timelineJS)
+	p.TimelineJS = template.JS(timelineJS)
 	p.Extra = template.JS(waitingJS)
 	p.CSS = template.CSS(reportCSSText)
 }
@@ -286,7 +286,7 @@ func runCards(s *analyze.Summary) []card {
 		cs = append(cs, card{Label: "bus bandwidth", Value: units.GBps(h.BusBWGBps), Detail: d, Def: "busbw"})
 	}
 	if st := s.Stragglers; st.Replayed {
-		// The analyzer's verdict (analyze/whatif.go), not a re-derivation.
+		// The analyzer's verdict (analyze/stragglers.go), not a re-derivation.
 		unit := map[bool]string{true: "step", false: "call"}[st.Basis == "step"]
 		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
 		noise := fmt.Sprintf("noise bound %s at %.0f%%", units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)

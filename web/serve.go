@@ -399,11 +399,11 @@ func (s *server) handleAPIRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if runs == nil {
-		runs = []report.RunInfo{}
+		runs = []report.RunEntry{}
 	}
 	writeJSON(w, struct {
-		RunsDir string           `json:"runs_dir"`
-		Runs    []report.RunInfo `json:"runs"`
+		RunsDir string            `json:"runs_dir"`
+		Runs    []report.RunEntry `json:"runs"`
 	}{s.cfg.RunsDir, runs})
 }
 

@@ -148,7 +148,7 @@ func TestServeIndexListsAndEscapes(t *testing.T) {
 
 	res = get(t, s, "/api/runs")
 	var list struct {
-		Runs []report.RunInfo `json:"runs"`
+		Runs []report.RunEntry `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(body(t, res)), &list); err != nil || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/api/runs: %v (%s)", err, res.Header.Get("Content-Type"))

@@ -106,12 +106,12 @@ func sweepFixture(t *testing.T) (runs string, sw *analyze.Sweep) {
 	return runs, sw
 }
 
-func apiRuns(t *testing.T, s http.Handler) map[string]report.RunInfo {
+func apiRuns(t *testing.T, s http.Handler) map[string]report.RunEntry {
 	t.Helper()
-	var list struct{ Runs []report.RunInfo }
+	var list struct{ Runs []report.RunEntry }
 	res := get(t, s, "/api/runs")
 	must(t, json.Unmarshal([]byte(body(t, res)), &list))
-	out := map[string]report.RunInfo{}
+	out := map[string]report.RunEntry{}
 	for _, r := range list.Runs {
 		out[r.Name] = r
 		for _, c := range r.Runs {

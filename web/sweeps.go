@@ -143,7 +143,7 @@ func sweepProblem(sd *sweepDir, err error, running int) string {
 // sweepInfo is a sweep as the index lists it: one row with its
 // configurations, and its runs.
 func (s *server) sweepInfo(ctx context.Context, sd *sweepDir, runs []listed) listed {
-	l := listed{info: report.RunInfo{Name: sd.name, Kind: report.KindSweep, Title: sd.name, Report: runURL(sd.name)}}
+	l := listed{info: report.RunEntry{Name: sd.name, Kind: report.KindSweep, Title: sd.name, Report: runURL(sd.name)}}
 	ri := &l.info
 	// A sweep started when its first run did.
 	running := 0
