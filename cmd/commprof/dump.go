@@ -2,18 +2,22 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/export"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -65,28 +69,50 @@ func runDump(ios *iostreams.IOStreams, o *dumpOptions, dir string, rankSet bool)
 	if o.limit < 0 {
 		return usagef("--limit %d: want 0 or more", o.limit)
 	}
-	run, err := trace.ReadRun(dir)
+	// One pass over the streams (only the rank asked for); with --limit,
+	// each stream keeps only its earliest events, so that memory follows
+	// the limit, not the run.
+	type kept struct {
+		rank int
+		h    earliest
+	}
+	var mu sync.Mutex
+	var streams []*kept
+	var only func(int) bool
+	if rankSet {
+		only = func(r int) bool { return r == o.rank }
+	}
+	sc, err := load.Scan(context.Background(), dir, only, func(rank int) func(*trace.Event) {
+		k := &kept{rank: rank, h: earliest{limit: o.limit}}
+		mu.Lock()
+		streams = append(streams, k)
+		mu.Unlock()
+		pos := 0
+		return func(e *trace.Event) {
+			if kind == 0 || e.Kind == kind {
+				k.h.add(posEvent{ev: *e, pos: pos})
+			}
+			pos++
+		}
+	})
 	if err != nil {
 		return err
 	}
-	for _, p := range run.Problems {
+	for _, p := range sc.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %v\n", p)
 	}
-	var evs []trace.Event
-	found := false
-	for _, r := range run.Ranks {
-		if rankSet && r.Info.Rank != o.rank {
-			continue
-		}
-		found = true
-		for _, e := range r.Events {
-			if kind == 0 || e.Kind == kind {
-				evs = append(evs, e)
-			}
-		}
+	if rankSet && !slices.Contains(sc.Ranks, o.rank) {
+		return fmt.Errorf("run %s has no rank %d (it has %d ranks)", dir, o.rank, len(sc.Ranks))
 	}
-	if rankSet && !found {
-		return fmt.Errorf("run %s has no rank %d (it has %d ranks)", dir, o.rank, len(run.Ranks))
+	// In rank order, each stream's events in its own order, then by time:
+	// the order a whole read gives.
+	slices.SortFunc(streams, func(a, b *kept) int { return a.rank - b.rank })
+	var evs []trace.Event
+	for _, k := range streams {
+		slices.SortFunc(k.h.evs, func(a, b posEvent) int { return a.pos - b.pos })
+		for _, pe := range k.h.evs {
+			evs = append(evs, pe.ev)
+		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool {
 		if evs[i].Start != evs[j].Start {
@@ -204,4 +230,63 @@ func writeTable(w io.Writer, evs []trace.Event) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// posEvent is an event and its place in its stream.
+type posEvent struct {
+	ev  trace.Event
+	pos int
+}
+
+// earliest keeps a stream's limit earliest events (by start, then place
+// in the stream) in a max-heap, or every event with limit 0.
+type earliest struct {
+	limit int
+	evs   []posEvent
+}
+
+func (h *earliest) later(i, j int) bool {
+	a, b := h.evs[i], h.evs[j]
+	if a.ev.Start != b.ev.Start {
+		return a.ev.Start > b.ev.Start
+	}
+	return a.pos > b.pos
+}
+
+func (h *earliest) add(e posEvent) {
+	if h.limit <= 0 {
+		h.evs = append(h.evs, e)
+		return
+	}
+	if len(h.evs) < h.limit {
+		h.evs = append(h.evs, e)
+		for i := len(h.evs) - 1; i > 0; { // sift up
+			p := (i - 1) / 2
+			if !h.later(i, p) {
+				break
+			}
+			h.evs[i], h.evs[p] = h.evs[p], h.evs[i]
+			i = p
+		}
+		return
+	}
+	top := h.evs[0]
+	if e.ev.Start > top.ev.Start || (e.ev.Start == top.ev.Start && e.pos > top.pos) {
+		return // later than every event kept
+	}
+	h.evs[0] = e
+	for i := 0; ; { // sift down
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h.evs) && h.later(l, m) {
+			m = l
+		}
+		if r < len(h.evs) && h.later(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h.evs[i], h.evs[m] = h.evs[m], h.evs[i]
+		i = m
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/launch"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
 )
@@ -329,35 +330,22 @@ func finishedManifest(m *trace.Manifest, name, runID string, args []string, o *r
 // summarize prints what was recorded, reading the run back batch by batch
 // (a long run does not fit in memory as events).
 func summarize(stdout, stderr io.Writer, dir string, started time.Time) {
-	rf, err := trace.OpenRun(dir)
+	c, err := load.Read(context.Background(), dir, []string{trace.ColKind})
 	if err != nil {
 		fmt.Fprintf(stderr, "commprof: the run in %s could not be read back: %v\n", dir, err)
 		return
 	}
-	var bytes, n int64
-	var problems []error
-	for i, st := range rf.Streams {
-		bytes += st.Bytes
-		err := rf.ScanStream(i, []string{trace.ColKind}, func(_ trace.RankInfo, b *trace.Batch) error { n += int64(b.Len); return nil })
-		var te *trace.TruncatedError
-		if errors.As(err, &te) {
-			err = te
-		}
-		if err != nil {
-			problems = append(problems, fmt.Errorf("rank %d (%s): %w", st.Rank, filepath.Base(st.Path), err))
-		}
-	}
-	status := "unknown"
-	if rf.Manifest != nil {
-		status = rf.Manifest.Status
+	status := c.Status
+	if status == "" {
+		status = "unknown"
 	}
 	perEvent := 0.0
-	if n > 0 {
-		perEvent = float64(bytes) / float64(n)
+	if c.Events > 0 {
+		perEvent = float64(c.DiskBytes) / float64(c.Events)
 	}
 	fmt.Fprintf(stdout, "\nrecorded %s: %d ranks, %d events, %s on disk (%.1f B/event), %s, %s\n",
-		dir, len(rf.Streams), n, units.Bytes(bytes), perEvent, time.Since(started).Round(time.Millisecond), status)
-	for _, p := range append(rf.Problems, problems...) {
+		dir, c.Streams, c.Events, units.Bytes(c.DiskBytes), perEvent, time.Since(started).Round(time.Millisecond), status)
+	for _, p := range c.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %v\n", p)
 	}
 	fmt.Fprintf(stdout, "next: commprof report %s\n", dir)
