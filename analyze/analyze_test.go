@@ -104,7 +104,7 @@ func TestSkewWithALateRank(t *testing.T) {
 		st.Ranks[0].WorkNS != st.Ranks[0].CostNS || st.Ranks[0].TransferNS != 0 {
 		t.Fatalf("stragglers: %+v", st)
 	}
-	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is a straggler: its slowness cost the job 270µs")) {
+	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is a straggler: its slowness cost the job 270 µs")) {
 		t.Fatalf("findings: %q", s.Findings)
 	}
 }

@@ -232,7 +232,7 @@ func Compare(a, b *Summary) *Diff {
 		ta, oka := TimeToAccuracy(a.Epochs, target)
 		tb, okb := TimeToAccuracy(b.Epochs, target)
 		if oka && okb {
-			outcome("time_to_accuracy", "time-to-target", fmt.Sprintf("time to %.1f%% test accuracy", 100*target), "ns", float64(ta), float64(tb), lower, stepTime)
+			outcome("time_to_accuracy", "time-to-target", fmt.Sprintf("time to %s test accuracy", units.Percent(target, 1)), "ns", float64(ta), float64(tb), lower, stepTime)
 		}
 	}
 	if d.PerSample {

@@ -8,7 +8,7 @@ import (
 	"github.com/commprof/commprof/trace"
 )
 
-func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
+func pct(x float64) string { return units.Percent(x, 0) }
 
 func headline(s *Summary) Headline {
 	h := Headline{Straggler: -1, Steps: s.StepSummary.Steps}
@@ -174,8 +174,8 @@ func stragglerFinding(s *Summary) []string {
 	if st.Basis != "step" {
 		unit = "call"
 	}
-	noise := fmt.Sprintf("the run's noise (a rank with no slowness of its own would cost up to %s, at %.0f%% confidence)",
-		units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
+	noise := fmt.Sprintf("the run's noise (a rank with no slowness of its own would cost up to %s, at %s confidence)",
+		units.Duration(float64(st.NoiseBoundNS)), units.Percent(st.Confidence, 0))
 	var out []string
 	for k, r := range st.Named {
 		var rc RankCost
@@ -219,9 +219,9 @@ func stragglerFinding(s *Summary) []string {
 				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), st.Why, noise)
 		case len(rs) > 0:
 			f = fmt.Sprintf("no rank stands out above the run's noise: the costliest, rank %d, cost %s (%s of the run), %s more than the median rank, "+
-				"under the %s a rank with no slowness of its own would be seen to cost (%.0f%% confidence)",
+				"under the %s a rank with no slowness of its own would be seen to cost (%s confidence)",
 				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), units.Duration(float64(max(rs[0].CostNS-st.NoiseNS, 0))),
-				units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
+				units.Duration(float64(st.NoiseBoundNS)), units.Percent(st.Confidence, 0))
 		default:
 			f = "no rank stands out above " + noise
 		}

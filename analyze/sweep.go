@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -397,15 +398,15 @@ func (sw *Sweep) findings() {
 		if base.GlobalBatch == 0 || at.GlobalBatch <= base.GlobalBatch {
 			continue
 		}
-		sw.Findings = append(sw.Findings, fmt.Sprintf("at global batch %d, %s reaches %.2f%% test accuracy (%+.1f points against batch %d without a rule)",
-			at.GlobalBatch, g, 100*at.Accuracy.Mean, 100*(at.Accuracy.Mean-base.Accuracy.Mean), base.GlobalBatch))
+		sw.Findings = append(sw.Findings, fmt.Sprintf("at global batch %d, %s reaches %s test accuracy (%+.1f points against batch %d without a rule)",
+			at.GlobalBatch, g, units.Percent(at.Accuracy.Mean, 2), 100*(at.Accuracy.Mean-base.Accuracy.Mean), base.GlobalBatch))
 		if at.LRScaling != "none" && (at.GlobalBatch > best.GlobalBatch || at.GlobalBatch == best.GlobalBatch && at.Accuracy.Mean > best.Accuracy.Mean) {
 			best = at
 		}
 	}
 	if best.Group != "" {
-		sw.Findings = append(sw.Findings, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %.2f%%",
-			best.Group, best.GlobalBatch, 100*best.Accuracy.Mean))
+		sw.Findings = append(sw.Findings, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %s",
+			best.Group, best.GlobalBatch, units.Percent(best.Accuracy.Mean, 2)))
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/envnames"
+	"github.com/commprof/commprof/internal/self"
 	"github.com/commprof/commprof/interpose"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
@@ -57,9 +58,9 @@ func Here(ranks int, ranksSet bool) (collectives.Job, bool, error) {
 // Start runs this same program with args on n local ranks, their output
 // forwarded to stdout and stderr, env added to their environment.
 func Start(ctx context.Context, n int, args []string, env []string, stdout, stderr io.Writer, stderrTTY bool) error {
-	exe, err := os.Executable()
+	exe, err := self.Path()
 	if err != nil {
-		return fmt.Errorf("finding the commprof binary to start ranks: %w", err)
+		return fmt.Errorf("starting ranks: %w", err)
 	}
 	progress := "0"
 	if stderrTTY {
@@ -156,9 +157,9 @@ func Run(ctx context.Context, s Spec, program func(context.Context, collectives.
 	// The recorder once there is one, for the stall helpers' reports.
 	var stallRec atomic.Pointer[interpose.Recorder]
 	if !plan.Empty() {
-		exe, err := os.Executable()
+		exe, err := self.Path()
 		if err != nil {
-			return fail(fmt.Errorf("injecting faults: finding the commprof binary: %w", err))
+			return fail(fmt.Errorf("injecting faults: %w", err))
 		}
 		stopHelpers, err := plan.Start(exe, func(from, to int64) {
 			if rec := stallRec.Load(); rec != nil {

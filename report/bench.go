@@ -55,7 +55,7 @@ func benchTable(s *analyze.Summary) *Table {
 			perCall = units.Duration(c.CallNS)
 		}
 		t.Rows = append(t.Rows, []string{c.Op, units.Bytes(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), perCall,
-			fmt.Sprintf("%.3f", c.AlgBWGBps), fmt.Sprintf("%.3f", c.BusBWGBps), fmt.Sprintf("%.1f%%", 100*c.WaitFraction)})
+			fmt.Sprintf("%.3f", c.AlgBWGBps), fmt.Sprintf("%.3f", c.BusBWGBps), units.Percent(c.WaitFraction, 1)})
 		t.Keys = append(t.Keys, []string{c.Op, fmt.Sprint(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), fmt.Sprint(c.CallNS),
 			fmt.Sprint(c.AlgBWGBps), fmt.Sprint(c.BusBWGBps), fmt.Sprint(c.WaitFraction)})
 	}
@@ -90,7 +90,7 @@ func benchCards(s *analyze.Summary) []card {
 		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
 		if h := s.Headline; h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
-			c.Detail = fmt.Sprintf("%.0f%% of the run", 100*h.StragglerShare)
+			c.Detail = fmt.Sprintf("%s of the run", units.Percent(h.StragglerShare, 0))
 		}
 		cs = append(cs, c)
 	}

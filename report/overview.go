@@ -47,7 +47,7 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 		fmt.Fprintf(w, "config: %s\n", strings.Join(kv, " "))
 	}
 	if acc, ok := r.Metrics[trace.MetricTestAccuracy]; ok {
-		fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*acc)
+		fmt.Fprintf(w, "test accuracy: %s\n", units.Percent(acc, 2))
 	}
 	for _, f := range s.Findings {
 		fmt.Fprintf(w, "  - %s\n", f)

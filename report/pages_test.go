@@ -131,9 +131,9 @@ func TestSweepPage(t *testing.T) {
 	for _, want := range []string{
 		"Sweep: global batch 64 → 2048, lr none / sqrt / linear",
 		"6 configurations, 6 runs",
-		"best test accuracy", "86.80%",
-		"fastest to 80.0%", "8s",
-		"-5.5 points", "81.30% at global batch 2048 against 86.80% at 64",
+		"best test accuracy", "86.8%",
+		"fastest to 80%", "8 s",
+		"-5.5 points", "81.3% at global batch 2048 against 86.8% at 64",
 		"a finding of the analysis", "highest throughput", "512000/s",
 		"76.8 → 86.8", // accuracy per epoch
 		`<a href="r4-bs512-lrlinear-wu0/report.html">report</a>`,

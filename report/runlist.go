@@ -230,9 +230,9 @@ func newRunRow(ri RunEntry, child bool) runRow {
 				}
 			}
 			if v := rg.Accuracy; v != nil {
-				row.AccText, row.VAcc = fmt.Sprintf("%.2f–%.2f%%", 100*v[0], 100*v[1]), num(v[1])
+				row.AccText, row.VAcc = strings.TrimSuffix(units.Percent(v[0], 2), "%")+"–"+units.Percent(v[1], 2), num(v[1])
 				if math.Round(1e4*v[0]) == math.Round(1e4*v[1]) {
-					row.AccText = fmt.Sprintf("%.2f%%", 100*v[1])
+					row.AccText = units.Percent(v[1], 2)
 				}
 			}
 		}
@@ -266,13 +266,13 @@ func newRunRow(ri RunEntry, child bool) runRow {
 	case ri.CommUnknown:
 		row.CommText = "unknown"
 	case ri.Events > 0:
-		row.CommText, row.VComm = fmt.Sprintf("%.0f%%", 100*ri.CommFraction), num(ri.CommFraction)
+		row.CommText, row.VComm = units.Percent(ri.CommFraction, 0), num(ri.CommFraction)
 	}
 	if ri.BusBWGBps > 0 {
 		row.BusBWText, row.VBusBW = units.GBps(ri.BusBWGBps), num(ri.BusBWGBps)
 	}
 	if ri.Accuracy != nil {
-		row.AccText, row.VAcc = fmt.Sprintf("%.2f%%", 100**ri.Accuracy), num(*ri.Accuracy)
+		row.AccText, row.VAcc = units.Percent(*ri.Accuracy, 2), num(*ri.Accuracy)
 	}
 	return row
 }

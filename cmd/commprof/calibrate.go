@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/self"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
 )
@@ -99,10 +99,6 @@ func runCalibrate(ctx context.Context, ios *iostreams.IOStreams, o *calibrateOpt
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("calibrate: finding the commprof binary: %w", err)
-	}
 	var sums []*analyze.Summary
 	var runs []string
 	var cons []analyze.Contention
@@ -113,7 +109,7 @@ func runCalibrate(ctx context.Context, ios *iostreams.IOStreams, o *calibrateOpt
 			fmt.Fprintf(stderr, "calibrate: %d ranks, %s, %s to %s ...\n", n, a, o.min, o.max)
 			args := []string{"record", "--ranks", strconv.Itoa(n), "--out", run, "--", "bench", "allreduce",
 				"--min", o.min, "--max", o.max, "--factor", strconv.FormatInt(o.factor, 10), "--iters", strconv.Itoa(o.iters), "--algo", a}
-			if err := runSelf(ctx, exe, args); err != nil {
+			if err := self.Run(ctx, args, io.Discard); err != nil {
 				return fmt.Errorf("calibrate: %d ranks, %s: %w", n, a, err)
 			}
 			s, err := load.Summary(ctx, run)
@@ -143,9 +139,9 @@ func runCalibrate(ctx context.Context, ios *iostreams.IOStreams, o *calibrateOpt
 	if _, err := writeFileAtomic(ctx, o.out, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
 		return fmt.Errorf("calibrate: writing %s: %w", o.out, err)
 	}
-	fmt.Fprintf(stdout, "wrote %s in %s: alpha %s, beta %.4g ns/byte (%s), gamma %.4g ns/byte, over %d calls of %d sizes on %v ranks; R² %.3f, median error %.0f%%\n",
+	fmt.Fprintf(stdout, "wrote %s in %s: alpha %s, beta %.4g ns/byte (%s), gamma %.4g ns/byte, over %d calls of %d sizes on %v ranks; R² %.3f, median error %s\n",
 		o.out, time.Since(start).Round(time.Second), units.Duration(fit.AlphaNS), fit.BetaNSPerB, units.GBps(fit.LinkGBps), fit.GammaNSPerB,
-		fit.Calls, fit.Sizes, fit.RankCounts, fit.CallR2, 100*fit.MedianError)
+		fit.Calls, fit.Sizes, fit.RankCounts, fit.CallR2, units.Percent(fit.MedianError, 0))
 	fmt.Fprintf(stdout, "use it: commprof predict RUN --model %s, commprof report RUN --model %s\n", o.out, o.out)
 	return nil
 }
@@ -158,21 +154,6 @@ func validFor(op collectives.Op, algo collectives.Algo) bool {
 		}
 	}
 	return false
-}
-
-// runSelf runs this binary with args, its output discarded unless it fails.
-func runSelf(ctx context.Context, exe string, args []string) error {
-	var out strings.Builder
-	c := exec.CommandContext(ctx, exe, args...)
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Run(); err != nil {
-		msg := strings.TrimSpace(out.String())
-		if i := strings.LastIndex(msg, "\n"); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return fmt.Errorf("%w: %s", err, msg)
-	}
-	return nil
 }
 
 // readModel reads a model file for --model.

@@ -3,15 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -69,32 +62,11 @@ func runDump(ios *iostreams.IOStreams, o *dumpOptions, dir string, rankSet bool)
 	if o.limit < 0 {
 		return usagef("--limit %d: want 0 or more", o.limit)
 	}
-	// One pass over the streams (only the rank asked for); with --limit,
-	// each stream keeps only its earliest events, so that memory follows
-	// the limit, not the run.
-	type kept struct {
-		rank int
-		h    earliest
-	}
-	var mu sync.Mutex
-	var streams []*kept
 	var only func(int) bool
 	if rankSet {
 		only = func(r int) bool { return r == o.rank }
 	}
-	sc, err := load.Scan(context.Background(), dir, only, func(rank int) func(*trace.Event) {
-		k := &kept{rank: rank, h: earliest{limit: o.limit}}
-		mu.Lock()
-		streams = append(streams, k)
-		mu.Unlock()
-		pos := 0
-		return func(e *trace.Event) {
-			if kind == 0 || e.Kind == kind {
-				k.h.add(posEvent{ev: *e, pos: pos})
-			}
-			pos++
-		}
-	})
+	evs, sc, err := load.Head(context.Background(), dir, only, func(e *trace.Event) bool { return kind == 0 || e.Kind == kind }, o.limit)
 	if err != nil {
 		return err
 	}
@@ -104,189 +76,13 @@ func runDump(ios *iostreams.IOStreams, o *dumpOptions, dir string, rankSet bool)
 	if rankSet && !slices.Contains(sc.Ranks, o.rank) {
 		return fmt.Errorf("run %s has no rank %d (it has %d ranks)", dir, o.rank, len(sc.Ranks))
 	}
-	// In rank order, each stream's events in its own order, then by time:
-	// the order a whole read gives.
-	slices.SortFunc(streams, func(a, b *kept) int { return a.rank - b.rank })
-	var evs []trace.Event
-	for _, k := range streams {
-		slices.SortFunc(k.h.evs, func(a, b posEvent) int { return a.pos - b.pos })
-		for _, pe := range k.h.evs {
-			evs = append(evs, pe.ev)
-		}
-	}
-	sort.SliceStable(evs, func(i, j int) bool {
-		if evs[i].Start != evs[j].Start {
-			return evs[i].Start < evs[j].Start
-		}
-		return evs[i].Rank < evs[j].Rank
-	})
-	if o.limit > 0 && len(evs) > o.limit {
-		evs = evs[:o.limit]
-	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	switch o.format {
 	case "json":
-		return writeJSON(w, evs)
+		return export.EventsJSON(w, evs)
 	case "csv":
 		return export.CSVEvents(w, evs)
 	}
-	return writeTable(w, evs)
-}
-
-// column is one of the trace's columns as dump prints it.
-type column struct {
-	name  string // the trace's column name (trace.Col*)
-	value func(e *trace.Event) any
-}
-
-// columns are every column of the trace format, in its order.
-var columns = []column{
-	{trace.ColRank, func(e *trace.Event) any { return e.Rank }},
-	{trace.ColKind, func(e *trace.Event) any { return e.Kind.String() }},
-	{trace.ColName, func(e *trace.Event) any { return e.Name }},
-	{trace.ColStart, func(e *trace.Event) any { return e.Start }},
-	{trace.ColDur, func(e *trace.Event) any { return e.Dur }},
-	{trace.ColBytes, func(e *trace.Event) any { return e.Bytes }},
-	{trace.ColPeer, func(e *trace.Event) any { return e.Peer }},
-	{trace.ColSeq, func(e *trace.Event) any { return e.Seq }},
-	{trace.ColStep, func(e *trace.Event) any { return e.Step }},
-	{trace.ColAlgo, func(e *trace.Event) any { return e.Algo }},
-	{trace.ColDType, func(e *trace.Event) any { return e.DType }},
-	{trace.ColRoot, func(e *trace.Event) any { return e.Root }},
-	{trace.ColChunk, func(e *trace.Event) any { return e.Chunk }},
-	{trace.ColComm, func(e *trace.Event) any { return e.Comm }},
-	{trace.ColWait, func(e *trace.Event) any { return e.Wait }},
-	{trace.ColValue, func(e *trace.Event) any { return trace.Number(e.Value) }},
-	{trace.ColLabel, func(e *trace.Event) any { return e.Label }},
-}
-
-// writeJSON writes the events as a JSON array of objects keyed by the
-// trace's column names, in the format's order.
-func writeJSON(w io.Writer, evs []trace.Event) error {
-	bw := bufio.NewWriter(w)
-	bw.WriteString("[")
-	for i := range evs {
-		if i > 0 {
-			bw.WriteString(",")
-		}
-		bw.WriteString("\n {")
-		for j, c := range columns {
-			v, err := json.Marshal(c.value(&evs[i]))
-			if err != nil {
-				return err
-			}
-			if j > 0 {
-				bw.WriteString(", ")
-			}
-			fmt.Fprintf(bw, "%q: %s", c.name, v)
-		}
-		bw.WriteString("}")
-	}
-	bw.WriteString("\n]\n")
-	return bw.Flush()
-}
-
-// printable quotes a string from a trace if it holds anything a terminal
-// would interpret.
-func printable(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || r == ' ' }) >= 0 {
-		return strconv.Quote(s)
-	}
-	return s
-}
-
-// tableFormat is each column's width and verb in the table, in the
-// order of columns.
-var tableFormat = []string{"%4v", "%-10v", "%-14v", "%14v", "%11v", "%11v", "%4v", "%6v", "%5v", "%-18v", "%-7v", "%4v", "%5v", "%-8v", "%10v", "%v", "%v"}
-
-func writeTable(w io.Writer, evs []trace.Event) error {
-	bw := bufio.NewWriter(w)
-	for j, c := range columns {
-		if j > 0 {
-			bw.WriteString(" ")
-		}
-		fmt.Fprintf(bw, tableFormat[j], c.name)
-	}
-	bw.WriteString("\n")
-	for i := range evs {
-		for j, c := range columns {
-			if j > 0 {
-				bw.WriteString(" ")
-			}
-			v := c.value(&evs[i])
-			if s, ok := v.(string); ok {
-				v = printable(s)
-			} else if n, ok := v.(trace.Number); ok {
-				v = float64(n)
-			}
-			fmt.Fprintf(bw, tableFormat[j], v)
-		}
-		if _, err := bw.WriteString("\n"); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
-}
-
-// posEvent is an event and its place in its stream.
-type posEvent struct {
-	ev  trace.Event
-	pos int
-}
-
-// earliest keeps a stream's limit earliest events (by start, then place
-// in the stream) in a max-heap, or every event with limit 0.
-type earliest struct {
-	limit int
-	evs   []posEvent
-}
-
-func (h *earliest) later(i, j int) bool {
-	a, b := h.evs[i], h.evs[j]
-	if a.ev.Start != b.ev.Start {
-		return a.ev.Start > b.ev.Start
-	}
-	return a.pos > b.pos
-}
-
-func (h *earliest) add(e posEvent) {
-	if h.limit <= 0 {
-		h.evs = append(h.evs, e)
-		return
-	}
-	if len(h.evs) < h.limit {
-		h.evs = append(h.evs, e)
-		for i := len(h.evs) - 1; i > 0; { // sift up
-			p := (i - 1) / 2
-			if !h.later(i, p) {
-				break
-			}
-			h.evs[i], h.evs[p] = h.evs[p], h.evs[i]
-			i = p
-		}
-		return
-	}
-	top := h.evs[0]
-	if e.ev.Start > top.ev.Start || (e.ev.Start == top.ev.Start && e.pos > top.pos) {
-		return // later than every event kept
-	}
-	h.evs[0] = e
-	for i := 0; ; { // sift down
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h.evs) && h.later(l, m) {
-			m = l
-		}
-		if r < len(h.evs) && h.later(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h.evs[i], h.evs[m] = h.evs[m], h.evs[i]
-		i = m
-	}
+	return export.EventsTable(w, evs)
 }

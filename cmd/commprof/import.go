@@ -156,11 +156,11 @@ func (p *importProgress) update(file string, done, total int64) {
 		d += n
 		t += p.total[f]
 	}
-	pct := 0.0
+	share := 0.0
 	if t > 0 {
-		pct = 100 * float64(d) / float64(t)
+		share = float64(d) / float64(t)
 	}
-	fmt.Fprintf(p.w, "\rimporting %s: %.0f%% (%s of %s)   ", filepath.Base(file), pct, units.Bytes(d), units.Bytes(t))
+	fmt.Fprintf(p.w, "\rimporting %s: %s (%s of %s)   ", filepath.Base(file), units.Percent(share, 0), units.Bytes(d), units.Bytes(t))
 	p.printed = true
 }
 

@@ -166,7 +166,7 @@ func writePredict(w io.Writer, dirs []string, res predictResult) {
 		fmt.Fprintf(w, " (from %s)", f.GammaFrom)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  R² %.3f, median error %.0f%% over the calls it was fitted to\n", f.CallR2, 100*f.MedianError)
+	fmt.Fprintf(w, "  R² %.3f, median error %s over the calls it was fitted to\n", f.CallR2, units.Percent(f.MedianError, 0))
 	fmt.Fprintf(w, "\n%s's allreduces at its %d ranks: measured %s per %s, model %s (%s)\n", dirs[0], p.Current,
 		units.Duration(p.Measured), p.Basis, units.Duration(p.Modeled), relErr(p.Modeled, p.Measured))
 	if p.Assumed != "" {

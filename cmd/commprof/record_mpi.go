@@ -14,6 +14,7 @@ import (
 
 	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/rundir"
+	"github.com/commprof/commprof/internal/self"
 	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
@@ -32,7 +33,7 @@ func ownRanks(args []string) bool { return ownRanksAt(args) > 0 }
 // ownRanksAt is the index of commprof's rank command (bench, train) in a
 // launcher's command line, 0 if there is none.
 func ownRanksAt(args []string) int {
-	exe, _ := os.Executable()
+	exe, _ := self.Path()
 	for i := 1; i+1 < len(args); i++ {
 		b := filepath.Base(args[i])
 		if (b == "commprof" || args[i] == exe || (exe != "" && b == filepath.Base(exe))) && rankCommands[args[i+1]] {
@@ -100,9 +101,9 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 	if _, err := rankrun.KeepBatches(); err != nil {
 		return nil, usageError{err}
 	}
-	exe, err := os.Executable()
+	exe, err := self.Path()
 	if err != nil {
-		return nil, fmt.Errorf("finding the commprof binary, beside which the PMPI library lies: %w", err)
+		return nil, fmt.Errorf("%w, beside which the PMPI library lies", err)
 	}
 	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
 		Pass: []string{envnames.TraceDir, envnames.RunID, envnames.RunName, envnames.Command}})

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +19,7 @@ import (
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rundir"
+	"github.com/commprof/commprof/internal/self"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
@@ -183,10 +181,6 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("sweep: finding the commprof binary: %w", err)
-	}
 	var plan []sweepRun
 	for _, n := range ranks {
 		for _, rule := range rules {
@@ -247,7 +241,7 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 		}
 		prog.start(r.String())
 		args := append([]string{"record", "--force", "--ranks", strconv.Itoa(r.ranks), "--out", r.dir(o.out), "--"}, programArgs(r)...)
-		err := runQuiet(ctx, exe, args, r.dir(o.out)+".log")
+		err := runLogged(ctx, args, r.dir(o.out)+".log")
 		if err != nil && ctx.Err() != nil {
 			break
 		}
@@ -456,49 +450,12 @@ func (p *sweepProgress) finish() {
 	}
 }
 
-// runQuiet runs this binary with args, its output in logPath.
-func runQuiet(ctx context.Context, exe string, args []string, logPath string) error {
+// runLogged runs this binary with args, its output in logPath.
+func runLogged(ctx context.Context, args []string, logPath string) error {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer lf.Close()
-	c := exec.Command(exe, args...)
-	c.Stdout, c.Stderr = lf, lf
-	if err := c.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		// The run finishes what it recorded and exits; it is redone when
-		// the sweep is run again.
-		_ = c.Process.Signal(os.Interrupt)
-		err = <-done
-	}
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("exit status %d: %s", ee.ExitCode(), lastLine(logPath))
-		}
-	}
-	return err
-}
-
-func lastLine(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var last string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if t := strings.TrimSpace(sc.Text()); t != "" {
-			last = t
-		}
-	}
-	return last
+	return self.Run(ctx, args, lf)
 }

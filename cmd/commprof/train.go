@@ -14,6 +14,7 @@ import (
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
 	"github.com/commprof/commprof/trainer"
@@ -196,8 +197,8 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		err = tr.Run(ctx, progress, func(e trainer.Epoch) {
 			last = e
 			if rank0 {
-				fmt.Fprintf(o.stdout, "epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %.0f images/s  lr %.4g  waiting for gradients %.0f%%\n",
-					e.Epoch, e.Loss, e.TrainAcc, e.TestAcc, float64(e.Images)/e.Seconds, e.LR, 100*e.CommShare)
+				fmt.Fprintf(o.stdout, "epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %.0f images/s  lr %.4g  waiting for gradients %s\n",
+					e.Epoch, e.Loss, e.TrainAcc, e.TestAcc, float64(e.Images)/e.Seconds, e.LR, units.Percent(e.CommShare, 0))
 			}
 		})
 		if err != nil {
