@@ -13,6 +13,7 @@ import (
 
 	"github.com/commprof/commprof/importers"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
@@ -83,7 +84,7 @@ func runImport(ctx context.Context, ios *iostreams.IOStreams, o *importOptions, 
 	started := time.Now()
 	out := o.out
 	if out == "" {
-		out = filepath.Join("runs", fmt.Sprintf("%s-%s", name, started.Format("20060102-150405")))
+		out = rundir.DefaultDir(name, started)
 	}
 	prog := &importProgress{w: stderr, start: started, done: map[string]int64{}, total: map[string]int64{}}
 	res, err := importers.Import(ctx, args, importers.Options{

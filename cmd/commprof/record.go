@@ -133,7 +133,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	started := time.Now()
 	dir := o.out
 	if dir == "" {
-		dir = filepath.Join("runs", fmt.Sprintf("%s-%s", name, started.Format("20060102-150405")))
+		dir = rundir.DefaultDir(name, started)
 	}
 	rd, err := rundir.Take(dir, o.force)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/atomicfile"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
@@ -100,7 +101,7 @@ func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, 
 	if out == "" {
 		out = filepath.Join(dir, rundir.ReportFile)
 	}
-	n, err := writeFileAtomic(ctx, out, page.Write)
+	n, err := atomicfile.Write(ctx, out, page.Write)
 	if err != nil {
 		return fmt.Errorf("writing the report %s: %w", out, err)
 	}

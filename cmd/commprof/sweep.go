@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/atomicfile"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/self"
@@ -275,14 +276,14 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
-	if _, err := writeFileAtomic(context.WithoutCancel(ctx), filepath.Join(o.out, rundir.SweepFile), func(w io.Writer) error {
+	if _, err := atomicfile.Write(context.WithoutCancel(ctx), filepath.Join(o.out, rundir.SweepFile), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	}); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
 	page := filepath.Join(o.out, rundir.SweepPageFile)
-	if _, err := writeFileAtomic(context.WithoutCancel(ctx), page, func(w io.Writer) error { return report.WriteSweepHTML(w, sw) }); err != nil {
+	if _, err := atomicfile.Write(context.WithoutCancel(ctx), page, func(w io.Writer) error { return report.WriteSweepHTML(w, sw) }); err != nil {
 		return fmt.Errorf("sweep: writing %s: %w", page, err)
 	}
 	t := report.SweepTable(sw)
@@ -323,7 +324,7 @@ func sweepRunReport(ctx context.Context, dir string) (*analyze.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := writeFileAtomic(ctx, page, p.Write); err != nil {
+	if _, err := atomicfile.Write(ctx, page, p.Write); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", page, err)
 	}
 	return p.Summary, nil

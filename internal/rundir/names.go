@@ -3,8 +3,10 @@ package rundir
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // The files commands write in a run's directory (beside the streams and
@@ -23,6 +25,13 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // "." or ".."). It may be "".
 func SafeName(s string) string {
 	return strings.Trim(unsafeName.ReplaceAllString(s, "-"), "-.")
+}
+
+// DefaultDir is where a run named name, started at started, goes when
+// the user names no directory: runs/NAME-YYYYMMDD-HHMMSS under the working
+// directory.
+func DefaultDir(name string, started time.Time) string {
+	return filepath.Join("runs", name+"-"+started.Format("20060102-150405"))
 }
 
 // NewID returns a run ID: the run's name and 12 random hex digits, so that
