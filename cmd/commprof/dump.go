@@ -55,7 +55,7 @@ func runDump(ios *iostreams.IOStreams, o *dumpOptions, dir string, rankSet bool)
 	if o.kind != "" {
 		k, err := trace.ParseKind(o.kind)
 		if err != nil {
-			return usageError{fmt.Errorf("--kind: %w", err)}
+			return usageError{Err: fmt.Errorf("--kind: %w", err)}
 		}
 		kind = k
 	}

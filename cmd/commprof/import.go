@@ -71,11 +71,11 @@ func runImport(ctx context.Context, ios *iostreams.IOStreams, o *importOptions, 
 	}
 	format, err := importers.ParseFormat(o.format)
 	if err != nil {
-		return usageError{fmt.Errorf("--format: %w", err)}
+		return usageError{Err: fmt.Errorf("--format: %w", err)}
 	}
 	codec, err := trace.ParseCodec(o.codec)
 	if err != nil {
-		return usageError{fmt.Errorf("--codec: %w", err)}
+		return usageError{Err: fmt.Errorf("--codec: %w", err)}
 	}
 	name := o.name
 	if name == "" {

@@ -113,7 +113,7 @@ func TestTruthModelOverAShapedLink(t *testing.T) {
 		}
 	}
 	r := commprof(t, nil, "predict", local, across, "--ranks", "4", "--check", held, "--format", "json")
-	var p predictResult
+	var p analyze.Prediction
 	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
 		t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}

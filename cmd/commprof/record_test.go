@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/internal/envnames"
-	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -372,52 +371,6 @@ func TestRecordOnAFullDisk(t *testing.T) {
 	}
 	if kept == 0 {
 		t.Error("no batch written before the disk filled was kept")
-	}
-}
-
-func TestDefaultName(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"bench", "allreduce", "--max", "1M"}, "bench-allreduce"},
-		{[]string{"train", "--epochs", "1"}, "train"},
-		{[]string{"mpirun", "-np", "4", "commprof", "bench", "broadcast"}, "bench-broadcast"},
-		{[]string{"srun", "-n", "16", "/usr/local/bin/commprof", "train", "--epochs", "3"}, "train"},
-		{[]string{"./my job.sh", "x"}, "my-job.sh-x"},
-	} {
-		if got := defaultName(tc.args); got != tc.want {
-			t.Errorf("defaultName(%q) = %q, want %q", tc.args, got, tc.want)
-		}
-	}
-}
-
-// Under Open MPI's or MPICH's mpirun, record has the launcher pass the
-// job's variables, its secret among them, on to the ranks of every host:
-// by name, so that the secret's value never shows on a command line.
-func TestPassOnToTheRanks(t *testing.T) {
-	args := []string{"mpirun", "-H", "a,b", "-np", "4", "commprof", "train"}
-	names := []string{envnames.TraceDir, envnames.Secret}
-	none := func(string) string { return "" }
-	for _, tc := range []struct {
-		flavor  pmpi.Flavor
-		getenv  func(string) string
-		argv    []string
-		envWant []string
-	}{
-		{pmpi.OpenMPI, none, []string{"mpirun", "-x", envnames.TraceDir, "-x", envnames.Secret, "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
-		{pmpi.MPICH, none, []string{"mpirun", "-genvlist", envnames.TraceDir + ",COMMPROF_SECRET", "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
-		{pmpi.OpenMPI, func(k string) string {
-			if k == "OMPI_MCA_mca_base_env_list" {
-				return "MINE"
-			}
-			return ""
-		}, args, []string{"OMPI_MCA_mca_base_env_list=MINE;COMMPROF_TRACE_DIR;COMMPROF_SECRET"}},
-	} {
-		argv, env := passOn(args, tc.flavor, names, tc.getenv)
-		if !slices.Equal(argv, tc.argv) || !slices.Equal(env, tc.envWant) {
-			t.Errorf("%s: %q %q\nwant %q %q", tc.flavor, argv, env, tc.argv, tc.envWant)
-		}
 	}
 }
 

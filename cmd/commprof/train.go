@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
@@ -120,7 +121,7 @@ func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
 	check := cfg
 	check.Servers = min(check.Servers, 1) // the rank count is not known yet
 	if err := check.Validate(1, 1<<31); err != nil {
-		return cfg, ccfg, usageError{err}
+		return cfg, ccfg, usageError{Err: err}
 	}
 	return cfg, ccfg, nil
 }
@@ -130,7 +131,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if err != nil {
 		return err
 	}
-	faults, err := faultsOf(o.inject)
+	faults, err := driver.FaultsOf(o.inject)
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	}
 	if !isRank {
 		if err := inject.Check(faults, o.ranks); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.errw, o.tty)
 	}

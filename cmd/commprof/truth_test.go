@@ -767,7 +767,7 @@ func TestTruthCalibratedModel(t *testing.T) {
 	after := heldOut("after")
 	check := func(held string) []analyze.CallSize {
 		r := commprof(t, nil, "predict", held, "--model", model, "--ranks", "3", "--check", held, "--format", "json")
-		var p predictResult
+		var p analyze.Prediction
 		if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
 			t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 		}
