@@ -16,12 +16,14 @@ import (
 )
 
 // Columns of the Parquet export besides the trace's own (docs/export.md):
-// the host the rank ran on and the run's id, the same on every row of a
-// file, so that exports of several runs or hosts can be queried as one
-// table.
+// the host the rank ran on, the run's world size and its id, the same on
+// every row of a file (Parquet stores such a column in a few bytes), so
+// that a query can group by host, knows the world a collective ran on,
+// and exports of several runs can be queried as one table.
 const (
-	ColHost  = "host"
-	ColRunID = "run_id"
+	ColHost      = "host"
+	ColWorldSize = "world_size"
+	ColRunID     = "run_id"
 )
 
 // ParquetRowGroupRows is the default bound on a Parquet row group's rows:
@@ -37,14 +39,17 @@ const parquetChunk = 64 << 10
 type ParquetOptions struct {
 	// RowGroupRows bounds each row group; 0 means ParquetRowGroupRows.
 	RowGroupRows int
-	// Alloc is the allocator of the Arrow records and the writer's
-	// buffers; nil means memory.DefaultAllocator.
+	// Alloc is the allocator of the Arrow records the events are
+	// gathered in; nil means memory.DefaultAllocator. The Parquet
+	// writer's own buffers come from Go's allocator: Arrow's writer (v15)
+	// does not release every encoder buffer it takes, and the garbage
+	// collector reclaims them only if they are Go memory.
 	Alloc memory.Allocator
 }
 
 // ParquetColumns returns the columns of an exported Parquet file, in
 // order: every column of the v1 schema but rank, which the file's Hive
-// partition (rank=N) holds, then host and run_id.
+// partition (rank=N) holds, then host, world_size and run_id.
 func ParquetColumns() []string {
 	var out []string
 	for _, f := range parquetFields {
@@ -67,7 +72,9 @@ var parquetFields = func() []arrow.Field {
 		}
 		out = append(out, f)
 	}
-	return append(out, arrow.Field{Name: ColHost, Type: arrow.BinaryTypes.String}, arrow.Field{Name: ColRunID, Type: arrow.BinaryTypes.String})
+	return append(out, arrow.Field{Name: ColHost, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: ColWorldSize, Type: arrow.PrimitiveTypes.Int32},
+		arrow.Field{Name: ColRunID, Type: arrow.BinaryTypes.String})
 }()
 
 // WriteParquet writes stream i of the run to w as one Parquet file: every
@@ -75,7 +82,8 @@ var parquetFields = func() []arrow.Field {
 // ScanStream gives it, in row groups of at most opt.RowGroupRows rows, so
 // that memory is bounded by a row group whatever the stream's length. The
 // file's key-value metadata holds the rank, world size, host, run id and
-// format version under the trace's metadata keys.
+// format version under the trace's metadata keys. The world size is the
+// run's (RunFiles.WorldSize), as the analyses count it.
 //
 // It returns the rows written and the stream's facts. A cut stream is
 // written whole up to the cut, a valid file, and the error then wraps a
@@ -94,7 +102,7 @@ func (r *RunFiles) WriteParquet(ctx context.Context, i int, w io.Writer, opt Par
 	defer pw.release()
 	err = r.scanStream(i, nil, func(in RankInfo) error {
 		info = in
-		return pw.open(w, in, r.runID(in), opt.RowGroupRows)
+		return pw.open(w, in, r.runID(in), r.WorldSize(), opt.RowGroupRows)
 	}, func(_ RankInfo, b *Batch) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -131,18 +139,19 @@ type parquetWriter struct {
 	fw          *pqarrow.FileWriter
 	rb          *array.RecordBuilder
 	host, runID string
+	world       int32
 	rows        int64
 	pending     int
 	closed      bool
 }
 
-func (p *parquetWriter) open(w io.Writer, info RankInfo, runID string, rowGroup int) error {
+func (p *parquetWriter) open(w io.Writer, info RankInfo, runID string, world, rowGroup int) error {
 	md := arrow.NewMetadata(
 		[]string{MetaVersion, MetaRank, MetaWorldSize, MetaHost, MetaRunID},
-		[]string{strconv.Itoa(FormatVersion), strconv.Itoa(info.Rank), strconv.Itoa(info.WorldSize), info.Host, runID})
+		[]string{strconv.Itoa(FormatVersion), strconv.Itoa(info.Rank), strconv.Itoa(world), info.Host, runID})
 	s := arrow.NewSchema(parquetFields, &md)
 	props := parquet.NewWriterProperties(
-		parquet.WithAllocator(p.alloc),
+		parquet.WithAllocator(memory.NewGoAllocator()),
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithMaxRowGroupLength(int64(rowGroup)),
 		parquet.WithCreatedBy("commprof"),
@@ -153,11 +162,11 @@ func (p *parquetWriter) open(w io.Writer, info RankInfo, runID string, rowGroup 
 		parquet.WithDictionaryFor(ColWait, false),
 		parquet.WithDictionaryFor(ColValue, false),
 	)
-	fw, err := pqarrow.NewFileWriter(s, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(p.alloc)))
+	fw, err := pqarrow.NewFileWriter(s, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(memory.NewGoAllocator())))
 	if err != nil {
 		return fmt.Errorf("starting the Parquet file of rank %d: %w", info.Rank, err)
 	}
-	p.fw, p.host, p.runID = fw, info.Host, runID
+	p.fw, p.host, p.runID, p.world = fw, info.Host, runID, int32(world)
 	p.rb = array.NewRecordBuilder(p.alloc, s)
 	return nil
 }
@@ -217,12 +226,17 @@ func (p *parquetWriter) append(b *Batch, lo, hi int) {
 	i64(13, b.Wait)
 	p.rb.Field(14).(*array.Float64Builder).AppendValues(b.Value[lo:hi], nil)
 	str(15, b.Label, b.Labels)
-	for col, v := range map[int]string{16: p.host, 17: p.runID} {
+	for col, v := range map[int]string{16: p.host, 18: p.runID} {
 		sb := p.rb.Field(col).(*array.StringBuilder)
 		sb.Reserve(n)
 		for range n {
 			sb.Append(v)
 		}
+	}
+	wb := p.rb.Field(17).(*array.Int32Builder)
+	wb.Reserve(n)
+	for range n {
+		wb.UnsafeAppend(p.world)
 	}
 }
 

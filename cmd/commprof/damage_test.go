@@ -75,6 +75,7 @@ func TestDamagedRuns(t *testing.T) {
 		{[]string{"export", "{}", "--format", "perfetto", "-o", "{out}.json"}, damage.EventReaders, ""},
 		{[]string{"export", "{}", "--format", "pprof", "-o", "{out}.pb.gz"}, damage.EventReaders, ""},
 		{[]string{"export", "{}", "--format", "csv", "-o", "{out}.csv"}, damage.EventReaders, ""},
+		{[]string{"export", "{}", "--format", "parquet", "-o", "{out}.parquet.d"}, damage.EventReaders, ""},
 		{[]string{"diff", good, "{}"}, damage.SummaryReaders, ""},
 		{[]string{"predict", "{}", "--ranks", "8"}, damage.SummaryReaders, "commprof: no projection: "},
 		{[]string{"bench", "read", "{}", "--repeat", "1"}, damage.AllReaders, ""},
