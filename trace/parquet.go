@@ -29,7 +29,7 @@ const (
 // ParquetRowGroupRows is the default bound on a Parquet row group's rows:
 // what the writer holds in memory (encoded and compressed) before it
 // writes the group out, and the unit engines read in parallel.
-const ParquetRowGroupRows = 1 << 20
+const ParquetRowGroupRows = 1 << 18
 
 // parquetChunk is how many rows are gathered into one Arrow record before
 // it is handed to the Parquet writer: trace batches can be a few events.
