@@ -177,8 +177,12 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 		}
 	}
 	var err error
-	if p.SummaryJS, err = jsonJS(s); err != nil {
+	if p.SummaryJS, err = jsonJS(pageSummary(s)); err != nil {
 		return err
+	}
+	if len(s.Ranks) > manyRanks || len(s.Matrix.Bytes) > manyRanks {
+		p.Notes = append(p.Notes, fmt.Sprintf("This run has %d ranks: its charts show percentile bands across ranks with the ranks that stand out, traffic summed by host, and a timeline of those ranks only; "+
+			"the page's JSON (#summary-data) leaves out the rank-by-rank traffic matrices, which commprof stats --format json gives.", len(s.Ranks)))
 	}
 	p.Sections = withoutUnknownTimes(s, runSections(s, o))
 	if len(p.Sections) > 0 && p.Sections[0].ID == "bandwidth" {
@@ -553,6 +557,8 @@ func sourceName(format string) string {
 		return "NCCL Inspector logs"
 	case "nccl-tests":
 		return "nccl-tests output"
+	case "synthetic":
+		return "a generator of synthetic runs: it is not a measured run"
 	}
 	return format
 }
