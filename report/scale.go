@@ -354,7 +354,7 @@ func skewBandChart(s *analyze.Summary) (chartSpec, bool) {
 		ranks = len(ser.Offset[0])
 	}
 	return chartSpec{ID: "chart-skew", Title: "When each rank arrived at each collective", Height: 360,
-		Note: fmt.Sprintf("%d ranks: for each sampled world collective, how long after the first rank the median rank, the 95th percentile and the latest arrived (the first is at 0), and the ranks that stand out, each on its own line", ranks),
+		Note:     fmt.Sprintf("%d ranks: for each sampled world collective, how long after the first rank the median rank, the 95th percentile and the latest arrived (the first is at 0), and the ranks that stand out, each on its own line", ranks),
 		Variants: []chartVariant{variant("arrival", "ns", "", l)}}, true
 }
 
