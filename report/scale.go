@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
@@ -86,9 +87,16 @@ func bandRanks(s *analyze.Summary) []bandPick {
 		byRank[r.Rank] = i
 	}
 	for _, r := range outlierRanks(s) {
-		if i, ok := byRank[r]; ok {
-			out = append(out, bandPick{i, fmt.Sprintf("rank %d (%s)", r, outlierWhy(s, r))})
+		i, ok := byRank[r]
+		if !ok {
+			continue
 		}
+		label := fmt.Sprintf("rank %d (%s)", r, outlierWhy(s, r))
+		if k := slices.IndexFunc(out, func(p bandPick) bool { return p.index == i }); k >= 0 {
+			out[k].label += " · " + label[strings.Index(label, "(")+1:len(label)-1] // one bar, both reasons
+			continue
+		}
+		out = append(out, bandPick{i, label})
 	}
 	return out
 }
