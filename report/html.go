@@ -393,7 +393,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 	}
 	var tables []*Table
 	for _, by := range Views {
-		tables = append(tables, pageView(s, by, o.TableRows))
+		tables = append(tables, pageView(s, by, tableLimit(s, by, o.TableRows)))
 	}
 	secs = append(secs, section{ID: "tables", Title: "Tables", Tables: tables,
 		Intro: "The tables of commprof stats, the costliest rows first; click a header to sort by it, a linked header for what it means."})
@@ -417,11 +417,15 @@ func pageView(s *analyze.Summary, by string, limit int) *Table {
 		t.sortBy(col, true)
 	}
 	if n := len(t.Rows); n > limit {
+		if col := t.columnIndex(truncatedOrder[by]); col >= 0 {
+			t.sortBy(col, true)
+		}
+		rest := restSummed(t, by, limit)
 		t.Rows = t.Rows[:limit]
 		if t.Keys != nil {
 			t.Keys = t.Keys[:limit]
 		}
-		t.Note = fmt.Sprintf("The %d costliest of %d rows; commprof stats --by %s prints all.", limit, n, by)
+		t.Note = fmt.Sprintf("The %d costliest of %d rows%s; commprof stats --by %s prints all.", limit, n, rest, by)
 	}
 	return t
 }

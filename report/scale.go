@@ -12,6 +12,7 @@ import (
 	"github.com/go-echarts/go-echarts/v2/opts"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/units"
 )
 
 // manyRanks is the most ranks a chart draws one bar, lane or heatmap row
@@ -383,4 +384,69 @@ func pageSummary(s *analyze.Summary) *analyze.Summary {
 		c.OpMatrices[i] = strip(m)
 	}
 	return &c
+}
+
+// tableTopK is the most rows a page's rank and peer tables show past
+// manyRanks; the note under each sums the rows left out.
+const tableTopK = 50
+
+// tableLimit is how many rows of view by a page shows.
+func tableLimit(s *analyze.Summary, by string, limit int) int {
+	if (by == "rank" || by == "peer") && len(s.Ranks) > manyRanks {
+		return min(limit, tableTopK)
+	}
+	return limit
+}
+
+// truncatedOrder is the column a view too long for the page is sorted by
+// before it is cut, where the view's own order would keep arbitrary rows:
+// the rank table keeps the latest ranks.
+var truncatedOrder = map[string]string{"rank": "late"}
+
+// summedColumns are the columns of each view whose values add up across
+// rows: the note under a cut table gives their sums over the rows left
+// out.
+var summedColumns = map[string][]string{
+	"op":   {"calls", "bytes", "total"},
+	"rank": {"events", "compute", "comm", "exposed", "overlapped", "wait", "last", "sent", "recv", "msgs sent", "msgs recv"},
+	"size": {"messages", "bytes", "time", "wait"},
+	"peer": {"bytes", "messages", "recv time"},
+}
+
+// restSummed says what the rows of t from index from on add up to, in
+// the summed columns, from their sort keys (the raw numbers); "" when t
+// has no keys or no such column.
+func restSummed(t *Table, by string, from int) string {
+	if t.Keys == nil || from >= len(t.Keys) {
+		return ""
+	}
+	var parts []string
+	for _, name := range summedColumns[by] {
+		col := t.columnIndex(name)
+		if col < 0 {
+			continue
+		}
+		var sum float64
+		for _, row := range t.Keys[from:] {
+			v, err := strconv.ParseFloat(row[col], 64)
+			if err != nil {
+				return "" // a cell the source cannot give: no sum
+			}
+			sum += v
+		}
+		var cell string
+		switch t.Columns[col].Unit {
+		case "ns":
+			cell = units.Duration(sum)
+		case "bytes":
+			cell = units.Bytes(int64(sum))
+		default:
+			cell = strconv.FormatFloat(sum, 'f', -1, 64)
+		}
+		parts = append(parts, name+" "+cell)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the other %d together: %s", len(t.Keys)-from, strings.Join(parts, ", "))
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -167,6 +168,27 @@ func TestManyRanks(t *testing.T) {
 
 			if len(tl.Ranks) > 9 || !slices.Contains(tl.Ranks, 17) || !slices.Contains(tl.Ranks, 300) {
 				t.Errorf("timeline lanes of ranks %v", tl.Ranks)
+			}
+
+			// The rank table: the latest ranks first, at most tableTopK,
+			// and the note's sums with the rows shown are the whole run.
+			rt := pageView(s, "rank", tableLimit(s, "rank", 500))
+			if len(rt.Rows) != tableTopK {
+				t.Fatalf("the rank table has %d rows, want %d", len(rt.Rows), tableTopK)
+			}
+			if first := []string{rt.Keys[0][0], rt.Keys[1][0]}; !slices.Contains(first, "17") || !slices.Contains(first, "300") {
+				t.Errorf("the rank table starts with ranks %v, want the held-back 17 and 300", first)
+			}
+			var shown, rest int64
+			for _, row := range rt.Keys {
+				v, _ := strconv.ParseInt(row[rt.columnIndex("events")], 10, 64)
+				shown += v
+			}
+			if _, err := fmt.Sscanf(rt.Note[strings.Index(rt.Note, "together: events ")+len("together: events "):], "%d", &rest); err != nil {
+				t.Fatalf("the note: %q: %v", rt.Note, err)
+			}
+			if shown+rest != s.Run.Events {
+				t.Errorf("%d events in the rows shown and %d in the rest, the run has %d", shown, rest, s.Run.Events)
 			}
 		})
 	}
