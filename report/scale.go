@@ -56,7 +56,7 @@ func nearestRank(q float64, n int) int {
 // bandPick is a rank a banded chart shows, and why.
 type bandPick struct {
 	index int    // into s.Ranks
-	label string // "p50 · rank 12", "rank 17 (straggler)"
+	label string // "p50\nrank 12", "rank 17\n(straggler)": an axis label of two or three lines
 }
 
 // bandRanks picks the ranks whose compute plus exposed communication is
@@ -81,7 +81,7 @@ func bandRanks(s *analyze.Summary) []bandPick {
 		q    float64
 	}{{"min", 0}, {"p50", 0.5}, {"p95", 0.95}, {"max", 1}} {
 		i := rs[nearestRank(q.q, len(rs))].i
-		out = append(out, bandPick{i, fmt.Sprintf("%s · rank %d", q.name, s.Ranks[i].Rank)})
+		out = append(out, bandPick{i, fmt.Sprintf("%s\nrank %d", q.name, s.Ranks[i].Rank)})
 	}
 	byRank := map[int]int{}
 	for i, r := range s.Ranks {
@@ -92,12 +92,11 @@ func bandRanks(s *analyze.Summary) []bandPick {
 		if !ok {
 			continue
 		}
-		label := fmt.Sprintf("rank %d (%s)", r, outlierWhy(s, r))
 		if k := slices.IndexFunc(out, func(p bandPick) bool { return p.index == i }); k >= 0 {
-			out[k].label += " · " + label[strings.Index(label, "(")+1:len(label)-1] // one bar, both reasons
+			out[k].label += "\n" + outlierWhy(s, r) // one bar, both reasons
 			continue
 		}
-		out = append(out, bandPick{i, label})
+		out = append(out, bandPick{i, fmt.Sprintf("rank %d\n(%s)", r, outlierWhy(s, r))})
 	}
 	return out
 }
@@ -140,6 +139,8 @@ func rankBandChart(s *analyze.Summary) chartSpec {
 		series = series[1:]
 	}
 	b := stackedBar(x, "", series)
+	// Every bar names its rank: no label may be dropped for room.
+	b.XYAxis.XAxisList[0].AxisLabel = &opts.AxisLabel{Interval: "0"}
 	return chartSpec{ID: "chart-ranks", Title: "Where each rank's time goes", Height: 320,
 		Note: fmt.Sprintf("%d ranks: the ranks at the minimum, median, 95th percentile and maximum of compute plus exposed communication, then the ranks that stand out; "+
 			"each bar is that rank's compute alone, communication hidden behind compute, communication not hidden, and the part of it spent waiting for the last rank", len(s.Ranks)),

@@ -119,7 +119,7 @@ func TestManyRanks(t *testing.T) {
 			for _, r := range []string{"rank 17", "rank 300"} {
 				// Its own bar, or a percentile's bar that says why too.
 				if !slices.ContainsFunc(x, func(b string) bool {
-					return strings.HasPrefix(b, r+" (") || strings.Contains(b, "· "+r+" · ")
+					return strings.HasPrefix(b, r+"\n(") || strings.Contains(b, "\n"+r+"\n")
 				}) {
 					t.Errorf("rank chart: no bar for %s that says why it stands out: %v", r, x)
 				}
