@@ -155,6 +155,10 @@ func (p *parquetWriter) open(w io.Writer, info RankInfo, runID string, world, ro
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithMaxRowGroupLength(int64(rowGroup)),
 		parquet.WithCreatedBy("commprof"),
+		// Arrow Go marks the schema's root REPEATED by default, which the
+		// format does not allow and some engines read as a list (Impala,
+		// Snowflake); pyarrow, parquet-java and arrow-rs write REQUIRED.
+		parquet.WithRootRepetition(parquet.Repetitions.Required),
 		// Times and values rarely repeat: a dictionary would be built and
 		// thrown away for every page.
 		parquet.WithDictionaryFor(ColStart, false),

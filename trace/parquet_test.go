@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow/go/v15/parquet"
 	"github.com/apache/arrow/go/v15/parquet/file"
 	"github.com/apache/arrow/go/v15/parquet/pqarrow"
 )
@@ -136,6 +137,9 @@ func readParquet(t *testing.T, data []byte) ([]parquetRow, []int64, map[string]s
 		t.Fatal(err)
 	}
 	defer pf.Close()
+	if rep := pf.MetaData().Schema.Root().RepetitionType(); rep != parquet.Repetitions.Required {
+		t.Errorf("the schema's root is %s, want required as the format says", rep)
+	}
 	var groups []int64
 	for g := range pf.NumRowGroups() {
 		groups = append(groups, pf.MetaData().RowGroup(g).NumRows())
