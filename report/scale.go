@@ -185,13 +185,13 @@ func hostsOf(s *analyze.Summary, n int) ([]string, []int) {
 // hostMatrixChart is matrixChart past manyRanks: traffic summed by the
 // sending and receiving ranks' hosts, for every op and for each, then the
 // busiest host pairs' ranks one by one.
-func hostMatrixChart(s *analyze.Summary) chartSpec {
-	n := len(s.Matrix.Bytes)
-	hosts, of := hostsOf(s, n)
-	// More hosts than a heatmap can label: consecutive hosts are summed
-	// in groups of equal size.
-	groups, gof := hosts, of
-	what := "host"
+// hostGroups returns what a heatmap of n ranks' traffic sums them by:
+// their hosts, or past manyRanks hosts groups of consecutive hosts of
+// equal size; each rank's group, the hosts and each rank's host, and
+// what a group is, in words.
+func hostGroups(s *analyze.Summary, n int) (groups []string, gof []int, hosts []string, of []int, what string) {
+	hosts, of = hostsOf(s, n)
+	groups, gof, what = hosts, of, "host"
 	if len(hosts) > manyRanks {
 		per := (len(hosts) + manyRanks - 1) / manyRanks
 		groups = nil
@@ -205,23 +205,32 @@ func hostMatrixChart(s *analyze.Summary) chartSpec {
 		}
 		what = fmt.Sprintf("group of %d hosts", per)
 	}
-	c := chartSpec{ID: "chart-matrix", Title: "Traffic between hosts", Height: 420,
-		Note: fmt.Sprintf("%d ranks on %d hosts: received messages summed by the sender's %s (rows) and the receiver's (columns); choose the measure and the op, or the busiest host pairs' ranks", n, len(hosts), what)}
-	sumBy := func(m [][]int64, of []int, k int) [][]float64 {
-		out := make([][]float64, k)
-		for i := range out {
-			out[i] = make([]float64, k)
-		}
-		for src, row := range m {
-			for dst, v := range row {
-				if src < n && dst < n {
-					out[of[src]][of[dst]] += float64(v)
-				}
+	return groups, gof, hosts, of, what
+}
+
+// sumGroups sums an n x n matrix into k x k by each rank's group, each
+// value scaled by scale.
+func sumGroups(m [][]int64, gof []int, k int, scale float64) [][]float64 {
+	out := make([][]float64, k)
+	for i := range out {
+		out[i] = make([]float64, k)
+	}
+	for src, row := range m {
+		for dst, v := range row {
+			if src < len(gof) && dst < len(gof) {
+				out[gof[src]][gof[dst]] += float64(v) * scale
 			}
 		}
-		return out
 	}
-	sum := func(m [][]int64) [][]float64 { return sumBy(m, gof, len(groups)) }
+	return out
+}
+
+func hostMatrixChart(s *analyze.Summary) chartSpec {
+	n := len(s.Matrix.Bytes)
+	groups, gof, hosts, of, what := hostGroups(s, n)
+	c := chartSpec{ID: "chart-matrix", Title: "Traffic between hosts", Height: 420,
+		Note: fmt.Sprintf("%d ranks on %d hosts: received messages summed by the sender's %s (rows) and the receiver's (columns); choose the measure and the op, or the busiest host pairs' ranks", n, len(hosts), what)}
+	sum := func(m [][]int64) [][]float64 { return sumGroups(m, gof, len(groups), 1) }
 	add := func(m analyze.Matrix) {
 		name := "every op"
 		if m.Op != "" {
@@ -253,7 +262,7 @@ func hostMatrixChart(s *analyze.Summary) chartSpec {
 		bytes float64
 	}
 	var pairs []pair
-	for a, row := range sumBy(s.Matrix.Bytes, of, len(hosts)) {
+	for a, row := range sumGroups(s.Matrix.Bytes, of, len(hosts), 1) {
 		for b, v := range row {
 			if a != b && v > 0 {
 				pairs = append(pairs, pair{a, b, v})
@@ -450,4 +459,38 @@ func restSummed(t *Table, by string, from int) string {
 		return ""
 	}
 	return fmt.Sprintf("; the other %d together: %s", len(t.Keys)-from, strings.Join(parts, ", "))
+}
+
+// diffHostMatrixChart is diffMatrixChart past manyRanks: bytes per basis
+// summed by host (or group of hosts), B minus A where both runs have the
+// same ranks on the same hosts, and each run's.
+func diffHostMatrixChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
+	c := chartSpec{ID: "chart-diff-matrix", Title: "Traffic between hosts", Height: 420}
+	ga, gofA, _, _, what := hostGroups(a, len(a.Matrix.Bytes))
+	gb, gofB, _, _, _ := hostGroups(b, len(b.Matrix.Bytes))
+	ma := sumGroups(a.Matrix.Bytes, gofA, len(ga), 1/perStep(a))
+	mb := sumGroups(b.Matrix.Bytes, gofB, len(gb), 1/perStep(b))
+	if slices.Equal(ga, gb) && slices.Equal(gofA, gofB) {
+		var cells []opts.HeatMapData
+		var m float64
+		for i := range mb {
+			for j := range mb[i] {
+				v := mb[i][j] - ma[i][j]
+				if v != 0 {
+					cells = append(cells, opts.HeatMapData{Value: [3]interface{}{j, i, math.Round(v)}})
+				}
+				m = math.Max(m, math.Abs(v))
+			}
+		}
+		h := heatmap(ga, ga, "receiver", "sender", cells, m, diverging)
+		h.VisualMapList = nil
+		h.SetGlobalOptions(charts.WithVisualMapOpts(opts.VisualMap{Calculable: opts.Bool(true), Min: float32(-math.Max(m, 1)), Max: float32(math.Max(m, 1)),
+			Orient: "vertical", Right: "0", Top: "center", InRange: &opts.VisualMapInRange{Color: diverging}}))
+		c.Note = "bytes per " + d.Basis + " summed by the sender's " + what + " (rows) and the receiver's (columns): B minus A; red where B moves more"
+		c.Variants = append(c.Variants, variant("B − A bytes by host", "bytes", "namedmatrix", h))
+	} else {
+		c.Note = "the runs have different ranks or hosts: each run's bytes per " + d.Basis + ", summed by host"
+	}
+	c.Variants = append(c.Variants, labelledMatrix("A bytes by host", "bytes", ga, ga, ma), labelledMatrix("B bytes by host", "bytes", gb, gb, mb))
+	return c
 }

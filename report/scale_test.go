@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/synthrun"
 	"github.com/commprof/commprof/load"
 )
@@ -168,6 +169,24 @@ func TestManyRanks(t *testing.T) {
 
 			if len(tl.Ranks) > 9 || !slices.Contains(tl.Ranks, 17) || !slices.Contains(tl.Ranks, 300) {
 				t.Errorf("timeline lanes of ranks %v", tl.Ranks)
+			}
+
+			// A diff of the run with itself: host heatmaps, B − A empty.
+			dm := diffMatrixChart(s, s, analyze.Compare(s, s))
+			if len(dm.Variants) != 3 || heatmapSum(t, dm.Variants[0]) != 0 {
+				t.Errorf("diff heatmaps: %d variants, B − A sums to %v", len(dm.Variants), heatmapSum(t, dm.Variants[0]))
+			}
+			for _, v := range dm.Variants {
+				if x, y, _ := chartAxes(t, v); len(x) > manyRanks || len(y) > manyRanks || len(x) == 0 {
+					t.Errorf("diff %s: a heatmap of %d x %d", v.Label, len(y), len(x))
+				}
+			}
+			var diffPage bytes.Buffer
+			if err := WriteDiffHTML(&diffPage, s, s, analyze.Compare(s, s)); err != nil {
+				t.Fatal(err)
+			}
+			if diffPage.Len() > 10<<20 {
+				t.Errorf("the diff page is %d bytes, over 10 MiB", diffPage.Len())
 			}
 
 			// The rank table: the latest ranks first, at most tableTopK,
