@@ -8,11 +8,11 @@ import (
 	"strconv"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/parquet"
 	"github.com/apache/arrow/go/v15/parquet/compress"
-	"github.com/apache/arrow/go/v15/parquet/pqarrow"
+	"github.com/apache/arrow/go/v15/parquet/file"
+	"github.com/apache/arrow/go/v15/parquet/metadata"
+	pqschema "github.com/apache/arrow/go/v15/parquet/schema"
 )
 
 // Columns of the Parquet export besides the trace's own (docs/export.md):
@@ -31,20 +31,10 @@ const (
 // writes the group out, and the unit engines read in parallel.
 const ParquetRowGroupRows = 1 << 18
 
-// parquetChunk is how many rows are gathered into one Arrow record before
-// it is handed to the Parquet writer: trace batches can be a few events.
-const parquetChunk = 64 << 10
-
 // ParquetOptions configure WriteParquet.
 type ParquetOptions struct {
 	// RowGroupRows bounds each row group; 0 means ParquetRowGroupRows.
 	RowGroupRows int
-	// Alloc is the allocator of the Arrow records the events are
-	// gathered in; nil means memory.DefaultAllocator. The Parquet
-	// writer's own buffers come from Go's allocator: Arrow's writer (v15)
-	// does not release every encoder buffer it takes, and the garbage
-	// collector reclaims them only if they are Go memory.
-	Alloc memory.Allocator
 }
 
 // ParquetColumns returns the columns of an exported Parquet file, in
@@ -95,10 +85,7 @@ func (r *RunFiles) WriteParquet(ctx context.Context, i int, w io.Writer, opt Par
 	if opt.RowGroupRows <= 0 {
 		opt.RowGroupRows = ParquetRowGroupRows
 	}
-	if opt.Alloc == nil {
-		opt.Alloc = memory.DefaultAllocator
-	}
-	pw := &parquetWriter{alloc: opt.Alloc}
+	pw := &parquetWriter{}
 	defer pw.release()
 	err = r.scanStream(i, nil, func(in RankInfo) error {
 		info = in
@@ -115,9 +102,6 @@ func (r *RunFiles) WriteParquet(ctx context.Context, i int, w io.Writer, opt Par
 	if err != nil && !errors.Is(err, ErrTruncated) {
 		return pw.rows, info, err
 	}
-	if ferr := pw.flush(); ferr != nil {
-		return pw.rows, info, fmt.Errorf("writing rank %d as Parquet: %w", info.Rank, ferr)
-	}
 	if cerr := pw.close(); cerr != nil {
 		return pw.rows, info, fmt.Errorf("writing rank %d as Parquet: %w", info.Rank, cerr)
 	}
@@ -132,33 +116,68 @@ func (r *RunFiles) runID(info RankInfo) string {
 	return info.RunID
 }
 
-// parquetWriter turns trace batches into Arrow records of at most
-// parquetChunk rows and writes them into buffered row groups.
+// parquetWriter writes trace batches straight into the column writers of
+// buffered row groups, closing a group each RowGroupRows rows. It uses
+// Arrow's Parquet file writer, not its Arrow-record layer (pqarrow), which
+// would link Arrow Flight and gRPC into every commprof binary (28 MB more)
+// for nothing a flat table of events needs.
 type parquetWriter struct {
-	alloc       memory.Allocator
-	fw          *pqarrow.FileWriter
-	rb          *array.RecordBuilder
-	host, runID string
-	world       int32
-	rows        int64
-	pending     int
-	closed      bool
+	fw        *file.Writer
+	rgw       file.BufferedRowGroupWriter
+	rowGroup  int
+	groupRows int
+	rows      int64
+	host, run parquet.ByteArray
+	world     int32
+	closed    bool
+	// scratch, reused batch to batch
+	bas   []parquet.ByteArray
+	i32   []int32
+	dict  []parquet.ByteArray
+	kinds [256]parquet.ByteArray
+}
+
+// parquetSchema is the file's schema: parquetFields as required Parquet
+// columns (strings as UTF-8 byte arrays) under a required root.
+func parquetSchema() (*pqschema.GroupNode, error) {
+	var nodes pqschema.FieldList
+	for _, f := range parquetFields {
+		switch f.Type.ID() {
+		case arrow.STRING:
+			n, err := pqschema.NewPrimitiveNodeLogical(f.Name, parquet.Repetitions.Required, pqschema.StringLogicalType{}, parquet.Types.ByteArray, -1, -1)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, n)
+		case arrow.INT64:
+			nodes = append(nodes, pqschema.NewInt64Node(f.Name, parquet.Repetitions.Required, -1))
+		case arrow.INT32:
+			nodes = append(nodes, pqschema.NewInt32Node(f.Name, parquet.Repetitions.Required, -1))
+		case arrow.FLOAT64:
+			nodes = append(nodes, pqschema.NewFloat64Node(f.Name, parquet.Repetitions.Required, -1))
+		default:
+			return nil, fmt.Errorf("trace: no Parquet type for column %s (%s)", f.Name, f.Type)
+		}
+	}
+	return pqschema.NewGroupNode("schema", parquet.Repetitions.Required, nodes, -1)
 }
 
 func (p *parquetWriter) open(w io.Writer, info RankInfo, runID string, world, rowGroup int) error {
-	md := arrow.NewMetadata(
-		[]string{MetaVersion, MetaRank, MetaWorldSize, MetaHost, MetaRunID},
-		[]string{strconv.Itoa(FormatVersion), strconv.Itoa(info.Rank), strconv.Itoa(world), info.Host, runID})
-	s := arrow.NewSchema(parquetFields, &md)
+	root, err := parquetSchema()
+	if err != nil {
+		return err
+	}
+	kv := metadata.KeyValueMetadata{}
+	for _, e := range [][2]string{{MetaVersion, strconv.Itoa(FormatVersion)}, {MetaRank, strconv.Itoa(info.Rank)},
+		{MetaWorldSize, strconv.Itoa(world)}, {MetaHost, info.Host}, {MetaRunID, runID}} {
+		if err := kv.Append(e[0], e[1]); err != nil {
+			return err
+		}
+	}
 	props := parquet.NewWriterProperties(
-		parquet.WithAllocator(memory.NewGoAllocator()),
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithMaxRowGroupLength(int64(rowGroup)),
 		parquet.WithCreatedBy("commprof"),
-		// Arrow Go marks the schema's root REPEATED by default, which the
-		// format does not allow and some engines read as a list (Impala,
-		// Snowflake); pyarrow, parquet-java and arrow-rs write REQUIRED.
-		parquet.WithRootRepetition(parquet.Repetitions.Required),
 		// Times and values rarely repeat: a dictionary would be built and
 		// thrown away for every page.
 		parquet.WithDictionaryFor(ColStart, false),
@@ -166,24 +185,28 @@ func (p *parquetWriter) open(w io.Writer, info RankInfo, runID string, world, ro
 		parquet.WithDictionaryFor(ColWait, false),
 		parquet.WithDictionaryFor(ColValue, false),
 	)
-	fw, err := pqarrow.NewFileWriter(s, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(memory.NewGoAllocator())))
-	if err != nil {
-		return fmt.Errorf("starting the Parquet file of rank %d: %w", info.Rank, err)
-	}
-	p.fw, p.host, p.runID, p.world = fw, info.Host, runID, int32(world)
-	p.rb = array.NewRecordBuilder(p.alloc, s)
+	p.fw = file.NewParquetWriter(w, root, file.WithWriterProps(props), file.WithWriteMetadata(kv))
+	p.rowGroup, p.host, p.run, p.world = rowGroup, parquet.ByteArray(info.Host), parquet.ByteArray(runID), int32(world)
 	return nil
 }
 
-// add appends a batch's rows, writing out a record each parquetChunk rows.
+// add writes a batch's rows, closing the row group each rowGroup rows.
 func (p *parquetWriter) add(b *Batch) error {
 	for lo := 0; lo < b.Len; {
-		hi := min(b.Len, lo+parquetChunk-p.pending)
-		p.append(b, lo, hi)
-		p.pending += hi - lo
+		if p.rgw == nil {
+			p.rgw, p.groupRows = p.fw.AppendBufferedRowGroup(), 0
+		}
+		hi := min(b.Len, lo+p.rowGroup-p.groupRows)
+		if err := p.write(b, lo, hi); err != nil {
+			return err
+		}
+		p.groupRows += hi - lo
+		p.rows += int64(hi - lo)
 		lo = hi
-		if p.pending >= parquetChunk {
-			if err := p.flush(); err != nil {
+		if p.groupRows >= p.rowGroup {
+			err := p.rgw.Close()
+			p.rgw = nil
+			if err != nil {
 				return err
 			}
 		}
@@ -191,84 +214,130 @@ func (p *parquetWriter) add(b *Batch) error {
 	return nil
 }
 
-// append adds rows [lo, hi) of b to the record builder, column by
+// write writes rows [lo, hi) of b into the current row group, column by
 // column in parquetFields' order.
-func (p *parquetWriter) append(b *Batch, lo, hi int) {
+func (p *parquetWriter) write(b *Batch, lo, hi int) error {
 	n := hi - lo
-	str := func(col int, idx []int32, dict []string) {
-		sb := p.rb.Field(col).(*array.StringBuilder)
-		sb.Reserve(n)
+	col := 0
+	next := func() (file.ColumnChunkWriter, error) {
+		cw, err := p.rgw.Column(col)
+		col++
+		return cw, err
+	}
+	bytesCol := func(vals []parquet.ByteArray) error {
+		cw, err := next()
+		if err == nil {
+			_, err = cw.(*file.ByteArrayColumnChunkWriter).WriteBatch(vals, nil, nil)
+		}
+		return err
+	}
+	str := func(idx []int32, dict []string) error {
+		p.bas = p.bas[:0]
 		if idx == nil { // an optional column the stream lacks
 			for range n {
-				sb.Append("")
+				p.bas = append(p.bas, parquet.ByteArray{})
 			}
-			return
+			return bytesCol(p.bas)
+		}
+		p.dict = p.dict[:0]
+		for _, s := range dict {
+			p.dict = append(p.dict, parquet.ByteArray(s))
 		}
 		for _, k := range idx[lo:hi] {
-			sb.Append(dict[k])
+			p.bas = append(p.bas, p.dict[k])
 		}
+		return bytesCol(p.bas)
 	}
-	i64 := func(col int, v []int64) { p.rb.Field(col).(*array.Int64Builder).AppendValues(v[lo:hi], nil) }
-	i32 := func(col int, v []int32) { p.rb.Field(col).(*array.Int32Builder).AppendValues(v[lo:hi], nil) }
-	kb := p.rb.Field(0).(*array.StringBuilder)
-	kb.Reserve(n)
-	for _, k := range b.Kind[lo:hi] {
-		kb.Append(k.String())
-	}
-	str(1, b.Name, b.Names)
-	i64(2, b.Start)
-	i64(3, b.Dur)
-	i64(4, b.Bytes)
-	i32(5, b.Peer)
-	i64(6, b.Seq)
-	i32(7, b.Step)
-	str(8, b.Algo, b.Algos)
-	str(9, b.DType, b.DTypes)
-	i32(10, b.Root)
-	i32(11, b.Chunk)
-	str(12, b.Comm, b.Comms)
-	i64(13, b.Wait)
-	p.rb.Field(14).(*array.Float64Builder).AppendValues(b.Value[lo:hi], nil)
-	str(15, b.Label, b.Labels)
-	for col, v := range map[int]string{16: p.host, 18: p.runID} {
-		sb := p.rb.Field(col).(*array.StringBuilder)
-		sb.Reserve(n)
+	constant := func(v parquet.ByteArray) error {
+		p.bas = p.bas[:0]
 		for range n {
-			sb.Append(v)
+			p.bas = append(p.bas, v)
+		}
+		return bytesCol(p.bas)
+	}
+	i64 := func(v []int64) error {
+		cw, err := next()
+		if err == nil {
+			_, err = cw.(*file.Int64ColumnChunkWriter).WriteBatch(v[lo:hi], nil, nil)
+		}
+		return err
+	}
+	i32 := func(v []int32) error {
+		cw, err := next()
+		if err == nil {
+			_, err = cw.(*file.Int32ColumnChunkWriter).WriteBatch(v[lo:hi], nil, nil)
+		}
+		return err
+	}
+	p.bas = p.bas[:0]
+	for _, k := range b.Kind[lo:hi] {
+		if p.kinds[k] == nil {
+			p.kinds[k] = parquet.ByteArray(k.String())
+		}
+		p.bas = append(p.bas, p.kinds[k])
+	}
+	if err := bytesCol(p.bas); err != nil {
+		return err
+	}
+	p.i32 = p.i32[:0]
+	for range n {
+		p.i32 = append(p.i32, p.world)
+	}
+	for _, f := range []func() error{
+		func() error { return str(b.Name, b.Names) },
+		func() error { return i64(b.Start) },
+		func() error { return i64(b.Dur) },
+		func() error { return i64(b.Bytes) },
+		func() error { return i32(b.Peer) },
+		func() error { return i64(b.Seq) },
+		func() error { return i32(b.Step) },
+		func() error { return str(b.Algo, b.Algos) },
+		func() error { return str(b.DType, b.DTypes) },
+		func() error { return i32(b.Root) },
+		func() error { return i32(b.Chunk) },
+		func() error { return str(b.Comm, b.Comms) },
+		func() error { return i64(b.Wait) },
+		func() error {
+			cw, err := next()
+			if err == nil {
+				_, err = cw.(*file.Float64ColumnChunkWriter).WriteBatch(b.Value[lo:hi], nil, nil)
+			}
+			return err
+		},
+		func() error { return str(b.Label, b.Labels) },
+		func() error { return constant(p.host) },
+		func() error {
+			cw, err := next()
+			if err == nil {
+				_, err = cw.(*file.Int32ColumnChunkWriter).WriteBatch(p.i32, nil, nil)
+			}
+			return err
+		},
+		func() error { return constant(p.run) },
+	} {
+		if err := f(); err != nil {
+			return err
 		}
 	}
-	wb := p.rb.Field(17).(*array.Int32Builder)
-	wb.Reserve(n)
-	for range n {
-		wb.UnsafeAppend(p.world)
-	}
-}
-
-// flush writes the rows gathered so far into the current row group,
-// which the writer closes and starts anew every RowGroupRows rows.
-func (p *parquetWriter) flush() error {
-	if p.pending == 0 {
-		return nil
-	}
-	rec := p.rb.NewRecord()
-	defer rec.Release()
-	p.rows += int64(p.pending)
-	p.pending = 0
-	return p.fw.WriteBuffered(rec)
+	return nil
 }
 
 func (p *parquetWriter) close() error {
 	p.closed = true
+	if p.rgw != nil {
+		if err := p.rgw.Close(); err != nil {
+			return err
+		}
+		p.rgw = nil
+	}
 	return p.fw.Close()
 }
 
-// release frees the builder and, on a failed write, the writer's buffers.
+// release closes the writer of a failed write: the file is being
+// abandoned, only its buffers matter.
 func (p *parquetWriter) release() {
 	if p.fw != nil && !p.closed {
 		p.closed = true
-		_ = p.fw.Close() // the file is being abandoned: only its buffers matter
-	}
-	if p.rb != nil {
-		p.rb.Release()
+		_ = p.fw.Close()
 	}
 }
