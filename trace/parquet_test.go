@@ -9,12 +9,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
 	"github.com/apache/arrow/go/v15/parquet"
 	"github.com/apache/arrow/go/v15/parquet/file"
-	"github.com/apache/arrow/go/v15/parquet/pqarrow"
 )
 
 // parquetRun writes a run of three ranks: rank 0 in several batches whose
@@ -60,7 +56,7 @@ func parquetRun(t *testing.T) string {
 }
 
 // TestParquetRoundTrip writes each stream of a run as Parquet and reads
-// the files back with Arrow's own Parquet reader: every event of the run
+// the files back with Arrow's Parquet column readers: every event of the run
 // as ReadRun reads it (times aligned), column by column, in row groups
 // no larger than asked.
 func TestParquetRoundTrip(t *testing.T) {
@@ -126,8 +122,8 @@ type parquetRow struct {
 	world       int32
 }
 
-// readParquet reads a whole file with pqarrow: its rows, the rows of each
-// row group and its key-value metadata.
+// readParquet reads a whole file with Arrow's Parquet column readers:
+// its rows, the rows of each row group and its key-value metadata.
 func readParquet(t *testing.T, data []byte) ([]parquetRow, []int64, map[string]string) {
 	t.Helper()
 	pf, err := file.NewParquetReader(bytes.NewReader(data))
@@ -135,50 +131,79 @@ func readParquet(t *testing.T, data []byte) ([]parquetRow, []int64, map[string]s
 		t.Fatal(err)
 	}
 	defer pf.Close()
-	if rep := pf.MetaData().Schema.Root().RepetitionType(); rep != parquet.Repetitions.Required {
+	md := pf.MetaData()
+	if rep := md.Schema.Root().RepetitionType(); rep != parquet.Repetitions.Required {
 		t.Errorf("the schema's root is %s, want required as the format says", rep)
 	}
+	kv := map[string]string{}
+	for _, k := range md.KeyValueMetadata().Keys() {
+		kv[k] = *md.KeyValueMetadata().FindValue(k)
+	}
+	cols := ParquetColumns()
+	if md.Schema.NumColumns() != len(cols) {
+		t.Fatalf("%d columns, want %d", md.Schema.NumColumns(), len(cols))
+	}
+	var rows []parquetRow
 	var groups []int64
 	for g := range pf.NumRowGroups() {
-		groups = append(groups, pf.MetaData().RowGroup(g).NumRows())
-	}
-	kv := map[string]string{}
-	for _, k := range pf.MetaData().KeyValueMetadata().Keys() {
-		kv[k] = *pf.MetaData().KeyValueMetadata().FindValue(k)
-	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.NewGoAllocator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tbl.Release()
-	if got, want := tbl.Schema().NumFields(), len(ParquetColumns()); got != want {
-		t.Fatalf("%d columns, want %d: %v", got, want, tbl.Schema())
-	}
-	rows := make([]parquetRow, tbl.NumRows())
-	for c, name := range ParquetColumns() {
-		col := tbl.Column(c)
-		if col.Name() != name {
-			t.Fatalf("column %d is %q, want %q", c, col.Name(), name)
-		}
-		j := 0
-		for _, ch := range col.Data().Chunks() {
-			for k := range ch.Len() {
-				setParquetField(t, &rows[j], name, ch, k)
-				j++
+		rg := pf.RowGroup(g)
+		n := rg.NumRows()
+		groups = append(groups, n)
+		base := len(rows)
+		rows = append(rows, make([]parquetRow, n)...)
+		for c, name := range cols {
+			if got := md.Schema.Column(c).Name(); got != name {
+				t.Fatalf("column %d is %q, want %q", c, got, name)
+			}
+			cr, err := rg.Column(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := func(got int, err error) {
+				if err != nil || int64(got) != n {
+					t.Fatalf("column %s of row group %d: %d of %d values: %v", name, g, got, n, err)
+				}
+			}
+			switch cr := cr.(type) {
+			case *file.ByteArrayColumnChunkReader:
+				v := make([]parquet.ByteArray, n)
+				_, got, err := cr.ReadBatch(n, v, nil, nil)
+				read(got, err)
+				for i := range v {
+					setParquetField(t, &rows[base+i], name, string(v[i]))
+				}
+			case *file.Int64ColumnChunkReader:
+				v := make([]int64, n)
+				_, got, err := cr.ReadBatch(n, v, nil, nil)
+				read(got, err)
+				for i := range v {
+					setParquetField(t, &rows[base+i], name, v[i])
+				}
+			case *file.Int32ColumnChunkReader:
+				v := make([]int32, n)
+				_, got, err := cr.ReadBatch(n, v, nil, nil)
+				read(got, err)
+				for i := range v {
+					setParquetField(t, &rows[base+i], name, v[i])
+				}
+			case *file.Float64ColumnChunkReader:
+				v := make([]float64, n)
+				_, got, err := cr.ReadBatch(n, v, nil, nil)
+				read(got, err)
+				for i := range v {
+					setParquetField(t, &rows[base+i], name, v[i])
+				}
+			default:
+				t.Fatalf("column %s is read by a %T", name, cr)
 			}
 		}
 	}
 	return rows, groups, kv
 }
 
-func setParquetField(t *testing.T, r *parquetRow, name string, a arrow.Array, k int) {
-	switch a := a.(type) {
-	case *array.String:
-		v := a.Value(k)
+func setParquetField(t *testing.T, r *parquetRow, name string, v any) {
+	switch v := v.(type) {
+	case string:
 		switch name {
 		case ColKind:
 			kind, err := ParseKind(v)
@@ -201,8 +226,7 @@ func setParquetField(t *testing.T, r *parquetRow, name string, a arrow.Array, k 
 		case ColRunID:
 			r.runID = v
 		}
-	case *array.Int64:
-		v := a.Value(k)
+	case int64:
 		switch name {
 		case ColStart:
 			r.Start = v
@@ -215,8 +239,7 @@ func setParquetField(t *testing.T, r *parquetRow, name string, a arrow.Array, k 
 		case ColWait:
 			r.Wait = v
 		}
-	case *array.Int32:
-		v := a.Value(k)
+	case int32:
 		switch name {
 		case ColPeer:
 			r.Peer = v
@@ -229,13 +252,8 @@ func setParquetField(t *testing.T, r *parquetRow, name string, a arrow.Array, k 
 		case ColWorldSize:
 			r.world = v
 		}
-	case *array.Float64:
-		r.Value = a.Value(k)
-	default:
-		t.Fatalf("column %s is %s", name, a.DataType())
-	}
-	if a.IsNull(k) {
-		t.Fatalf("column %s has a null", name)
+	case float64:
+		r.Value = v
 	}
 }
 
