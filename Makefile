@@ -54,8 +54,9 @@ go-deps:
 
 # npm packages pinned by package-lock.json, into node_modules/: Arrow JS and
 # its codecs (the tests read traces with them as an independent Arrow
-# implementation, tools/read-trace.mjs), ECharts and playwright-core (drives
-# Chromium in the page tests, tools/check-page.mjs).
+# implementation, tools/read-trace.mjs), ECharts, playwright-core (drives
+# Chromium in the page tests, tools/check-page.mjs) and DuckDB (queries the
+# Parquet export, tools/parquet-figures.mjs).
 web-deps: system-deps
 	npm ci --no-audit --no-fund --loglevel=error
 

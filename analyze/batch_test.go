@@ -4,7 +4,7 @@ import "github.com/commprof/commprof/trace"
 
 // The tests' runs are held in memory (trace.Run); these helpers feed them
 // to the summarizer batch by batch, as load feeds a run read from disk.
-// Packages above analyze use internal/analyzetest, which analyze's own
+// Packages above analyze use analyze/analyzetest, which analyze's own
 // tests cannot import.
 
 // toBatch lays events out as a trace.Batch, so that runs in memory go

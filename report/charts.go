@@ -130,6 +130,9 @@ func round(v float64) float64 {
 
 // rankChart: per-rank stacked time, the wait drawn out of the exposed part.
 func rankChart(s *analyze.Summary) chartSpec {
+	if len(s.Ranks) > manyRanks {
+		return rankBandChart(s)
+	}
 	var x []string
 	var comp, ov, exp, wait []float64
 	for _, r := range s.Ranks {
@@ -247,6 +250,9 @@ func edgeBandwidth(m analyze.Matrix) [][]float64 {
 
 // matrixChart: rank x rank traffic, by metric and op.
 func matrixChart(s *analyze.Summary) chartSpec {
+	if len(s.Matrix.Bytes) > manyRanks {
+		return hostMatrixChart(s)
+	}
 	c := chartSpec{ID: "chart-matrix", Title: "Traffic between ranks", Height: 420,
 		Note: "received messages by sender (rows) and receiver (columns); choose the measure and the op"}
 	add := func(m analyze.Matrix) {
@@ -275,6 +281,9 @@ func skewChart(s *analyze.Summary) (chartSpec, bool) {
 	ser := s.Skew.Series
 	if len(ser.Seq) == 0 {
 		return chartSpec{}, false
+	}
+	if len(ser.Offset[0]) > manyRanks {
+		return skewBandChart(s)
 	}
 	var x []string
 	var cells []opts.HeatMapData

@@ -214,6 +214,9 @@ func diffSizeChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 // diffMatrixChart: B - A bytes per step when the runs have the same ranks,
 // else each run's matrix.
 func diffMatrixChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
+	if max(len(a.Matrix.Bytes), len(b.Matrix.Bytes)) > manyRanks {
+		return diffHostMatrixChart(a, b, d)
+	}
 	c := chartSpec{ID: "chart-diff-matrix", Title: "Traffic between ranks", Height: 420}
 	if len(a.Matrix.Bytes) == len(b.Matrix.Bytes) && len(a.Matrix.Bytes) > 0 {
 		n := len(a.Matrix.Bytes)

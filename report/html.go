@@ -178,8 +178,12 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 		}
 	}
 	var err error
-	if p.SummaryJS, err = jsonJS(s); err != nil {
+	if p.SummaryJS, err = jsonJS(pageSummary(s)); err != nil {
 		return err
+	}
+	if len(s.Ranks) > manyRanks || len(s.Matrix.Bytes) > manyRanks {
+		p.Notes = append(p.Notes, fmt.Sprintf("This run has %d ranks: its charts show percentile bands across ranks with the ranks that stand out, traffic summed by host, and a timeline of those ranks only; "+
+			"the page's JSON (#summary-data) leaves out the rank-by-rank traffic matrices, which commprof stats --format json gives.", len(s.Ranks)))
 	}
 	p.Sections = withoutUnknownTimes(s, runSections(s, o))
 	if len(p.Sections) > 0 && p.Sections[0].ID == "bandwidth" {
@@ -390,7 +394,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 	}
 	var tables []*Table
 	for _, by := range Views {
-		tables = append(tables, pageView(s, by, o.TableRows))
+		tables = append(tables, pageView(s, by, tableLimit(s, by, o.TableRows)))
 	}
 	secs = append(secs, section{ID: "tables", Title: "Tables", Tables: tables,
 		Intro: "The tables of commprof stats, the costliest rows first; click a header to sort by it, a linked header for what it means."})
@@ -414,11 +418,15 @@ func pageView(s *analyze.Summary, by string, limit int) *Table {
 		t.sortBy(col, true)
 	}
 	if n := len(t.Rows); n > limit {
+		if col := t.columnIndex(truncatedOrder[by]); col >= 0 {
+			t.sortBy(col, true)
+		}
+		rest := restSummed(t, by, limit)
 		t.Rows = t.Rows[:limit]
 		if t.Keys != nil {
 			t.Keys = t.Keys[:limit]
 		}
-		t.Note = fmt.Sprintf("The %d costliest of %d rows; commprof stats --by %s prints all.", limit, n, by)
+		t.Note = fmt.Sprintf("The %d costliest of %d rows%s; commprof stats --by %s prints all.", limit, n, rest, by)
 	}
 	return t
 }
@@ -554,6 +562,8 @@ func sourceName(format string) string {
 		return "NCCL Inspector logs"
 	case "nccl-tests":
 		return "nccl-tests output"
+	case "synthetic":
+		return "a generator of synthetic runs: it is not a measured run"
 	}
 	return format
 }

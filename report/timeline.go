@@ -104,6 +104,7 @@ type timelineBuilder struct {
 	windows [][2]int64 // candidates, twice the budget wide
 	ranks   map[int]*timelineRank
 	rankIDs []int
+	show    map[int]bool // the ranks drawn; nil for all (shownRanks)
 }
 
 // newTimeline starts a timeline of the run s summarizes.
@@ -117,7 +118,7 @@ func newTimeline(s *analyze.Summary, opt TimelineOptions) *timelineBuilder {
 	if opt.Detail <= 0 {
 		opt.Detail = DefaultDetail
 	}
-	b := &timelineBuilder{sum: s, opt: opt, t0: s.Run.FirstNS, ranks: map[int]*timelineRank{}}
+	b := &timelineBuilder{sum: s, opt: opt, t0: s.Run.FirstNS, ranks: map[int]*timelineRank{}, show: shownRanks(s)}
 	b.w = max(1, (s.Run.SpanNS+int64(opt.Bins)-1)/int64(opt.Bins))
 	b.windows = detailWindows(s, 2*opt.Detail)
 	if w := opt.Window; w[1] > w[0] {
@@ -209,6 +210,15 @@ func (b *timelineBuilder) rank(r int) *timelineRank {
 	b.ranks[r] = tr
 	b.rankIDs = append(b.rankIDs, r)
 	return tr
+}
+
+// sink returns what takes rank r's batches: its accumulator, or nothing
+// for a rank the timeline does not draw.
+func (b *timelineBuilder) sink(r int) func(*trace.Batch) {
+	if b.show != nil && !b.show[r] {
+		return func(*trace.Batch) {}
+	}
+	return b.rank(r).addBatch
 }
 
 // timelineColumns are the trace columns a timeline reads (the rank is its
@@ -450,7 +460,7 @@ func TimelineKeep(budget int64) *load.Keep {
 // columns a timeline needs.
 func BuildTimeline(ctx context.Context, run *load.Run, opt TimelineOptions) (*Timeline, error) {
 	tb := newTimeline(run.Summary, opt)
-	if err := run.Replay(ctx, func(_, rank int) func(*trace.Batch) { return tb.rank(rank).addBatch }); err != nil {
+	if err := run.Replay(ctx, func(_, rank int) func(*trace.Batch) { return tb.sink(rank) }); err != nil {
 		return nil, err
 	}
 	return tb.finalize(), nil
@@ -460,7 +470,7 @@ func BuildTimeline(ctx context.Context, run *load.Run, opt TimelineOptions) (*Ti
 // summary. It decodes only the columns the timeline needs.
 func ReadTimeline(ctx context.Context, dir string, s *analyze.Summary, opt TimelineOptions) (*Timeline, error) {
 	tb := newTimeline(s, opt)
-	err := load.Events(ctx, dir, timelineColumns, func(_, rank int) func(*trace.Batch) { return tb.rank(rank).addBatch })
+	err := load.Events(ctx, dir, timelineColumns, func(_, rank int) func(*trace.Batch) { return tb.sink(rank) })
 	if err != nil {
 		return nil, err
 	}

@@ -163,6 +163,12 @@ func (r *RunFiles) WorldSize() int {
 // returns a *TruncatedError (wrapped with the file's name); an error from
 // fn stops the scan and is returned as is.
 func (r *RunFiles) ScanStream(i int, cols []string, fn func(info RankInfo, b *Batch) error) error {
+	return r.scanStream(i, cols, nil, fn)
+}
+
+// scanStream is ScanStream, calling start (if not nil) with the stream's
+// facts once its schema is read, before any batch.
+func (r *RunFiles) scanStream(i int, cols []string, start func(RankInfo) error, fn func(info RankInfo, b *Batch) error) error {
 	s := r.Streams[i]
 	f, st, err := openRegular(s.Path)
 	if err != nil {
@@ -177,6 +183,11 @@ func (r *RunFiles) ScanStream(i int, cols []string, fn func(info RankInfo, b *Ba
 	info := rd.Info()
 	if info.Rank != s.Rank {
 		return fmt.Errorf("%w: %s holds rank %d's events", ErrNotTrace, s.Path, info.Rank)
+	}
+	if start != nil {
+		if err := start(info); err != nil {
+			return err
+		}
 	}
 	off, drift, at := clockOf(info, r.Manifest)
 	var b Batch

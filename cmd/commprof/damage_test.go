@@ -45,7 +45,7 @@ func crashed(stderr string) bool {
 }
 
 // TestDamagedRuns puts every reading command through a corpus of damaged
-// run directories (internal/damage: cut and corrupted streams, values a
+// run directories (trace/damage: cut and corrupted streams, values a
 // run cannot hold, broken or hostile run.json files, FIFOs, links and
 // stray files) under a memory limit and a time limit. Each must end by
 // itself as the case says: read cleanly, read with a warning that names
@@ -75,6 +75,7 @@ func TestDamagedRuns(t *testing.T) {
 		{[]string{"export", "{}", "--format", "perfetto", "-o", "{out}.json"}, damage.EventReaders, ""},
 		{[]string{"export", "{}", "--format", "pprof", "-o", "{out}.pb.gz"}, damage.EventReaders, ""},
 		{[]string{"export", "{}", "--format", "csv", "-o", "{out}.csv"}, damage.EventReaders, ""},
+		{[]string{"export", "{}", "--format", "parquet", "-o", "{out}.parquet.d"}, damage.EventReaders, ""},
 		{[]string{"diff", good, "{}"}, damage.SummaryReaders, ""},
 		{[]string{"predict", "{}", "--ranks", "8"}, damage.SummaryReaders, "commprof: no projection: "},
 		{[]string{"bench", "read", "{}", "--repeat", "1"}, damage.AllReaders, ""},

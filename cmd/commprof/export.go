@@ -19,14 +19,15 @@ import (
 type exportOptions struct {
 	format string
 	out    string
+	force  bool
 }
 
 // exportFormat is one format export writes.
 type exportFormat struct {
 	name  string
-	file  string // default file name in the run directory
-	write func(io.Writer, *trace.Run) error
-	next  func(path string) string // how to open the file
+	file  string                            // default file name in the run directory
+	write func(io.Writer, *trace.Run) error // nil for parquet, which writes a directory
+	next  func(path string) string          // how to open the file
 }
 
 var exportFormats = []exportFormat{
@@ -38,13 +39,17 @@ var exportFormats = []exportFormat{
 		func(p string) string {
 			return "read " + p + " with pandas.read_csv, or in DuckDB: SELECT * FROM '" + p + "'"
 		}},
+	{"parquet", "parquet", nil,
+		func(p string) string {
+			return "duckdb -c \"SELECT kind, count(*) FROM read_parquet('" + p + "/**/*.parquet', hive_partitioning = true) GROUP BY kind\" (docs/export.md has the SQL of the main figures)"
+		}},
 }
 
 func newExportCmd(ios *iostreams.IOStreams) *cobra.Command {
 	o := &exportOptions{}
 	cmd := &cobra.Command{
-		Use:   "export RUN --format perfetto|pprof|csv [-o FILE]",
-		Short: "Write a run as a Perfetto trace, a pprof profile or CSV",
+		Use:   "export RUN --format perfetto|pprof|csv|parquet [-o FILE|DIR]",
+		Short: "Write a run as a Perfetto trace, a pprof profile, CSV or Parquet",
 		Long: `export writes a recorded run in another tool's format:
 
   perfetto  Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing:
@@ -53,23 +58,30 @@ func newExportCmd(ios *iostreams.IOStreams) *cobra.Command {
   pprof     a pprof profile of communication time, bytes and messages by
             rank > op > algorithm > peer > message size, for go tool pprof
   csv       one row per event with every column of the trace
+  parquet   one table of every event for DuckDB, Spark, pandas or polars,
+            partitioned by rank Hive-style: DIR/rank=N/part-0.parquet
 
 The file is written next to itself and renamed into place, so a failed
-export leaves no partial file; -o - writes to standard output. Problems with
+export leaves no partial file; -o - writes to standard output. A Parquet
+export goes into a new or empty directory (default RUN/parquet; --force
+writes into one that is not empty, replacing its Parquet files), rank by
+rank in bounded memory. Problems with
 the run (a cut stream, a missing rank) are reported on standard error and
 the events that were recorded are exported. docs/export.md describes each
 format.`,
 		Example: `  commprof export runs/bs64 --format perfetto
   commprof export runs/bs64 --format pprof -o bs64.pb.gz && go tool pprof -top bs64.pb.gz
-  commprof export runs/bs64 --format csv -o - | head`,
+  commprof export runs/bs64 --format csv -o - | head
+  commprof export runs/bs64 --format parquet -o /data/bs64`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExport(cmd.Context(), ios, o, args[0])
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.format, "format", "", "perfetto, pprof or csv (required)")
-	f.StringVarP(&o.out, "out", "o", "", "output file, - for standard output (default RUN/perfetto.json, RUN/comm.pb.gz or RUN/events.csv)")
+	f.StringVar(&o.format, "format", "", "perfetto, pprof, csv or parquet (required)")
+	f.StringVarP(&o.out, "out", "o", "", "output file, - for standard output (default RUN/perfetto.json, RUN/comm.pb.gz or RUN/events.csv); for parquet a directory (default RUN/parquet)")
+	f.BoolVar(&o.force, "force", false, "parquet: write into a directory that is not empty, replacing the Parquet files in it")
 	return cmd
 }
 
@@ -89,9 +101,15 @@ func runExport(ctx context.Context, ios *iostreams.IOStreams, o *exportOptions, 
 		}
 		return usagef("--format %q: want %s", o.format, strings.Join(names, ", "))
 	}
+	if o.force && format.write != nil {
+		return usagef("--force is for --format parquet, which writes a directory; %s replaces its file whole", format.name)
+	}
 	out := o.out
 	if out == "" {
 		out = filepath.Join(dir, format.file)
+	}
+	if format.write == nil {
+		return runExportParquet(ctx, ios, o, dir, out, format)
 	}
 
 	run, err := trace.ReadRun(dir)
@@ -127,4 +145,30 @@ func displayPath(p string) string {
 		return "standard output"
 	}
 	return p
+}
+
+// runExportParquet writes the run as a Parquet table in directory out,
+// streaming it rank by rank (export.Parquet).
+func runExportParquet(ctx context.Context, ios *iostreams.IOStreams, o *exportOptions, dir, out string, format *exportFormat) error {
+	if out == "-" {
+		return usagef("-o -: a Parquet export is a directory of files (rank=N/%s), not a stream; give a directory", export.ParquetFile)
+	}
+	rf, err := trace.OpenRun(dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range rf.Problems {
+		fmt.Fprintf(ios.ErrOut, "commprof: warning: %v\n", p)
+	}
+	res, err := export.Parquet(ctx, rf, out, export.ParquetOptions{
+		Force: o.force,
+		Warn:  func(err error) { fmt.Fprintf(ios.ErrOut, "commprof: warning: %v\n", err) },
+	})
+	if err != nil {
+		return fmt.Errorf("exporting %s as parquet: %w", dir, err)
+	}
+	fmt.Fprintf(ios.Out, "exported %s: %d events of %d ranks as parquet, %d files (rank=N/%s), %s in %s\n",
+		dir, res.Rows, len(rf.Streams), res.Files, export.ParquetFile, units.Bytes(res.Bytes), out)
+	fmt.Fprintf(ios.Out, "next: %s\n", format.next(out))
+	return nil
 }

@@ -1,6 +1,6 @@
 // Package envnames names every COMMPROF_* environment variable: those
 // through which `commprof record` has a program's ranks record themselves
-// (commprof's own ranks, internal/rankrun; the ranks of a user's MPI
+// (commprof's own ranks, rankrun; the ranks of a user's MPI
 // program through the PMPI library, interpose/pmpi, whose C side,
 // interpose/pmpi/c, reads the same names; the launchers that must pass
 // them on), those through which ranks find each other (collectives), the
@@ -59,7 +59,7 @@ const (
 	ShmSpin       = "COMMPROF_SHM_SPIN"  // how long an idle rank polls its shared-memory links before it sleeps
 )
 
-// Around a rank's program (internal/rankrun and inject).
+// Around a rank's program (rankrun and inject).
 const (
 	// Inject carries the faults of a job to its ranks, in inject.Parse's
 	// syntax, separated by ';'.

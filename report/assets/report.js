@@ -38,6 +38,11 @@
           return "rank " + p.value[1] + " → rank " + p.value[0] + "<br><b>" + esc(f(cellValue(p))) + "</b> (" + esc(v.label) + ")";
         };
         break;
+      case "namedmatrix":
+        option.tooltip.formatter = function (p) {
+          return esc(option.yAxis[0].data[p.value[1]]) + " → " + esc(option.xAxis[0].data[p.value[0]]) + "<br><b>" + esc(f(cellValue(p))) + "</b> (" + esc(v.label) + ")";
+        };
+        break;
       case "skew":
         option.tooltip.formatter = function (p) {
           var op = (v.labels || [])[p.value[0]] || "";
