@@ -16,13 +16,13 @@ import (
 // DoctorCall is one collective call a rank made, as its trace recorded it
 // (a completed call) or its in-flight file shows it (a call under way).
 type DoctorCall struct {
-	Comm  string
-	Seq   int64 // its sequence number on Comm
-	Op    string
-	Bytes int64
-	DType string
-	Root  int    // world rank; -1 none
-	RedOp string // "" where not known (traces do not hold it)
+	Comm  string `json:"comm"`
+	Seq   int64  `json:"seq"` // its sequence number on Comm
+	Op    string `json:"op"`
+	Bytes int64  `json:"bytes"`
+	DType string `json:"dtype,omitempty"`
+	Root  int    `json:"root"`            // world rank; -1 none
+	RedOp string `json:"redop,omitempty"` // "" where not known (traces do not hold it)
 }
 
 // DoctorInput is what the doctor reads of a run: its manifest's word, the
@@ -55,7 +55,7 @@ const (
 	StateFinalizing   = "finalizing"    // in MPI_Finalize
 	StateFinished     = "finished"      // ended its recording normally
 	StateAborted      = "aborted"       // called MPI_Abort
-	StateExited       = "exited"        // its process ended without finishing
+	StateExited       = "exited"        // its process ended while the others' went on
 	StateNeverArrived = "never_arrived" // never joined the recording
 	StateUnknown      = "unknown"       // a stream but no in-flight file, and the job may still run
 )
@@ -64,6 +64,10 @@ const (
 type DoctorRank struct {
 	Rank  int    `json:"rank"`
 	State string `json:"state"`
+	// Alive: its process was running when the diagnosis was made. Once
+	// the whole job has ended, State is what each rank was doing when it
+	// ended; a rank whose process ended while the others' ran is exited.
+	Alive bool `json:"alive"`
 	// The call it is blocked in (or died in: InCall), or, computing, the
 	// last one it returned from.
 	InCall bool   `json:"in_call"`
@@ -82,6 +86,8 @@ type DoctorRank struct {
 	SinceNS   int64 `json:"since_ns"`
 	ForNS     int64 `json:"for_ns,omitempty"`
 	Completed int64 `json:"completed_calls"`
+	// Error: the error code the last call returned (0: it succeeded).
+	Error int `json:"error,omitempty"`
 	// LastCompleted is the last collective its trace holds.
 	LastCompleted *DoctorCall `json:"last_completed,omitempty"`
 	ExitStatus    *int        `json:"exit_status,omitempty"`
@@ -181,6 +187,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 			dr.LastCompleted = &c
 		}
 		gone := in.Ended || in.Gone[r]
+		dr.Alive = !gone
 		f := fl[r]
 		switch {
 		case f == nil && !in.Streams[r] && len(calls) == 0:
@@ -201,7 +208,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 				dr.Kind, dr.Op, dr.Comm, dr.Seq, dr.Bytes, dr.DType, dr.Root = "collective", c.Op, c.Comm, c.Seq, c.Bytes, c.DType, c.Root
 			}
 		default:
-			dr.Host, dr.PID, dr.Completed = f.Host, f.PID, f.Completed
+			dr.Host, dr.PID, dr.Completed, dr.Error = f.Host, f.PID, f.Completed, f.Error
 			dr.Kind, dr.Op, dr.Comm, dr.Seq, dr.Bytes, dr.DType, dr.RedOp, dr.Root, dr.Peer =
 				f.Kind.String(), f.Op, f.Comm, f.Seq, f.Bytes, f.DType, f.RedOp, f.Root, f.Peer
 			since, at := f.ExitNS, f.Exit
@@ -210,7 +217,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 				dr.State, dr.InCall = StateBlocked, true
 				since, at = f.EntryNS, f.Entry
 			case trace.InFlightFinalizing:
-				dr.State, dr.InCall = StateFinalizing, true
+				dr.State = StateFinalizing
 				since, at = f.EntryNS, f.Entry
 			case trace.InFlightFinished:
 				dr.State = StateFinished
@@ -219,7 +226,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 			default:
 				dr.State = StateComputing
 			}
-			if gone && (dr.State == StateBlocked || dr.State == StateComputing || dr.State == StateFinalizing) {
+			if in.Gone[r] && !in.Ended && (dr.State == StateBlocked || dr.State == StateComputing || dr.State == StateFinalizing) {
 				dr.State = StateExited
 			}
 			dr.SinceNS = since
@@ -258,7 +265,9 @@ func Diagnose(in DoctorInput) Diagnosis {
 	}
 	for i := range d.Ranks {
 		dr := &d.Ranks[i]
-		if dr.InCall && dr.Kind == "collective" && dr.Seq >= 0 {
+		// The call a rank is in, or the last it made (which its trace
+		// may not hold yet, or at all when it failed).
+		if fl[dr.Rank] != nil && dr.Kind == "collective" && dr.Seq >= 0 {
 			add(dr.Rank, DoctorCall{Comm: dr.Comm, Seq: dr.Seq, Op: dr.Op, Bytes: dr.Bytes, DType: dr.DType, Root: dr.Root, RedOp: dr.RedOp})
 		}
 		if f := fl[dr.Rank]; f != nil && f.Comm != "" && f.Members != nil {
@@ -376,10 +385,17 @@ func Diagnose(in DoctorInput) Diagnosis {
 		return false
 	})
 
-	// Who waits for whom.
+	// Who waits for whom: a rank blocked in a call, or that ended inside
+	// one (the launcher killed it there), waits for the ranks the call
+	// needs that are not in it.
+	waiting := func(dr *DoctorRank) bool {
+		return dr.InCall && (dr.State == StateBlocked || dr.State == StateExited) &&
+			(dr.Kind == "collective" || dr.Kind == "send" || dr.Kind == "recv")
+	}
 	blockedAt := map[commSeq]map[int]bool{}
-	for _, dr := range d.Ranks {
-		if dr.State == StateBlocked && dr.Kind == "collective" {
+	for i := range d.Ranks {
+		dr := &d.Ranks[i]
+		if waiting(dr) && dr.Kind == "collective" {
 			k := commSeq{dr.Comm, dr.Seq}
 			if blockedAt[k] == nil {
 				blockedAt[k] = map[int]bool{}
@@ -389,7 +405,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 	}
 	for i := range d.Ranks {
 		dr := &d.Ranks[i]
-		if dr.State != StateBlocked {
+		if !waiting(dr) {
 			continue
 		}
 		var w []int
@@ -406,7 +422,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 				w = []int{dr.Peer}
 			} else if dr.Peer == trace.AnySource {
 				for m := range members[dr.Comm] {
-					if m != dr.Rank && m < world && d.Ranks[m].State != StateBlocked {
+					if m != dr.Rank && m < world && !waiting(&d.Ranks[m]) {
 						w = append(w, m)
 					}
 				}
@@ -424,10 +440,10 @@ func Diagnose(in DoctorInput) Diagnosis {
 	culprit := map[int]bool{}
 	seen := map[int]bool{}
 	var queue []int
-	for _, dr := range d.Ranks {
-		if dr.State == StateBlocked {
-			queue = append(queue, dr.Rank)
-			seen[dr.Rank] = true
+	for i := range d.Ranks {
+		if waiting(&d.Ranks[i]) {
+			queue = append(queue, i)
+			seen[i] = true
 		}
 	}
 	for len(queue) > 0 {
@@ -438,22 +454,38 @@ func Diagnose(in DoctorInput) Diagnosis {
 				continue
 			}
 			seen[w] = true
-			if byRank(w).State == StateBlocked {
+			if waiting(byRank(w)) {
 				queue = append(queue, w)
 			} else {
 				culprit[w] = true
 			}
 		}
 	}
+	// After a disagreement on a communicator, ranks missing from its
+	// later calls follow from it: they are not told apart.
 	var disagree []Mismatch
+	first := map[string]int64{}
 	for _, m := range d.Mismatches {
 		if !(len(m.Fields) == 1 && m.Fields[0] == "missing") {
 			disagree = append(disagree, m)
+			if s, ok := first[m.Comm]; !ok || m.Seq < s {
+				first[m.Comm] = m.Seq
+			}
 		}
 	}
-	if len(culprit) == 0 || len(disagree) > 0 {
-		// A disagreement is its own cause: the odd ranks of the first
-		// one on each communicator.
+	kept := d.Mismatches[:0]
+	for _, m := range d.Mismatches {
+		if s, ok := first[m.Comm]; ok && len(m.Fields) == 1 && m.Fields[0] == "missing" && m.Seq > s {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	d.Mismatches = kept
+	if len(disagree) > 0 {
+		// A disagreement is the cause (what waits or fails after it
+		// follows from it): the odd ranks of the first one on each
+		// communicator.
+		culprit = map[int]bool{}
 		done := map[string]bool{}
 		for _, m := range disagree {
 			if done[m.Comm] {
@@ -499,11 +531,12 @@ func Diagnose(in DoctorInput) Diagnosis {
 	switch {
 	case len(disagree) > 0:
 		d.Verdict = "mismatch"
-	case blocked > 0 && (in.Live || !in.Ended && in.Status == trace.StatusRunning):
+	case len(seen) > 0 && (len(culprit) > 0 || blocked > 0):
+		// Ranks wait (or were killed waiting) in calls.
 		d.Verdict = "hang"
 	case len(died) > 0:
 		d.Verdict = "died"
-	case blocked > 0 || len(d.Mismatches) > 0:
+	case len(d.Mismatches) > 0:
 		d.Verdict = "hang"
 	case in.Status == trace.StatusComplete || allFinished(d.Ranks):
 		d.Verdict = "ok"
@@ -645,13 +678,23 @@ func (r DoctorRank) Where() string {
 	}
 	switch r.State {
 	case StateBlocked:
+		if !r.Alive {
+			return "was blocked in " + call + " " + since + " when the job ended"
+		}
 		return "blocked in " + call + " " + since
 	case StateComputing:
-		if r.Op == "" {
-			return "computing, no call yet"
+		s := "computing " + since
+		if !r.Alive {
+			s = "was computing " + since + " when the job ended"
 		}
-		return "computing " + since + "; last call " + call
+		if r.Op == "" {
+			return s + ", no call yet"
+		}
+		return s + "; last call " + call
 	case StateFinalizing:
+		if r.Op != "" {
+			return "in MPI_Finalize " + since + "; last call " + call
+		}
 		return "in MPI_Finalize " + since
 	case StateExited:
 		s := "exited"
@@ -679,6 +722,10 @@ func (r DoctorRank) Where() string {
 }
 
 func (r DoctorRank) callText() string {
+	if e := r.Error; e != 0 && !r.InCall {
+		r.Error = 0
+		return r.callText() + fmt.Sprintf(" (it failed: error %d)", e)
+	}
 	switch {
 	case r.Kind == "collective" && r.Seq >= 0:
 		return fmt.Sprintf("%s #%d on %s", r.Op, r.Seq+1, r.Comm)
@@ -700,14 +747,18 @@ func (r DoctorRank) callText() string {
 
 func summaryLines(d *Diagnosis, in DoctorInput) []string {
 	var out []string
-	// Culprits first, each with what the others wait for.
+	// Culprits first, each with what the others wait for; when ranks
+	// called different things, that disagreement is the cause.
 	for _, c := range d.Culprits {
+		if d.Verdict == "mismatch" {
+			break
+		}
 		cr := d.Ranks[c]
 		var waiters []int
 		var waitedIn *DoctorRank
 		for i := range d.Ranks {
 			w := &d.Ranks[i]
-			if w.State != StateBlocked {
+			if !w.InCall || len(w.WaitsFor) == 0 {
 				continue
 			}
 			for _, x := range w.WaitsFor {
@@ -721,10 +772,14 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 		}
 		switch {
 		case waitedIn != nil && waitedIn.Kind == "collective":
-			s := fmt.Sprintf("rank %d has not entered %s; %s wait in it %s", c, waitedIn.callText(), RankList(waiters), sinceText(*waitedIn))
-			out = append(out, s+"; rank "+fmt.Sprint(c)+" is "+cr.Where())
+			verb := "wait"
+			if !waitedIn.Alive {
+				verb = "waited"
+			}
+			s := fmt.Sprintf("rank %d has not entered %s; %s %s in it %s", c, waitedIn.callText(), RankList(waiters), verb, sinceText(*waitedIn))
+			out = append(out, s+"; rank "+fmt.Sprint(c)+": "+cr.Where())
 		case waitedIn != nil:
-			out = append(out, fmt.Sprintf("%s wait for rank %d in %s; rank %d is %s", RankList(waiters), c, waitedIn.callText(), c, cr.Where()))
+			out = append(out, fmt.Sprintf("%s wait for rank %d in %s; rank %d: %s", RankList(waiters), c, waitedIn.callText(), c, cr.Where()))
 		default:
 			out = append(out, fmt.Sprintf("rank %d is the odd one: %s", c, cr.Where()))
 		}
@@ -749,7 +804,7 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 			out = append(out, "no rank waits on another and no call disagrees")
 		}
 	}
-	if in.Error != "" && d.Verdict != "ok" {
+	if in.Error != "" && d.Verdict != "ok" && len(d.Culprits) == 0 {
 		out = append(out, "run.json: "+in.Error)
 	}
 	return out

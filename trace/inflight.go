@@ -34,6 +34,7 @@ import (
 //	336 exit_ns int64: the last return, trace time   344 code int64: MPI_Abort's error code
 //	352 members int32: world ranks in the communicator, -1 if unknown
 //	360 member [128]byte: bit r set when world rank r (< 1024) belongs to it
+//	488 error int32: the last call's error code (0: it succeeded)
 const (
 	InFlightSize    = 512
 	InFlightDir     = "inflight"
@@ -109,6 +110,7 @@ type InFlight struct {
 	EntryNS, ExitNS  int64     // the call's entry and the last return, trace time (ns since the run's epoch on this rank's clock)
 	Entry, Exit      time.Time // the same, wall clock
 	Code             int64     // MPI_Abort's error code
+	Error            int       // the last call's error code, 0 if it succeeded
 }
 
 // InFlightFile is the path of rank's in-flight file in run directory dir.
@@ -146,7 +148,7 @@ func DecodeInFlight(b []byte) (*InFlight, error) {
 	f := &InFlight{Rank: i32(16), World: i32(20), PID: i32(24), State: InFlightState(i32(28)),
 		Completed: i64(40), EntryNS: i64(48), Seq: i64(72), Bytes: i64(80), Root: i32(88), Peer: i32(92),
 		CommSize: i32(96), Kind: InFlightKind(i32(100)), Op: str(104, 24), DType: str(128, 32), RedOp: str(160, 16),
-		Comm: str(176, 96), Host: str(272, 64), ExitNS: i64(336), Code: i64(344)}
+		Comm: str(176, 96), Host: str(272, 64), ExitNS: i64(336), Code: i64(344), Error: i32(488)}
 	if u := i64(56); u > 0 {
 		f.Entry = time.Unix(0, u)
 	}
@@ -201,6 +203,7 @@ func EncodeInFlight(b []byte, f *InFlight, gen uint64) {
 	pstr(272, 64, f.Host)
 	p64(336, f.ExitNS)
 	p64(344, f.Code)
+	p32(488, f.Error)
 	if f.Members == nil {
 		p32(352, -1)
 		return

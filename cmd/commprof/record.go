@@ -38,6 +38,7 @@ type recordOptions struct {
 	force  bool
 	inject []string
 	mpi    string
+	stall  stallOptions
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -87,6 +88,7 @@ records each MPI call (docs/mpi.md).`,
 	f.BoolVar(&o.force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded); a run that failed before recording any event is replaced without it")
 	f.StringVar(&o.mpi, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
 	injectFlag(cmd, &o.inject)
+	stallFlags(cmd, &o.stall)
 	return cmd
 }
 
@@ -118,6 +120,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	}
 	faults, err := faultsOf(o.inject)
 	if err != nil {
+		return err
+	}
+	if err := o.stall.check(); err != nil {
 		return err
 	}
 	if rankCommands[args[0]] {
@@ -169,11 +174,14 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	var runErr error
 	var mpi *mpiRecording
 	local := rankCommands[args[0]]
+	// The job runs under jobCtx, which the stall watch ends on a stall
+	// with --on-stall abort.
+	jobCtx, stall := watchStalls(ctx, absDir, o.stall, o.stderr)
 	if local {
 		if o.ranks < 1 {
 			return usagef("--ranks %d: want at least 1", o.ranks)
 		}
-		runErr = rankrun.Start(ctx, o.ranks, args, env, o.stdout, o.stderr, o.tty)
+		runErr = rankrun.Start(jobCtx, o.ranks, args, env, o.stdout, o.stderr, o.tty)
 	} else {
 		if os.Getenv(collectives.EnvJobID) == "" {
 			// One id for the launcher's ranks, whatever the launcher
@@ -183,6 +191,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 		argv, envMPI := args, []string(nil)
 		if mpi, err = prepareMPI(ctx, o, args); err != nil {
+			_ = stall.finish()
 			rd.Discard() // made for this run, and empty
 			return err
 		} else if mpi != nil {
@@ -196,13 +205,14 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		c.Env = append(append(os.Environ(), env...), envMPI...)
 		c.Stdin, c.Stdout, c.Stderr = o.stdin, o.stdout, o.stderr
 		if err := c.Start(); err != nil {
+			_ = stall.finish()
 			return fmt.Errorf("starting %s: %w", args[0], err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- c.Wait() }()
 		select {
 		case runErr = <-done:
-		case <-ctx.Done():
+		case <-jobCtx.Done():
 			_ = c.Process.Signal(os.Interrupt)
 			select {
 			case runErr = <-done:
@@ -216,6 +226,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 	}
 	interrupted := ctx.Err() != nil
+	if err := stall.finish(); err != nil && !interrupted {
+		runErr = err
+	}
 	if mpi != nil {
 		return mpi.finish(rd, name, runID, args, o, codec, runErr, interrupted, started)
 	}

@@ -242,7 +242,7 @@ enum { CP_IFK_COLLECTIVE, CP_IFK_SEND, CP_IFK_RECV, CP_IFK_WAIT, CP_IFK_OTHER };
 CP_HIDDEN void cp_if_open(const char *host);
 CP_HIDDEN void cp_if_enter(int kind, const char *op, const struct cp_comm *c, int64_t seq, int64_t bytes, int32_t dtype,
 			   int32_t root, int32_t peer, MPI_Op redop);
-CP_HIDDEN void cp_if_exit(void);     /* the call entered last returned */
+CP_HIDDEN void cp_if_exit(int rc);   /* the call entered last returned rc */
 CP_HIDDEN void cp_if_progress(void); /* a request completed outside a blocking call */
 CP_HIDDEN void cp_if_state(int state, int64_t code);
 

@@ -40,7 +40,8 @@ struct cp_inflight {
 	int32_t members;     /* how many world ranks the communicator holds; -1: not known */
 	int32_t pad;
 	uint8_t member[128]; /* bit r: world rank r belongs to it (ranks below 1024) */
-	char reserved[24];
+	int32_t error;       /* the last call's error code, 0 (MPI_SUCCESS) if it succeeded */
+	char reserved[20];
 };
 _Static_assert(sizeof(struct cp_inflight) == 512, "the in-flight file is 512 bytes");
 
@@ -175,14 +176,16 @@ void cp_if_enter(int kind, const char *op, const struct cp_comm *c, int64_t seq,
 	}
 	copy(F->redop, sizeof F->redop, redop_name(redop));
 	F->entry_ns = t, F->entry_unix = u;
+	F->error = 0;
 	end_write();
 }
 
-void cp_if_exit(void)
+void cp_if_exit(int rc)
 {
 	int64_t t = cp_now(), u = unix_ns();
 	begin_write();
 	F->state = CP_IF_COMPUTING;
+	F->error = rc;
 	F->completed++;
 	F->exit_ns = t, F->exit_unix = u;
 	end_write();
@@ -201,10 +204,7 @@ void cp_if_state(int state, int64_t code)
 	begin_write();
 	F->state = state;
 	F->code = code;
-	if (state == CP_IF_FINALIZING) {
+	if (state == CP_IF_FINALIZING) /* the fields keep the last call */
 		F->entry_ns = cp_now(), F->entry_unix = unix_ns();
-		copy(F->op, sizeof F->op, "finalize");
-		F->seq = -1;
-	}
 	end_write();
 }

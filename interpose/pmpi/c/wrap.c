@@ -116,7 +116,7 @@ static inline void if_coll(const struct cp_call *k, int name, int64_t bytes, int
 		k.start = cp_now();                                                               \
 		int rc = PMPI_##NAME ARGS;                                                        \
 		int64_t end_ = cp_now();                                                          \
-		cp_if_exit();                                                                     \
+		cp_if_exit(rc);                                                                   \
 		done(&k, end_, rc, IN, bytes, t.id, ROOT);                                        \
 		return rc;                                                                        \
 	}
@@ -335,7 +335,7 @@ static inline int received(struct cp_event *e, const struct cp_comm *c, const MP
 		int64_t start = cp_now();                                                               \
 		int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm);                                  \
 		int64_t end = cp_now();                                                                 \
-		cp_if_exit();                                                                           \
+		cp_if_exit(rc);                                                                         \
 		if (rc == MPI_SUCCESS) {                                                                \
 			struct cp_event e = p2p_event(K_SEND, start, (int64_t)count * t.size, t.id, c, dest, tag); \
 			e.dur = end - start;                                                            \
@@ -386,7 +386,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
 	int64_t start = cp_now();
 	int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
 	int64_t end = cp_now();
-	cp_if_exit();
+	cp_if_exit(rc);
 	if (rc == MPI_SUCCESS) {
 		struct cp_event e = p2p_event(K_RECV, start, (int64_t)count * t.size, t.id, c, src, tag);
 		e.dur = end - start;
@@ -433,7 +433,7 @@ int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *st
 	cp_if_enter(CP_IFK_RECV, "recv", c, tag, 0, 0, -1, src == MPI_ANY_SOURCE ? -2 : cp_world_rank(c, src), MPI_OP_NULL);
 	int64_t start = cp_now();
 	int rc = PMPI_Mprobe(src, tag, comm, msg, st);
-	cp_if_exit();
+	cp_if_exit(rc);
 	probed(rc, start, msg, comm);
 	return rc;
 }
@@ -508,7 +508,7 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
 	int64_t start = cp_now();
 	int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
 	int64_t end = cp_now();
-	cp_if_exit();
+	cp_if_exit(rc);
 	if (rc == MPI_SUCCESS) {
 		if (dest != MPI_PROC_NULL) {
 			struct cp_event e = p2p_event(K_SEND, start, (int64_t)scount * ts.size, ts.id, c, dest, stag);
@@ -639,7 +639,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st)
 	int64_t start = cp_now();
 	int rc = PMPI_Wait(req, st);
 	int64_t end = cp_now();
-	cp_if_exit();
+	cp_if_exit(rc);
 	struct cp_req q;
 	if (rc == MPI_SUCCESS && cp_req_take(h, &q))
 		complete(&q, st, start, end);
@@ -689,7 +689,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 	int64_t start = cp_now();
 	int rc = PMPI_Waitall(n, reqs, st);
 	int64_t end = cp_now();
-	cp_if_exit();
+	cp_if_exit(rc);
 	if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
 		completed_all(n, scratch.req, reqs, st, start, end);
 	return rc;
@@ -722,7 +722,7 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 	int64_t start = cp_now();
 	int rc = PMPI_Waitany(n, reqs, index, st);
 	int64_t end = cp_now();
-	cp_if_exit();
+	cp_if_exit(rc);
 	struct cp_req q;
 	if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED && cp_req_take(scratch.req[*index], &q))
 		complete(&q, st, start, end);
@@ -766,7 +766,7 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[
 	int64_t start = cp_now();
 	int rc = PMPI_Waitsome(n, reqs, out, idx, st);
 	int64_t end = cp_now();
-	cp_if_exit();
+	cp_if_exit(rc);
 	if (rc == MPI_SUCCESS && *out != MPI_UNDEFINED)
 		completed_some(*out, idx, st, start, end);
 	return rc;
@@ -856,7 +856,7 @@ static inline int32_t next_child(struct cp_comm *c)
 		k.start = cp_now();                                          \
 		int rc = PMPI_##NAME ARGS;                                   \
 		if (on)                                                      \
-			cp_if_exit();                                        \
+			cp_if_exit(rc);                                      \
 		if (on)                                                      \
 			done(&k, cp_now(), rc, IN, 0, 0, -1);                \
 		if (rc == MPI_SUCCESS)                                       \
