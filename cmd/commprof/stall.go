@@ -65,7 +65,7 @@ type stallReport struct {
 	Since time.Time `json:"since"`
 	At    time.Time `json:"at"`
 	// Aborted is true when record ended the job for it (--on-stall abort).
-	Aborted   bool                `json:"aborted"`
+	Aborted   bool               `json:"aborted"`
 	Diagnosis *analyze.Diagnosis `json:"diagnosis"`
 }
 
