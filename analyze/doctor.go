@@ -392,10 +392,12 @@ func Diagnose(in DoctorInput) Diagnosis {
 		return dr.InCall && (dr.State == StateBlocked || dr.State == StateExited) &&
 			(dr.Kind == "collective" || dr.Kind == "send" || dr.Kind == "recv")
 	}
+	// A rank whose last call failed took part in it: the call ended
+	// under it (a peer died), it does not hold it up.
 	blockedAt := map[commSeq]map[int]bool{}
 	for i := range d.Ranks {
 		dr := &d.Ranks[i]
-		if waiting(dr) && dr.Kind == "collective" {
+		if (waiting(dr) || !dr.InCall && dr.Error != 0) && dr.Kind == "collective" {
 			k := commSeq{dr.Comm, dr.Seq}
 			if blockedAt[k] == nil {
 				blockedAt[k] = map[int]bool{}
@@ -505,14 +507,11 @@ func Diagnose(in DoctorInput) Diagnosis {
 			break
 		}
 	}
-	// Ranks that died while the others did not finish.
+	// Ranks that died: a non-zero exit status, MPI_Abort, or a process
+	// that ended while the others' ran.
 	var died []int
 	for _, dr := range d.Ranks {
-		bad := dr.State == StateAborted || (dr.State == StateExited && (dr.InCall || dr.ExitStatus != nil && *dr.ExitStatus != 0))
-		if dr.State == StateExited && dr.ExitStatus != nil && *dr.ExitStatus != 0 {
-			bad = true
-		}
-		if bad {
+		if dr.State == StateAborted || dr.State == StateExited || dr.ExitStatus != nil && *dr.ExitStatus != 0 {
 			died = append(died, dr.Rank)
 		}
 	}
@@ -528,9 +527,15 @@ func Diagnose(in DoctorInput) Diagnosis {
 	sort.Ints(d.Culprits)
 
 	// The verdict and its sentences, the culprits' first.
+	culpritsDied := len(culprit) > 0
+	for r := range culprit {
+		culpritsDied = culpritsDied && slicesContainsInt(died, r)
+	}
 	switch {
 	case len(disagree) > 0:
 		d.Verdict = "mismatch"
+	case culpritsDied:
+		d.Verdict = "died"
 	case len(seen) > 0 && (len(culprit) > 0 || blocked > 0):
 		// Ranks wait (or were killed waiting) in calls.
 		d.Verdict = "hang"
@@ -554,6 +559,15 @@ func allFinished(rs []DoctorRank) bool {
 		}
 	}
 	return len(rs) > 0
+}
+
+func slicesContainsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
 
 func slicesContains(s []string, v string) bool {
@@ -780,6 +794,8 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 			out = append(out, s+"; rank "+fmt.Sprint(c)+": "+cr.Where())
 		case waitedIn != nil:
 			out = append(out, fmt.Sprintf("%s wait for rank %d in %s; rank %d: %s", RankList(waiters), c, waitedIn.callText(), c, cr.Where()))
+		case cr.State == StateAborted || cr.State == StateExited || cr.ExitStatus != nil && *cr.ExitStatus != 0:
+			// said below, with the ranks that died
 		default:
 			out = append(out, fmt.Sprintf("rank %d is the odd one: %s", c, cr.Where()))
 		}
@@ -792,8 +808,17 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 		out = append(out, m.Text)
 	}
 	for _, r := range d.Ranks {
-		if (r.State == StateExited || r.State == StateAborted) && r.ExitStatus != nil && *r.ExitStatus != 0 {
-			out = append(out, fmt.Sprintf("rank %d died: %s", r.Rank, r.Where()))
+		if r.State == StateAborted || r.State == StateExited || r.ExitStatus != nil && *r.ExitStatus != 0 {
+			s := fmt.Sprintf("rank %d died", r.Rank)
+			if r.ExitStatus != nil {
+				s += fmt.Sprintf(" (exit status %d)", *r.ExitStatus)
+			}
+			if r.InCall && r.Op != "" {
+				s += " inside " + r.callText()
+			} else if r.Op != "" {
+				s += "; its last call " + r.callText()
+			}
+			out = append(out, s)
 		}
 	}
 	if len(out) == 0 {
