@@ -265,8 +265,15 @@ func Diagnose(in DoctorInput) Diagnosis {
 	}
 	for i := range d.Ranks {
 		dr := &d.Ranks[i]
-		// The call a rank is in, or the last it made (which its trace
-		// may not hold yet, or at all when it failed).
+		// The calls a rank made last (which its trace may not hold yet,
+		// or at all when they failed), and the one it is in.
+		if f := fl[dr.Rank]; f != nil {
+			for _, c := range f.Recent {
+				if c.Seq >= 0 && len(c.Comm) < 31 {
+					add(dr.Rank, DoctorCall{Comm: c.Comm, Seq: c.Seq, Op: c.Op, Bytes: c.Bytes, DType: c.DType, Root: c.Root, RedOp: c.RedOp})
+				}
+			}
+		}
 		if fl[dr.Rank] != nil && dr.Kind == "collective" && dr.Seq >= 0 {
 			add(dr.Rank, DoctorCall{Comm: dr.Comm, Seq: dr.Seq, Op: dr.Op, Bytes: dr.Bytes, DType: dr.DType, Root: dr.Root, RedOp: dr.RedOp})
 		}

@@ -192,9 +192,9 @@ func parseOne(s string) (Fault, error) {
 	kind, rest, ok := strings.Cut(s, ":")
 	f := Fault{Kind: Kind(strings.TrimSpace(kind)), Rank: -1, From: -1, To: -1}
 	keys := map[Kind][]string{
-		Delay: {"rank", "dur", "every", "period"},
-		Stall: {"rank", "dur", "period"},
-		Link:  {"from", "to", "latency", "rate"},
+		Delay:    {"rank", "dur", "every", "period"},
+		Stall:    {"rank", "dur", "period"},
+		Link:     {"from", "to", "latency", "rate"},
 		Hog:      {"rank", "threads"},
 		Hang:     {"rank", "at"},
 		Kill:     {"rank", "at"},

@@ -100,6 +100,12 @@ func (x *InFlight) Exit(now int64, err error) {
 	if err != nil {
 		x.f.Error = 1
 	}
+	f := &x.f
+	f.Recent = append(f.Recent, trace.InFlightCall{Op: f.Op, Comm: f.Comm, DType: f.DType, RedOp: f.RedOp, Seq: f.Seq,
+		Bytes: f.Bytes, Root: f.Root, Error: f.Error})
+	if len(f.Recent) > trace.InFlightRecent {
+		f.Recent = append(f.Recent[:0], f.Recent[1:]...)
+	}
 	x.write()
 }
 

@@ -35,8 +35,12 @@ import (
 //	352 members int32: world ranks in the communicator, -1 if unknown
 //	360 member [128]byte: bit r set when world rank r (< 1024) belongs to it
 //	488 error int32: the last call's error code (0: it succeeded)
+//	512 recent_n int64: collective calls returned so far; the last 8 are in
+//	520 recent [8], each 96 bytes, call n at (n mod 8): seq int64, bytes int64,
+//	    root int32, error int32, op [16], comm [32], dtype [16], redop [8]
+//	    (strings cut to fit, NUL-terminated)
 const (
-	InFlightSize    = 512
+	InFlightSize    = 1536
 	InFlightDir     = "inflight"
 	inFlightMagic   = "CPINFL01"
 	inFlightVersion = 1
@@ -111,7 +115,26 @@ type InFlight struct {
 	Entry, Exit      time.Time // the same, wall clock
 	Code             int64     // MPI_Abort's error code
 	Error            int       // the last call's error code, 0 if it succeeded
+	// Recent are the last collective calls the rank returned from, oldest
+	// first (at most InFlightRecent).
+	Recent []InFlightCall
 }
+
+// InFlightRecent is how many of its last collective calls an in-flight
+// file keeps.
+const InFlightRecent = 8
+
+// InFlightCall is one collective call an in-flight file keeps. Its
+// strings are cut to the file's fields (Comm to 31 bytes).
+type InFlightCall struct {
+	Op, Comm, DType, RedOp string
+	Seq, Bytes             int64
+	Root, Error            int
+}
+
+// inFlightCommMax is the longest communicator name a recent call keeps
+// whole.
+const inFlightCommMax = 31
 
 // InFlightFile is the path of rank's in-flight file in run directory dir.
 func InFlightFile(dir string, rank int) string {
@@ -154,6 +177,14 @@ func DecodeInFlight(b []byte) (*InFlight, error) {
 	}
 	if u := i64(64); u > 0 {
 		f.Exit = time.Unix(0, u)
+	}
+	if n := i64(512); n > 0 {
+		first := max(n-InFlightRecent, 0)
+		for k := first; k < n; k++ {
+			o := 520 + int(k%InFlightRecent)*96
+			f.Recent = append(f.Recent, InFlightCall{Seq: i64(o), Bytes: i64(o + 8), Root: i32(o + 16), Error: i32(o + 20),
+				Op: str(o+24, 16), Comm: str(o+40, 32), DType: str(o+72, 16), RedOp: str(o+88, 8)})
+		}
 	}
 	if n := i32(352); n >= 0 {
 		f.Members = []int{}
@@ -204,6 +235,19 @@ func EncodeInFlight(b []byte, f *InFlight, gen uint64) {
 	p64(336, f.ExitNS)
 	p64(344, f.Code)
 	p32(488, f.Error)
+	rs := f.Recent[max(len(f.Recent)-InFlightRecent, 0):]
+	p64(512, int64(len(rs)))
+	for k, c := range rs {
+		o := 520 + k*96
+		p64(o, c.Seq)
+		p64(o+8, c.Bytes)
+		p32(o+16, c.Root)
+		p32(o+20, c.Error)
+		pstr(o+24, 16, c.Op)
+		pstr(o+40, 32, c.Comm)
+		pstr(o+72, 16, c.DType)
+		pstr(o+88, 8, c.RedOp)
+	}
 	if f.Members == nil {
 		p32(352, -1)
 		return

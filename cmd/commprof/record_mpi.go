@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/interpose/pmpi"
@@ -103,8 +104,20 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 	if err != nil {
 		return nil, fmt.Errorf("finding the commprof binary, beside which the PMPI library lies: %w", err)
 	}
-	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
-		Pass: []string{rankrun.EnvTraceDir, rankrun.EnvRunID, rankrun.EnvRunName, rankrun.EnvCommand}})
+	pass := []string{rankrun.EnvTraceDir, rankrun.EnvRunID, rankrun.EnvRunName, rankrun.EnvCommand}
+	if len(o.inject) > 0 {
+		faults, err := faultsOf(o.inject)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range faults {
+			if f.Kind != inject.Hang && f.Kind != inject.Mismatch && f.Kind != inject.Kill {
+				return nil, usagef("--inject %s: an MPI program recorded through the PMPI library takes hang, mismatch and kill faults only (docs/inject.md)", f)
+			}
+		}
+		pass = append(pass, inject.Env)
+	}
+	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe, Pass: pass})
 	if errors.Is(err, pmpi.ErrNoFlavor) {
 		return nil, usageError{err}
 	}

@@ -229,6 +229,7 @@ CP_HIDDEN void cp_tables_memory(struct cp_memory *m);
 struct cp_call {
 	int64_t start, seq;
 	const struct cp_comm *c;
+	int mismatch; /* an injected mismatch replaces this call (inject.c) */
 };
 CP_HIDDEN const struct cp_comm *cp_begin(struct cp_call *k, MPI_Comm comm); /* numbers a collective */
 CP_HIDDEN void cp_started(const struct cp_call *k, int rc, MPI_Request req, int name, int64_t bytes, int32_t dtype,
@@ -245,6 +246,13 @@ CP_HIDDEN void cp_if_enter(int kind, const char *op, const struct cp_comm *c, in
 CP_HIDDEN void cp_if_exit(int rc);   /* the call entered last returned rc */
 CP_HIDDEN void cp_if_progress(void); /* a request completed outside a blocking call */
 CP_HIDDEN void cp_if_state(int state, int64_t code);
+
+/* inject.c: COMMPROF_INJECT's hang, mismatch and kill faults for this rank */
+CP_HIDDEN void cp_inject_init(void);
+CP_HIDDEN int cp_inject_call(void);    /* at each collective call: hangs here, or 1 if a mismatch replaces it */
+CP_HIDDEN void cp_inject_entered(void); /* the call is entered: a kill acts */
+CP_HIDDEN void cp_inject_plan(int name, int64_t bytes, int *made, int64_t *made_bytes);
+CP_HIDDEN int cp_inject_mismatch(int made, int64_t bytes, int root, MPI_Comm comm);
 
 /* setup.c */
 CP_HIDDEN int cp_start(int64_t init_start, int provided);

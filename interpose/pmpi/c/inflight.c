@@ -20,11 +20,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Offsets of trace/inflight.go (little-endian, 512 bytes). */
+/* The last collective calls a rank returned from (the ring). */
+struct cp_recent {
+	int64_t seq, bytes;
+	int32_t root, error;
+	char op[16], comm[32], dtype[16], redop[8];
+};
+
+/* Offsets of trace/inflight.go (little-endian, 1536 bytes). */
 struct cp_inflight {
 	char magic[8];       /* "CPINFL01" */
 	uint32_t version;    /* 1 */
-	uint32_t size;       /* 512 */
+	uint32_t size;       /* 1536 */
 	int32_t rank, world, pid, state;
 	_Atomic uint64_t gen; /* odd while being written */
 	int64_t completed;   /* calls returned so far */
@@ -42,8 +49,12 @@ struct cp_inflight {
 	uint8_t member[128]; /* bit r: world rank r belongs to it (ranks below 1024) */
 	int32_t error;       /* the last call's error code, 0 (MPI_SUCCESS) if it succeeded */
 	char reserved[20];
+	int64_t recent_n;    /* collective calls returned so far: the ring holds the last 8 */
+	struct cp_recent recent[8];
+	char reserved2[248];
 };
-_Static_assert(sizeof(struct cp_inflight) == 512, "the in-flight file is 512 bytes");
+_Static_assert(sizeof(struct cp_recent) == 96, "a recent call is 96 bytes");
+_Static_assert(sizeof(struct cp_inflight) == 1536, "the in-flight file is 1536 bytes");
 
 static struct cp_inflight scratch_if; /* written when the file could not be made */
 static struct cp_inflight *F = &scratch_if;
@@ -178,6 +189,7 @@ void cp_if_enter(int kind, const char *op, const struct cp_comm *c, int64_t seq,
 	F->entry_ns = t, F->entry_unix = u;
 	F->error = 0;
 	end_write();
+	cp_inject_entered();
 }
 
 void cp_if_exit(int rc)
@@ -186,6 +198,15 @@ void cp_if_exit(int rc)
 	begin_write();
 	F->state = CP_IF_COMPUTING;
 	F->error = rc;
+	if (F->kind == CP_IFK_COLLECTIVE) {
+		struct cp_recent *r = &F->recent[F->recent_n % 8];
+		r->seq = F->seq, r->bytes = F->bytes, r->root = F->root, r->error = rc;
+		memcpy(r->op, F->op, sizeof r->op - 1), r->op[sizeof r->op - 1] = 0;
+		memcpy(r->comm, F->comm, sizeof r->comm - 1), r->comm[sizeof r->comm - 1] = 0;
+		memcpy(r->dtype, F->dtype, sizeof r->dtype - 1), r->dtype[sizeof r->dtype - 1] = 0;
+		memcpy(r->redop, F->redop, sizeof r->redop - 1), r->redop[sizeof r->redop - 1] = 0;
+		F->recent_n++;
+	}
 	F->completed++;
 	F->exit_ns = t, F->exit_unix = u;
 	end_write();

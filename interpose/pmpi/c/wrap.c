@@ -35,6 +35,7 @@ static inline struct cp_comm *begin(struct cp_call *k, MPI_Comm comm)
 	struct cp_comm *c = cp_comm(comm);
 	k->c = c;
 	k->seq = next_seq(c);
+	k->mismatch = c != NULL && cp_inject_call();
 	return c;
 }
 
@@ -112,12 +113,17 @@ static inline void if_coll(const struct cp_call *k, int name, int64_t bytes, int
 		MPI_Op redop = MPI_OP_NULL;                                                       \
 		(void)c;                                                                          \
 		BODY;                                                                             \
-		if_coll(&k, IN, bytes, t.id, ROOT, redop);                                        \
+		int name_ = IN;                                                                   \
+		if (k.mismatch) {                                                                 \
+			cp_inject_plan(IN, bytes, &name_, &bytes);                                \
+			t = cp_type(MPI_BYTE);                                                    \
+		}                                                                                 \
+		if_coll(&k, name_, bytes, t.id, ROOT, redop);                                     \
 		k.start = cp_now();                                                               \
-		int rc = PMPI_##NAME ARGS;                                                        \
+		int rc = k.mismatch ? cp_inject_mismatch(name_, bytes, ROOT, COMM) : PMPI_##NAME ARGS; \
 		int64_t end_ = cp_now();                                                          \
 		cp_if_exit(rc);                                                                   \
-		done(&k, end_, rc, IN, bytes, t.id, ROOT);                                        \
+		done(&k, end_, rc, name_, bytes, t.id, ROOT);                                     \
 		return rc;                                                                        \
 	}
 
