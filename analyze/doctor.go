@@ -46,6 +46,9 @@ type DoctorInput struct {
 	// Streams: ranks that wrote a stream.
 	Calls   map[int][]DoctorCall
 	Streams map[int]bool
+	// Imported: the run was imported from another tool's files, which
+	// say nothing of how each rank ended.
+	Imported bool
 }
 
 // Doctor rank states.
@@ -95,6 +98,8 @@ type DoctorRank struct {
 	PID           int         `json:"pid,omitempty"`
 	WaitsFor      []int       `json:"waits_for,omitempty"`
 	Culprit       bool        `json:"culprit"`
+	// HoldsUp is, for a culprit, the call others wait for it in.
+	HoldsUp *DoctorCall `json:"holds_up,omitempty"`
 }
 
 // MismatchSide is what a group of ranks called at one call of a
@@ -197,7 +202,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 			}
 		case f == nil:
 			dr.State = StateUnknown
-			if gone || in.Status == trace.StatusComplete {
+			if !in.Imported && (gone || in.Status == trace.StatusComplete) {
 				dr.State = StateExited
 				if in.Status == trace.StatusComplete {
 					dr.State = StateFinished
@@ -353,7 +358,7 @@ func Diagnose(in DoctorInput) Diagnosis {
 					missing = append(missing, m)
 				}
 			}
-			if len(missing) > 0 && !(d.Status == trace.StatusComplete && !in.Live && len(fl) == 0) {
+			if len(missing) > 0 {
 				sort.Ints(missing)
 				sides = append(sides, MismatchSide{Ranks: missing, Missing: true, Root: -1})
 				fields = addFields(fields, []string{"missing"})
@@ -530,6 +535,13 @@ func Diagnose(in DoctorInput) Diagnosis {
 	for r := range culprit {
 		d.Culprits = append(d.Culprits, r)
 		d.Ranks[r].Culprit = true
+		for i := range d.Ranks {
+			w := &d.Ranks[i]
+			if w.Kind == "collective" && slicesContainsInt(w.WaitsFor, r) {
+				d.Ranks[r].HoldsUp = &DoctorCall{Comm: w.Comm, Seq: w.Seq, Op: w.Op, Bytes: w.Bytes, DType: w.DType, Root: w.Root, RedOp: w.RedOp}
+				break
+			}
+		}
 	}
 	sort.Ints(d.Culprits)
 
@@ -804,6 +816,11 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 		case cr.State == StateAborted || cr.State == StateExited || cr.ExitStatus != nil && *cr.ExitStatus != 0:
 			// said below, with the ranks that died
 		default:
+			if m := missingAt(d.Mismatches, c); m != nil {
+				out = append(out, fmt.Sprintf("rank %d has no call #%d on %s, which %s made (%s); rank %d: %s", c, m.Call, m.Comm,
+					RankList(m.Sides[0].Ranks), m.Sides[0].Op, c, cr.Where()))
+				break
+			}
 			out = append(out, fmt.Sprintf("rank %d is the odd one: %s", c, cr.Where()))
 		}
 	}
@@ -840,6 +857,18 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 		out = append(out, "run.json: "+in.Error)
 	}
 	return out
+}
+
+// missingAt is the first mismatch at which rank r is missing.
+func missingAt(ms []Mismatch, r int) *Mismatch {
+	for i := range ms {
+		for _, s := range ms[i].Sides {
+			if s.Missing && slicesContainsInt(s.Ranks, r) {
+				return &ms[i]
+			}
+		}
+	}
+	return nil
 }
 
 func sinceText(r DoctorRank) string {

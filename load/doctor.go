@@ -30,6 +30,7 @@ func DoctorInput(ctx context.Context, dir string) (analyze.DoctorInput, []error,
 	switch {
 	case err == nil:
 		in.Status, in.Error, in.World = m.Status, m.Error, m.WorldSize
+		in.Imported = m.Source != nil && m.Source.Format != "" && m.Source.Format != "pmpi"
 		for _, r := range m.Ranks {
 			if r.ExitStatus != nil {
 				in.ExitStatus[r.Rank] = *r.ExitStatus
