@@ -400,9 +400,12 @@ func Diagnose(in DoctorInput) Diagnosis {
 	// Who waits for whom: a rank blocked in a call, or that ended inside
 	// one (the launcher killed it there), waits for the ranks the call
 	// needs that are not in it.
+	// A rank whose last call failed (a peer died under it) was in it as
+	// well.
 	waiting := func(dr *DoctorRank) bool {
-		return dr.InCall && (dr.State == StateBlocked || dr.State == StateExited) &&
-			(dr.Kind == "collective" || dr.Kind == "send" || dr.Kind == "recv")
+		in := dr.InCall && (dr.State == StateBlocked || dr.State == StateExited) ||
+			!dr.InCall && dr.Error != 0 && (dr.State == StateComputing || dr.State == StateExited)
+		return in && (dr.Kind == "collective" || dr.Kind == "send" || dr.Kind == "recv")
 	}
 	// A rank whose last call failed took part in it: the call ended
 	// under it (a peer died), it does not hold it up.
@@ -511,14 +514,6 @@ func Diagnose(in DoctorInput) Diagnosis {
 			}
 		}
 	}
-	if len(culprit) == 0 {
-		for _, m := range d.Mismatches {
-			for _, r := range m.Ranks {
-				culprit[r] = true
-			}
-			break
-		}
-	}
 	// Ranks that died: a non-zero exit status, MPI_Abort, or a process
 	// that ended while the others' ran.
 	var died []int
@@ -530,6 +525,14 @@ func Diagnose(in DoctorInput) Diagnosis {
 	if len(culprit) == 0 && len(died) > 0 && len(died) < world {
 		for _, r := range died {
 			culprit[r] = true
+		}
+	}
+	if len(culprit) == 0 {
+		for _, m := range d.Mismatches {
+			for _, r := range m.Ranks {
+				culprit[r] = true
+			}
+			break
 		}
 	}
 	for r := range culprit {
@@ -831,6 +834,7 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 		}
 		out = append(out, m.Text)
 	}
+	var deaths []string
 	for _, r := range d.Ranks {
 		if r.State == StateAborted || r.State == StateExited || r.ExitStatus != nil && *r.ExitStatus != 0 {
 			s := fmt.Sprintf("rank %d died", r.Rank)
@@ -842,8 +846,13 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 			} else if r.Op != "" {
 				s += "; its last call " + r.callText()
 			}
-			out = append(out, s)
+			deaths = append(deaths, s)
 		}
+	}
+	if d.Verdict == "died" {
+		out = append(deaths, out...)
+	} else {
+		out = append(out, deaths...)
 	}
 	if len(out) == 0 {
 		switch d.Verdict {
