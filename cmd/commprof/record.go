@@ -204,6 +204,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		c := exec.Command(argv[0], argv[1:]...)
 		c.Env = append(append(os.Environ(), env...), envMPI...)
 		c.Stdin, c.Stdout, c.Stderr = o.stdin, o.stdout, o.stderr
+		if mpi != nil {
+			c.Stderr = mpi.stderr(o.stderr)
+		}
 		if err := c.Start(); err != nil {
 			_ = stall.finish()
 			return fmt.Errorf("starting %s: %w", args[0], err)

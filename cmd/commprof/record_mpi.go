@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +23,15 @@ import (
 // mpiRecording records a user's MPI program, started by a launcher,
 // through the PMPI library (docs/mpi.md).
 type mpiRecording struct {
-	plan *pmpi.Plan
+	plan   *pmpi.Plan
+	deaths *deathLog
+}
+
+// stderr is what the launcher writes its standard error to: w, read for
+// the ranks that died on the way.
+func (r *mpiRecording) stderr(w io.Writer) io.Writer {
+	r.deaths = newDeathLog(w)
+	return r.deaths
 }
 
 // ownRanks reports whether a launcher's command line starts commprof's
@@ -143,6 +152,11 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 	}
 	if err != nil {
 		return fmt.Errorf("completing the run manifest in %s: %w", dir, err)
+	}
+	if r.deaths != nil {
+		if err := r.deaths.record(dir); err != nil {
+			warn(fmt.Errorf("adding the ranks' exit statuses to run.json: %w", err))
+		}
 	}
 	summarize(o.stdout, o.stderr, dir, started)
 	switch {

@@ -49,25 +49,37 @@ func TestDoctorNamesInjectedFault(t *testing.T) {
 		fault   string
 		bad, at int
 		// want: the verdict, and the field that differs at call at
-		// ("missing" for a rank that never called it)
+		// ("missing" for a rank that never called it, "" for a kill)
 		verdict, field string
+		// inject: the fault comes from record --inject (the program
+		// runs clean: FAULT none)
+		inject bool
 	}
 	cases := []tc{
-		{OpenMPI, true, "hang", 1, 6, "hang", "missing"},
-		{OpenMPI, true, "bcast", 3, 4, "mismatch", "op"},
-		{OpenMPI, true, "size", 2, 3, "mismatch", "bytes"},
-		{OpenMPI, true, "raise", 2, 3, "hang", "missing"},
-		{OpenMPI, false, "exit", 0, 5, "hang", "missing"},
-		{MPICH, false, "hang", 2, 3, "hang", "missing"},
-		{MPICH, false, "bcast", 1, 2, "mismatch", "op"},
-		{MPICH, false, "size", 3, 4, "mismatch", "bytes"},
+		{OpenMPI, true, "hang", 1, 6, "hang", "missing", false},
+		{OpenMPI, true, "bcast", 3, 4, "mismatch", "op", false},
+		{OpenMPI, true, "size", 2, 3, "mismatch", "bytes", false},
+		{OpenMPI, true, "raise", 2, 3, "hang", "missing", false},
+		{OpenMPI, false, "exit", 0, 5, "hang", "missing", false},
+		{MPICH, false, "hang", 2, 3, "hang", "missing", false},
+		{MPICH, false, "bcast", 1, 2, "mismatch", "op", false},
+		{MPICH, false, "size", 3, 4, "mismatch", "bytes", false},
+		{OpenMPI, true, "hang", 2, 4, "hang", "missing", true},
+		{OpenMPI, false, "kill", 1, 3, "died", "", true},
+		{MPICH, false, "hang", 3, 5, "hang", "missing", true},
+		{MPICH, false, "mismatch", 1, 4, "mismatch", "op", true},
+		{OpenMPI, false, "half", 2, 6, "mismatch", "bytes", true},
 	}
 	for _, c := range cases {
 		lang := "c"
 		if c.python {
 			lang = "py"
 		}
-		t.Run(fmt.Sprintf("%s-%s-%s", c.flavor, lang, c.fault), func(t *testing.T) {
+		name := fmt.Sprintf("%s-%s-%s", c.flavor, lang, c.fault)
+		if c.inject {
+			name += "-injected"
+		}
+		t.Run(name, func(t *testing.T) {
 			m := findMPI(t, c.flavor)
 			library(t, m)
 			bin := commprofBin(t)
@@ -77,9 +89,22 @@ func TestDoctorNamesInjectedFault(t *testing.T) {
 			} else {
 				prog = []string{cProgram(t, m, "hang")}
 			}
-			prog = append(prog, c.fault, fmt.Sprint(c.bad), fmt.Sprint(c.at))
+			args := []string{"record", "--stall-after", "2s", "--on-stall", "abort"}
+			if c.inject {
+				fault := fmt.Sprintf("%s:rank=%d,at=%d", c.fault, c.bad, c.at)
+				switch c.fault {
+				case "mismatch":
+					fault += ",call=broadcast"
+				case "half":
+					fault = fmt.Sprintf("mismatch:rank=%d,at=%d,call=half", c.bad, c.at)
+				}
+				args = append(args, "--inject", fault)
+				prog = append(prog, "none", "0", "0")
+			} else {
+				prog = append(prog, c.fault, fmt.Sprint(c.bad), fmt.Sprint(c.at))
+			}
 			dir := filepath.Join(t.TempDir(), "run")
-			args := append([]string{"record", "--stall-after", "2s", "--on-stall", "abort", "--out", dir, "--", m.run}, m.args...)
+			args = append(append(args, "--out", dir, "--", m.run), m.args...)
 			args = append(append(args, "-np", "4"), prog...)
 			res := command(t, nil, "", bin, args...)
 			if res.err == nil {
@@ -110,6 +135,13 @@ func TestDoctorNamesInjectedFault(t *testing.T) {
 			}
 			if c.fault == "hang" && d.Ranks[c.bad].State != "computing" {
 				t.Errorf("rank %d: state %q, want computing", c.bad, d.Ranks[c.bad].State)
+			}
+			if c.field == "" { // a kill: Open MPI's mpirun says which rank died
+				k := d.Ranks[c.bad]
+				if k.Op != "allreduce" || k.Seq != seq {
+					t.Errorf("killed rank %d: in %s seq %d, want allreduce seq %d", c.bad, k.Op, k.Seq, seq)
+				}
+				return
 			}
 			if len(d.Mismatches) == 0 {
 				t.Fatalf("no mismatch found")
