@@ -114,3 +114,16 @@ func hostname() string {
 	h, _ := os.Hostname()
 	return h
 }
+
+// attachDiagnosis gives the summary of a run that did not end well the
+// doctor's diagnosis, which stats and report lead with. A complete run is
+// not read again for it.
+func attachDiagnosis(ctx context.Context, dir string, s *analyze.Summary) {
+	if s.Run.Status == trace.StatusComplete {
+		return
+	}
+	d, _, err := diagnoseRun(ctx, dir)
+	if err == nil && !d.Healthy() {
+		s.Diagnosis = d
+	}
+}

@@ -93,6 +93,7 @@ func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, 
 		return err
 	}
 	s := run.Summary
+	attachDiagnosis(ctx, dir, s)
 	if model != nil {
 		f := model.Fit
 		f.Source = o.model
