@@ -369,14 +369,16 @@ func Diagnose(in DoctorInput) Diagnosis {
 			continue
 		}
 		m := Mismatch{Comm: k.comm, Seq: k.seq, Call: k.seq + 1, Fields: fields}
-		// The largest side is the expected one (ties: the one with the
-		// lowest rank); the others are odd.
+		// The largest side is the expected one (ties: a side that made
+		// the call, then the one with the lowest rank); the others are
+		// odd. Ranks that did not make a call the fewer others made are
+		// the expected side: the fewer called something out of turn.
 		sort.SliceStable(sides, func(i, j int) bool {
-			if sides[i].Missing != sides[j].Missing {
-				return !sides[i].Missing
-			}
 			if len(sides[i].Ranks) != len(sides[j].Ranks) {
 				return len(sides[i].Ranks) > len(sides[j].Ranks)
+			}
+			if sides[i].Missing != sides[j].Missing {
+				return !sides[i].Missing
 			}
 			return sides[i].Ranks[0] < sides[j].Ranks[0]
 		})
@@ -699,6 +701,9 @@ func mismatchText(m Mismatch) string {
 		} else {
 			odd = append(odd, RankList(s.Ranks)+" called "+sideText(s, m.Fields))
 		}
+	}
+	if m.Sides[0].Missing {
+		return fmt.Sprintf("at call #%d on %s %s, %s did not call it", m.Call, m.Comm, strings.Join(odd, "; "), RankList(m.Sides[0].Ranks))
 	}
 	return fmt.Sprintf("at call #%d on %s %s, %s %s", m.Call, m.Comm, strings.Join(odd, "; "),
 		RankList(m.Sides[0].Ranks), sideText(m.Sides[0], m.Fields))

@@ -64,6 +64,8 @@ func TestDoctorNamesInjectedFault(t *testing.T) {
 		{MPICH, false, "hang", 2, 3, "hang", "missing", false},
 		{MPICH, false, "bcast", 1, 2, "mismatch", "op", false},
 		{MPICH, false, "size", 3, 4, "mismatch", "bytes", false},
+		{OpenMPI, true, "phang", 2, 5, "hang", "", false},
+		{OpenMPI, true, "pbcast", 1, 3, "hang", "missing", false},
 		{OpenMPI, true, "hang", 2, 4, "hang", "missing", true},
 		{OpenMPI, false, "kill", 1, 3, "died", "", true},
 		{MPICH, false, "hang", 3, 5, "hang", "missing", true},
@@ -135,6 +137,19 @@ func TestDoctorNamesInjectedFault(t *testing.T) {
 			}
 			if c.fault == "hang" && d.Ranks[c.bad].State != "computing" {
 				t.Errorf("rank %d: state %q, want computing", c.bad, d.Ranks[c.bad].State)
+			}
+			if strings.HasPrefix(c.fault, "p") {
+				// Pickled objects: mpi4py's allreduce is messages and
+				// broadcasts on a duplicate of the world, so the world's
+				// call numbers are not the program's; a broadcast on the
+				// world is the odd call there.
+				if c.fault == "pbcast" {
+					mm := d.Mismatches
+					if len(mm) == 0 || mm[0].Comm != "world" || !slices.Equal(mm[0].Ranks, []int{c.bad}) {
+						t.Errorf("mismatches %+v, want the first on world with rank %d", mm, c.bad)
+					}
+				}
+				return
 			}
 			if c.field == "" { // a kill: Open MPI's mpirun says which rank died
 				k := d.Ranks[c.bad]

@@ -14,6 +14,13 @@ COMM_WORLD, with nothing else collective on it. At the AT-th call
   raise     raises an exception before it
   exit      exits with status 3 before it, without MPI_Finalize
   none      does nothing wrong
+
+and with pickled objects (every rank calls comm.allreduce(i), which
+mpi4py makes of point-to-point messages and broadcasts on a duplicate of
+COMM_WORLD):
+
+  phang     stops for good before the AT-th
+  pbcast    calls comm.bcast(i) on COMM_WORLD instead
 """
 import os
 import sys
@@ -29,8 +36,18 @@ w = MPI.COMM_WORLD
 rank = w.Get_rank()
 a, b = array("d", [float(rank)] * 1024), array("d", [0.0] * 1024)
 half_a, half_b = array("d", a[:512]), array("d", [0.0] * 512)
+pickled = fault.startswith("p")
 for i in range(1, iters + 1):
     time.sleep(0.01)
+    if pickled:
+        if rank == bad and i == at:
+            if fault == "phang":
+                while True:
+                    time.sleep(3600)
+            w.bcast(i, root=0)
+            continue
+        w.allreduce(i)
+        continue
     if rank == bad and i == at:
         if fault == "hang":
             while True:
