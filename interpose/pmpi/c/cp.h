@@ -241,10 +241,12 @@ enum { CP_IF_STARTING, CP_IF_COMPUTING, CP_IF_BLOCKED, CP_IF_FINALIZING, CP_IF_F
 /* Kinds of call: */
 enum { CP_IFK_COLLECTIVE, CP_IFK_SEND, CP_IFK_RECV, CP_IFK_WAIT, CP_IFK_OTHER };
 CP_HIDDEN void cp_if_open(const char *host);
+/* Times are the caller's cp_now() readings, so that the state costs no
+ * clock reading of its own. */
 CP_HIDDEN void cp_if_enter(int kind, const char *op, const struct cp_comm *c, int64_t seq, int64_t bytes, int32_t dtype,
-			   int32_t root, int32_t peer, MPI_Op redop);
-CP_HIDDEN void cp_if_exit(int rc);   /* the call entered last returned rc */
-CP_HIDDEN void cp_if_progress(void); /* a request completed outside a blocking call */
+			   int32_t root, int32_t peer, MPI_Op redop, int64_t now);
+CP_HIDDEN void cp_if_exit(int rc, int64_t now); /* the call entered last returned rc */
+CP_HIDDEN void cp_if_progress(int64_t now);     /* a request completed outside a blocking call */
 CP_HIDDEN void cp_if_state(int state, int64_t code);
 
 /* inject.c: COMMPROF_INJECT's hang, mismatch and kill faults for this rank */

@@ -61,6 +61,7 @@ static struct cp_inflight *F = &scratch_if;
 static uintptr_t last_comm;
 static int32_t last_comm_id = -1;
 static char dtypes[128][32]; /* dtype dictionary id -> name, as first seen */
+static int64_t to_unix;      /* add to a cp_now() reading for the wall clock, ns since 1970 */
 
 static inline void begin_write(void)
 {
@@ -116,8 +117,9 @@ void cp_if_open(const char *host)
 	f->rank = cp.rank, f->world = cp.size, f->pid = cp.pid;
 	f->state = CP_IF_COMPUTING;
 	f->seq = -1, f->root = -1, f->peer = -1, f->members = -1;
-	f->exit_unix = unix_ns();
 	f->exit_ns = cp_now();
+	to_unix = unix_ns() - f->exit_ns;
+	f->exit_unix = f->exit_ns + to_unix;
 	copy(f->host, sizeof f->host, host);
 	memcpy(f->magic, "CPINFL01", 8);
 	atomic_store_explicit(&f->gen, 2, memory_order_release);
@@ -169,9 +171,9 @@ static void set_comm(const struct cp_comm *c)
 }
 
 void cp_if_enter(int kind, const char *op, const struct cp_comm *c, int64_t seq, int64_t bytes, int32_t dtype,
-		 int32_t root, int32_t peer, MPI_Op redop)
+		 int32_t root, int32_t peer, MPI_Op redop, int64_t t)
 {
-	int64_t t = cp_now(), u = unix_ns();
+	int64_t u = t + to_unix;
 	begin_write();
 	F->state = CP_IF_BLOCKED;
 	F->kind = kind;
@@ -192,9 +194,9 @@ void cp_if_enter(int kind, const char *op, const struct cp_comm *c, int64_t seq,
 	cp_inject_entered();
 }
 
-void cp_if_exit(int rc)
+void cp_if_exit(int rc, int64_t t)
 {
-	int64_t t = cp_now(), u = unix_ns();
+	int64_t u = t + to_unix;
 	begin_write();
 	F->state = CP_IF_COMPUTING;
 	F->error = rc;
@@ -212,11 +214,11 @@ void cp_if_exit(int rc)
 	end_write();
 }
 
-void cp_if_progress(void)
+void cp_if_progress(int64_t t)
 {
 	begin_write();
 	F->completed++;
-	F->exit_unix = unix_ns();
+	F->exit_unix = t + to_unix;
 	end_write();
 }
 
@@ -226,6 +228,6 @@ void cp_if_state(int state, int64_t code)
 	F->state = state;
 	F->code = code;
 	if (state == CP_IF_FINALIZING) /* the fields keep the last call */
-		F->entry_ns = cp_now(), F->entry_unix = unix_ns();
+		F->entry_ns = cp_now(), F->entry_unix = F->entry_ns + to_unix;
 	end_write();
 }

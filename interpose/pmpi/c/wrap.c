@@ -94,7 +94,7 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 static inline void if_coll(const struct cp_call *k, int name, int64_t bytes, int32_t dtype, int root, MPI_Op redop)
 {
 	cp_if_enter(CP_IFK_COLLECTIVE, cp_names[name], k->c, k->seq, bytes, dtype,
-		    root < 0 ? -1 : cp_world_rank(k->c, root), -1, redop);
+		    root < 0 ? -1 : cp_world_rank(k->c, root), -1, redop, k->start);
 }
 
 /* Each collective is defined twice, blocking and not, from one body:
@@ -118,11 +118,11 @@ static inline void if_coll(const struct cp_call *k, int name, int64_t bytes, int
 			cp_inject_plan(IN, bytes, &name_, &bytes);                                \
 			t = cp_type(MPI_BYTE);                                                    \
 		}                                                                                 \
-		if_coll(&k, name_, bytes, t.id, ROOT, redop);                                     \
 		k.start = cp_now();                                                               \
+		if_coll(&k, name_, bytes, t.id, ROOT, redop);                                     \
 		int rc = k.mismatch ? cp_inject_mismatch(name_, bytes, ROOT, COMM) : PMPI_##NAME ARGS; \
 		int64_t end_ = cp_now();                                                          \
-		cp_if_exit(rc);                                                                   \
+		cp_if_exit(rc, end_);                                                             \
 		done(&k, end_, rc, name_, bytes, t.id, ROOT);                                     \
 		return rc;                                                                        \
 	}
@@ -336,12 +336,12 @@ static inline int received(struct cp_event *e, const struct cp_comm *c, const MP
 			return PMPI_##NAME(buf, count, dt, dest, tag, comm);                            \
 		struct cp_type t = cp_type(dt);                                                         \
 		const struct cp_comm *c = cp_comm(comm);                                                \
-		cp_if_enter(CP_IFK_SEND, "send", c, tag, (int64_t)count * t.size, t.id, -1,            \
-			    cp_world_rank(c, dest), MPI_OP_NULL);                                       \
 		int64_t start = cp_now();                                                               \
+		cp_if_enter(CP_IFK_SEND, "send", c, tag, (int64_t)count * t.size, t.id, -1,            \
+			    cp_world_rank(c, dest), MPI_OP_NULL, start);                                       \
 		int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm);                                  \
 		int64_t end = cp_now();                                                                 \
-		cp_if_exit(rc);                                                                         \
+		cp_if_exit(rc, end);                                                                         \
 		if (rc == MPI_SUCCESS) {                                                                \
 			struct cp_event e = p2p_event(K_SEND, start, (int64_t)count * t.size, t.id, c, dest, tag); \
 			e.dur = end - start;                                                            \
@@ -387,12 +387,12 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
 		st = &mine;
 	struct cp_type t = cp_type(dt);
 	const struct cp_comm *c = cp_comm(comm);
-	cp_if_enter(CP_IFK_RECV, "recv", c, tag, (int64_t)count * t.size, t.id, -1, src == MPI_ANY_SOURCE ? -2 : cp_world_rank(c, src),
-		    MPI_OP_NULL);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_RECV, "recv", c, tag, (int64_t)count * t.size, t.id, -1, src == MPI_ANY_SOURCE ? -2 : cp_world_rank(c, src),
+		    MPI_OP_NULL, start);
 	int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
 	int64_t end = cp_now();
-	cp_if_exit(rc);
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS) {
 		struct cp_event e = p2p_event(K_RECV, start, (int64_t)count * t.size, t.id, c, src, tag);
 		e.dur = end - start;
@@ -436,10 +436,10 @@ int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *st
 	if (!ON() || src == MPI_PROC_NULL)
 		return PMPI_Mprobe(src, tag, comm, msg, st);
 	const struct cp_comm *c = cp_comm(comm);
-	cp_if_enter(CP_IFK_RECV, "recv", c, tag, 0, 0, -1, src == MPI_ANY_SOURCE ? -2 : cp_world_rank(c, src), MPI_OP_NULL);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_RECV, "recv", c, tag, 0, 0, -1, src == MPI_ANY_SOURCE ? -2 : cp_world_rank(c, src), MPI_OP_NULL, start);
 	int rc = PMPI_Mprobe(src, tag, comm, msg, st);
-	cp_if_exit(rc);
+	cp_if_exit(rc, cp_now());
 	probed(rc, start, msg, comm);
 	return rc;
 }
@@ -509,12 +509,12 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
 		st = &mine;
 	struct cp_type ts = cp_type(stype), tr = cp_type(rtype);
 	const struct cp_comm *c = cp_comm(comm);
-	cp_if_enter(CP_IFK_RECV, "sendrecv", c, rtag, (int64_t)rcount * tr.size, tr.id, -1,
-		    src == MPI_ANY_SOURCE ? -2 : src == MPI_PROC_NULL ? -1 : cp_world_rank(c, src), MPI_OP_NULL);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_RECV, "sendrecv", c, rtag, (int64_t)rcount * tr.size, tr.id, -1,
+		    src == MPI_ANY_SOURCE ? -2 : src == MPI_PROC_NULL ? -1 : cp_world_rank(c, src), MPI_OP_NULL, start);
 	int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
 	int64_t end = cp_now();
-	cp_if_exit(rc);
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS) {
 		if (dest != MPI_PROC_NULL) {
 			struct cp_event e = p2p_event(K_SEND, start, (int64_t)scount * ts.size, ts.id, c, dest, stag);
@@ -581,7 +581,7 @@ static void complete(struct cp_req *q, const MPI_Status *st, int64_t wait_start,
 		PMPI_Test_cancelled(st, &flag);
 		keep = !flag;
 	}
-	cp_if_progress();
+	cp_if_progress(end);
 	if (keep) {
 		e->dur = end - e->start;
 		cp_record(e);
@@ -641,11 +641,11 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st)
 	if (st == MPI_STATUS_IGNORE)
 		st = &mine;
 	MPI_Request h = *req;
-	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Wait(req, st);
 	int64_t end = cp_now();
-	cp_if_exit(rc);
+	cp_if_exit(rc, end);
 	struct cp_req q;
 	if (rc == MPI_SUCCESS && cp_req_take(h, &q))
 		complete(&q, st, start, end);
@@ -691,11 +691,11 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 		return PMPI_Waitall(n, reqs, sts);
 	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
 	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
-	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Waitall(n, reqs, st);
 	int64_t end = cp_now();
-	cp_if_exit(rc);
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
 		completed_all(n, scratch.req, reqs, st, start, end);
 	return rc;
@@ -724,11 +724,11 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 	if (st == MPI_STATUS_IGNORE)
 		st = &mine;
 	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
-	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Waitany(n, reqs, index, st);
 	int64_t end = cp_now();
-	cp_if_exit(rc);
+	cp_if_exit(rc, end);
 	struct cp_req q;
 	if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED && cp_req_take(scratch.req[*index], &q))
 		complete(&q, st, start, end);
@@ -768,11 +768,11 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[
 		return PMPI_Waitsome(n, reqs, out, idx, sts);
 	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
 	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
-	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Waitsome(n, reqs, out, idx, st);
 	int64_t end = cp_now();
-	cp_if_exit(rc);
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS && *out != MPI_UNDEFINED)
 		completed_some(*out, idx, st, start, end);
 	return rc;
@@ -857,12 +857,12 @@ static inline int32_t next_child(struct cp_comm *c)
 		int on = ON();                                               \
 		struct cp_comm *c = begin(&k, comm);                         \
 		int32_t n = next_child(c);                                   \
+		k.start = cp_now();                                          \
 		if (on)                                                      \
 			if_coll(&k, IN, 0, 0, -1, MPI_OP_NULL);              \
-		k.start = cp_now();                                          \
 		int rc = PMPI_##NAME ARGS;                                   \
 		if (on)                                                      \
-			cp_if_exit(rc);                                      \
+			cp_if_exit(rc, cp_now());                                      \
 		if (on)                                                      \
 			done(&k, cp_now(), rc, IN, 0, 0, -1);                \
 		if (rc == MPI_SUCCESS)                                       \
