@@ -537,6 +537,23 @@ func Diagnose(in DoctorInput) Diagnosis {
 			break
 		}
 	}
+	// Ranks that wait only for each other (a deadlock, such as two ranks
+	// each receiving from the other first): the ranks waited for are the
+	// culprits together.
+	deadlock := false
+	if len(culprit) == 0 {
+		for i := range d.Ranks {
+			if !waiting(&d.Ranks[i]) {
+				continue
+			}
+			for _, w := range d.Ranks[i].WaitsFor {
+				if waiting(&d.Ranks[w]) {
+					culprit[w] = true
+					deadlock = true
+				}
+			}
+		}
+	}
 	for r := range culprit {
 		d.Culprits = append(d.Culprits, r)
 		d.Ranks[r].Culprit = true
@@ -573,6 +590,13 @@ func Diagnose(in DoctorInput) Diagnosis {
 		d.Verdict = "unknown"
 	}
 	d.Summary = summaryLines(&d, in)
+	if deadlock {
+		var parts []string
+		for _, r := range d.Culprits {
+			parts = append(parts, fmt.Sprintf("rank %d in %s waits for %s", r, d.Ranks[r].callText(), RankList(d.Ranks[r].WaitsFor)))
+		}
+		d.Summary = append([]string{"ranks wait for each other (a deadlock): " + strings.Join(parts, "; ")}, d.Summary...)
+	}
 	return d
 }
 
@@ -795,20 +819,20 @@ func summaryLines(d *Diagnosis, in DoctorInput) []string {
 			break
 		}
 		cr := d.Ranks[c]
-		var waiters []int
+		// The call the others wait for it in: a collective if any, and
+		// the ranks waiting in that same call.
 		var waitedIn *DoctorRank
 		for i := range d.Ranks {
 			w := &d.Ranks[i]
-			if !w.InCall || len(w.WaitsFor) == 0 {
-				continue
+			if w.InCall && slicesContainsInt(w.WaitsFor, c) && (waitedIn == nil || waitedIn.Kind != "collective" && w.Kind == "collective") {
+				waitedIn = w
 			}
-			for _, x := range w.WaitsFor {
-				if x == c {
-					waiters = append(waiters, w.Rank)
-					if waitedIn == nil {
-						waitedIn = w
-					}
-				}
+		}
+		var waiters []int
+		for i := range d.Ranks {
+			w := &d.Ranks[i]
+			if waitedIn != nil && w.InCall && slicesContainsInt(w.WaitsFor, c) && w.callText() == waitedIn.callText() {
+				waiters = append(waiters, w.Rank)
 			}
 		}
 		switch {

@@ -62,6 +62,12 @@ func TestDiagnose(t *testing.T) {
 			verdict: "hang", culprits: []int{2},
 		},
 		{
+			name: "two ranks receive from each other first",
+			in: DoctorInput{Live: true, InFlight: []*trace.InFlight{p2p(0, trace.InFlightRecv, 1), p2p(1, trace.InFlightRecv, 0),
+				blockedIn(2, "barrier", "world", 2, all4), blockedIn(3, "barrier", "world", 2, all4)}},
+			verdict: "hang", culprits: []int{0, 1},
+		},
+		{
 			name: "a sub-communicator waits only for its members",
 			in: DoctorInput{Live: true, InFlight: []*trace.InFlight{blockedIn(0, "allreduce", "world/split0:0", 2, []int{0, 2}),
 				computing(1, "allreduce", 9), computing(2, "allreduce", 1), computing(3, "allreduce", 9)}},
