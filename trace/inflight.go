@@ -40,8 +40,12 @@ import (
 //	    root int32, error int32, op [16], comm [32], dtype [16], redop [8]
 //	    (strings cut to fit, NUL-terminated)
 const (
-	InFlightSize    = 1536
-	InFlightDir     = "inflight"
+	InFlightSize = 1536
+	InFlightDir  = "inflight"
+	// StallText and StallJSON are record's stall report in the run
+	// directory (docs/doctor.md).
+	StallText       = "stall.txt"
+	StallJSON       = "stall.json"
 	inFlightMagic   = "CPINFL01"
 	inFlightVersion = 1
 )

@@ -29,12 +29,6 @@ import (
 // on a loaded machine, short enough to hear of a hang within a minute.
 const defaultStallAfter = 60 * time.Second
 
-// Files of the stall report in the run directory.
-const (
-	stallText = "stall.txt"
-	stallJSON = "stall.json"
-)
-
 type stallOptions struct {
 	after   time.Duration
 	onStall string
@@ -149,7 +143,7 @@ func (w *stallWatch) run(ctx context.Context) {
 			said = key
 			var b bytes.Buffer
 			fmt.Fprintf(&b, "\ncommprof: stall: no rank has completed a call for %s (report in %s)\n",
-				now.Sub(last).Round(100*time.Millisecond), filepath.Join(w.dir, stallText))
+				now.Sub(last).Round(100*time.Millisecond), filepath.Join(w.dir, trace.StallText))
 			_ = report.WriteDiagnosis(&b, &d)
 			_, _ = w.stderr.Write(b.Bytes())
 		}
@@ -172,12 +166,12 @@ func (w *stallWatch) run(ctx context.Context) {
 // write writes the report into the run directory, text and JSON.
 func (w *stallWatch) write(r *stallReport) {
 	ctx := context.Background()
-	_, _ = atomicfile.Write(ctx, filepath.Join(w.dir, stallJSON), func(out io.Writer) error {
+	_, _ = atomicfile.Write(ctx, filepath.Join(w.dir, trace.StallJSON), func(out io.Writer) error {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", " ")
 		return enc.Encode(r)
 	})
-	_, _ = atomicfile.Write(ctx, filepath.Join(w.dir, stallText), func(out io.Writer) error {
+	_, _ = atomicfile.Write(ctx, filepath.Join(w.dir, trace.StallText), func(out io.Writer) error {
 		if !r.Stalled {
 			_, err := fmt.Fprintf(out, "no stall: the ranks progressed again at %s\n", r.At.Format(time.RFC3339))
 			return err
