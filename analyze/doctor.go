@@ -151,6 +151,10 @@ func (d *Diagnosis) Headline() string {
 // Healthy reports whether the diagnosis found nothing wrong.
 func (d *Diagnosis) Healthy() bool { return d == nil || d.Verdict == "ok" }
 
+// maxDoctorRanks bounds the ranks a diagnosis holds (a few hundred bytes
+// each): ranks past it are left out.
+const maxDoctorRanks = 1 << 16
+
 type commSeq struct {
 	comm string
 	seq  int64
@@ -160,19 +164,34 @@ type commSeq struct {
 // which ranks hold the others up, and where ranks called different
 // things at the same call of a communicator.
 func Diagnose(in DoctorInput) Diagnosis {
-	world := in.World
+	// The world: the ranks seen, and as many more as the manifest or an
+	// in-flight file says, within reason (a damaged file may claim any
+	// number).
+	seenRanks := 0
 	fl := map[int]*trace.InFlight{}
 	for _, f := range in.InFlight {
-		if f != nil {
+		if f != nil && f.Rank >= 0 && f.Rank < maxDoctorRanks {
 			fl[f.Rank] = f
-			world = max(world, f.World, f.Rank+1)
+			seenRanks = max(seenRanks, f.Rank+1)
 		}
 	}
 	for r := range in.Streams {
-		world = max(world, r+1)
+		if r >= 0 && r < maxDoctorRanks {
+			seenRanks = max(seenRanks, r+1)
+		}
 	}
 	for r := range in.Calls {
-		world = max(world, r+1)
+		if r >= 0 && r < maxDoctorRanks {
+			seenRanks = max(seenRanks, r+1)
+		}
+	}
+	claimed := in.World
+	for _, f := range fl {
+		claimed = max(claimed, f.World)
+	}
+	world := seenRanks
+	if claimed > seenRanks && claimed <= 4*seenRanks+1024 {
+		world = claimed
 	}
 	d := Diagnosis{Status: in.Status, Culprits: []int{}, Mismatches: []Mismatch{}, Summary: []string{}}
 	if in.Live {
@@ -251,6 +270,9 @@ func Diagnose(in DoctorInput) Diagnosis {
 	next := map[string]map[int]int64{} // comm -> rank -> calls on it made or under way
 	members := map[string]map[int]bool{}
 	add := func(r int, c DoctorCall) {
+		if r < 0 || r >= world {
+			return
+		}
 		k := commSeq{c.Comm, c.Seq}
 		if at[k] == nil {
 			at[k] = map[int]DoctorCall{}
@@ -288,7 +310,9 @@ func Diagnose(in DoctorInput) Diagnosis {
 				next[f.Comm] = map[int]int64{}
 			}
 			for _, m := range f.Members {
-				members[f.Comm][m] = true
+				if m < world {
+					members[f.Comm][m] = true
+				}
 			}
 		}
 	}
