@@ -31,6 +31,9 @@ type Summary struct {
 	Marks         []Mark      `json:"marks"`
 	Epochs        []Epoch     `json:"epochs"`
 	Problems      []string    `json:"problems"`
+	// Diagnosis is the doctor's (Diagnose) on a run that hung or failed,
+	// which the report and stats lead with; nil for a run that ended well.
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 	// Unknown names the figures the run's source cannot give ("compute",
 	// "exposed", "overlapped" for a tool's phases; "span", "durations",
 	// "comm", "communication", "wait", "skew", "straggler", "bandwidth"

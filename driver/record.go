@@ -41,6 +41,7 @@ type RecordOptions struct {
 	Stderr  io.Writer
 	TTY     bool   // stderr is a terminal: the ranks may show progress
 	Version string // commprof's version, for run.json
+	Stall   StallOptions
 }
 
 // RankCommands are commprof's own commands that run as ranks.
@@ -77,6 +78,9 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 	}
 	faults, err := FaultsOf(o.Inject)
 	if err != nil {
+		return err
+	}
+	if err := o.Stall.check(); err != nil {
 		return err
 	}
 	if rankCommands[args[0]] {
@@ -126,11 +130,14 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 	var runErr error
 	var mpi *mpiRecording
 	local := rankCommands[args[0]]
+	// The job runs under jobCtx, which the stall watch ends on a stall
+	// with --on-stall abort.
+	jobCtx, stall := watchStalls(ctx, absDir, o.Stall, o.Stderr)
 	if local {
 		if o.Ranks < 1 {
 			return Usagef("--ranks %d: want at least 1", o.Ranks)
 		}
-		runErr = rankrun.Start(ctx, o.Ranks, args, env, o.Stdout, o.Stderr, o.TTY)
+		runErr = rankrun.Start(jobCtx, o.Ranks, args, env, o.Stdout, o.Stderr, o.TTY)
 	} else {
 		if os.Getenv(envnames.JobID) == "" {
 			// One id for the launcher's ranks, whatever the launcher
@@ -140,6 +147,7 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 		}
 		argv, envMPI := args, []string(nil)
 		if mpi, err = prepareMPI(ctx, o, args); err != nil {
+			_ = stall.finish()
 			rd.Discard() // made for this run, and empty
 			return err
 		} else if mpi != nil {
@@ -152,14 +160,18 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 		c := exec.Command(argv[0], argv[1:]...)
 		c.Env = append(append(os.Environ(), env...), envMPI...)
 		c.Stdin, c.Stdout, c.Stderr = o.Stdin, o.Stdout, o.Stderr
+		if mpi != nil {
+			c.Stderr = mpi.stderr(o.Stderr)
+		}
 		if err := c.Start(); err != nil {
+			_ = stall.finish()
 			return fmt.Errorf("starting %s: %w", args[0], err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- c.Wait() }()
 		select {
 		case runErr = <-done:
-		case <-ctx.Done():
+		case <-jobCtx.Done():
 			_ = c.Process.Signal(os.Interrupt)
 			select {
 			case runErr = <-done:
@@ -173,6 +185,9 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 		}
 	}
 	interrupted := ctx.Err() != nil
+	if err := stall.finish(); err != nil && !interrupted {
+		runErr = err
+	}
 	if mpi != nil {
 		return mpi.finish(rd, name, runID, args, o, codec, runErr, interrupted, started)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/self"
@@ -23,7 +25,15 @@ import (
 // mpiRecording records a user's MPI program, started by a launcher,
 // through the PMPI library (docs/mpi.md).
 type mpiRecording struct {
-	plan *pmpi.Plan
+	plan   *pmpi.Plan
+	deaths *deathLog
+}
+
+// stderr is what the launcher writes its standard error to: w, read for
+// the ranks that died on the way.
+func (r *mpiRecording) stderr(w io.Writer) io.Writer {
+	r.deaths = newDeathLog(w)
+	return r.deaths
 }
 
 // ownRanks reports whether a launcher's command line starts commprof's
@@ -105,8 +115,20 @@ func prepareMPI(ctx context.Context, o *RecordOptions, args []string) (*mpiRecor
 	if err != nil {
 		return nil, fmt.Errorf("%w, beside which the PMPI library lies", err)
 	}
-	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
-		Pass: []string{envnames.TraceDir, envnames.RunID, envnames.RunName, envnames.Command}})
+	pass := []string{envnames.TraceDir, envnames.RunID, envnames.RunName, envnames.Command}
+	if len(o.Inject) > 0 {
+		faults, err := FaultsOf(o.Inject)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range faults {
+			if f.Kind != inject.Hang && f.Kind != inject.Mismatch && f.Kind != inject.Kill {
+				return nil, Usagef("--inject %s: an MPI program recorded through the PMPI library takes hang, mismatch and kill faults only (docs/inject.md)", f)
+			}
+		}
+		pass = append(pass, envnames.Inject)
+	}
+	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe, Pass: pass})
 	if errors.Is(err, pmpi.ErrNoFlavor) {
 		return nil, UsageError{Err: err}
 	}
@@ -132,6 +154,11 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 	}
 	if err != nil {
 		return fmt.Errorf("completing the run manifest in %s: %w", dir, err)
+	}
+	if r.deaths != nil {
+		if err := r.deaths.record(dir); err != nil {
+			warn(fmt.Errorf("adding the ranks' exit statuses to run.json: %w", err))
+		}
 	}
 	printRecorded(o.Stdout, o.Stderr, dir, started)
 	switch {

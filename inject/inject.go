@@ -37,6 +37,25 @@ const (
 	// Hog runs Threads busy threads in a process beside rank Rank, both
 	// pinned to one core, so the rank gets part of a core.
 	Hog Kind = "hog"
+	// Hang stops rank Rank for good before its At-th collective call
+	// (1-based, counted over all its communicators): the others wait for
+	// it in that call. Only the end of the job ends the hang.
+	Hang Kind = "hang"
+	// Mismatch has rank Rank make another call than the program's at its
+	// At-th collective: Call names it (MismatchBroadcast, MismatchBarrier,
+	// MismatchAllReduce, or MismatchHalf: the same call on half the bytes).
+	Mismatch Kind = "mismatch"
+	// Kill kills rank Rank with SIGKILL inside its At-th collective call,
+	// once the call has begun.
+	Kill Kind = "kill"
+)
+
+// Calls a mismatch may make instead of the program's.
+const (
+	MismatchBroadcast = "broadcast"
+	MismatchBarrier   = "barrier"
+	MismatchAllReduce = "allreduce"
+	MismatchHalf      = "half"
 )
 
 // Fault is one injected fault.
@@ -50,6 +69,8 @@ type Fault struct {
 	Latency  time.Duration // link: added to each message
 	Rate     float64       // link: bytes per second, 0 for no cap
 	Threads  int           // hog
+	At       int           // hang, mismatch, kill: the collective call (1-based)
+	Call     string        // mismatch: what it calls instead
 }
 
 // String writes f in Parse's syntax.
@@ -81,6 +102,13 @@ func (f Fault) String() string {
 	case Hog:
 		add("rank", strconv.Itoa(f.Rank))
 		add("threads", strconv.Itoa(f.Threads))
+	case Hang, Kill:
+		add("rank", strconv.Itoa(f.Rank))
+		add("at", strconv.Itoa(f.At))
+	case Mismatch:
+		add("rank", strconv.Itoa(f.Rank))
+		add("at", strconv.Itoa(f.At))
+		add("call", f.Call)
 	}
 	return string(f.Kind) + ":" + strings.Join(kv, ",")
 }
@@ -109,6 +137,15 @@ func (f Fault) Describe() string {
 		return fmt.Sprintf("messages from rank %d to rank %d slowed: %s", f.From, f.To, strings.Join(parts, ", "))
 	case Hog:
 		return fmt.Sprintf("rank %d shares its core with %d busy thread(s)", f.Rank, f.Threads)
+	case Hang:
+		return fmt.Sprintf("rank %d stops for good before its collective call #%d", f.Rank, f.At)
+	case Kill:
+		return fmt.Sprintf("rank %d killed inside its collective call #%d", f.Rank, f.At)
+	case Mismatch:
+		if f.Call == MismatchHalf {
+			return fmt.Sprintf("rank %d makes its collective call #%d on half the bytes", f.Rank, f.At)
+		}
+		return fmt.Sprintf("rank %d calls %s at its collective call #%d", f.Rank, f.Call, f.At)
 	}
 	return f.String()
 }
@@ -129,6 +166,9 @@ func (f Fault) Ranks() []int {
 //	stall:rank=3,dur=30ms,period=300ms   rank 3's process stopped 30 ms every 300 ms
 //	link:from=0,to=1,latency=2ms,rate=50MB/s
 //	hog:rank=0,threads=1
+//	hang:rank=1,at=6                     rank 1 stops for good before its 6th collective
+//	mismatch:rank=3,at=4,call=broadcast  rank 3 calls broadcast at its 4th collective
+//	kill:rank=2,at=3                     rank 2 is killed inside its 3rd collective
 func Parse(spec string) ([]Fault, error) {
 	var out []Fault
 	for _, part := range strings.Split(spec, ";") {
@@ -149,13 +189,16 @@ func parseOne(s string) (Fault, error) {
 	kind, rest, ok := strings.Cut(s, ":")
 	f := Fault{Kind: Kind(strings.TrimSpace(kind)), Rank: -1, From: -1, To: -1}
 	keys := map[Kind][]string{
-		Delay: {"rank", "dur", "every", "period"},
-		Stall: {"rank", "dur", "period"},
-		Link:  {"from", "to", "latency", "rate"},
-		Hog:   {"rank", "threads"},
+		Delay:    {"rank", "dur", "every", "period"},
+		Stall:    {"rank", "dur", "period"},
+		Link:     {"from", "to", "latency", "rate"},
+		Hog:      {"rank", "threads"},
+		Hang:     {"rank", "at"},
+		Kill:     {"rank", "at"},
+		Mismatch: {"rank", "at", "call"},
 	}[f.Kind]
 	if keys == nil {
-		return f, errors.New("want delay, stall, link or hog, then ':' and key=value pairs")
+		return f, errors.New("want delay, stall, link, hog, hang, mismatch or kill, then ':' and key=value pairs")
 	}
 	if !ok || strings.TrimSpace(rest) == "" {
 		return f, fmt.Errorf("%s needs %s", f.Kind, strings.Join(keys, ", "))
@@ -201,6 +244,18 @@ func parseOne(s string) (Fault, error) {
 			f.Latency, err = positiveDur(v)
 		case "rate":
 			f.Rate, err = ParseRate(v)
+		case "at":
+			f.At, err = nonNegInt(v)
+			if err == nil && f.At == 0 {
+				err = errors.New("want at least 1: the first collective call is at=1")
+			}
+		case "call":
+			f.Call = v
+			switch v {
+			case MismatchBroadcast, MismatchBarrier, MismatchAllReduce, MismatchHalf:
+			default:
+				err = errors.New("want broadcast, barrier, allreduce or half")
+			}
 		}
 		if err != nil {
 			return f, fmt.Errorf("%s=%s: %w", k, v, err)
@@ -236,6 +291,13 @@ func parseOne(s string) (Fault, error) {
 		err = need("rank")
 		if f.Threads == 0 {
 			f.Threads = 1
+		}
+	case Hang, Kill:
+		err = errors.Join(need("rank"), need("at"))
+	case Mismatch:
+		err = errors.Join(need("rank"), need("at"))
+		if f.Call == "" {
+			f.Call = MismatchBroadcast
 		}
 	}
 	return f, err

@@ -25,6 +25,9 @@ func TestParseRoundTrip(t *testing.T) {
 			{Kind: Link, Rank: -1, From: 1, To: 0, Latency: 2 * time.Millisecond, Rate: 50e6}}},
 		{"stall:rank=3,dur=30ms,period=300ms", []Fault{{Kind: Stall, Rank: 3, From: -1, To: -1, Dur: 30 * time.Millisecond, Period: 300 * time.Millisecond}}},
 		{"hog:rank=1", []Fault{{Kind: Hog, Rank: 1, From: -1, To: -1, Threads: 1}}},
+		{"hang:rank=1,at=6; kill:rank=2,at=1", []Fault{{Kind: Hang, Rank: 1, From: -1, To: -1, At: 6}, {Kind: Kill, Rank: 2, From: -1, To: -1, At: 1}}},
+		{"mismatch:rank=3,at=4", []Fault{{Kind: Mismatch, Rank: 3, From: -1, To: -1, At: 4, Call: MismatchBroadcast}}},
+		{"mismatch:rank=0,at=2,call=half", []Fault{{Kind: Mismatch, Rank: 0, From: -1, To: -1, At: 2, Call: MismatchHalf}}},
 		{"", nil},
 	} {
 		got, err := Parse(tc.in)
@@ -48,7 +51,11 @@ func TestParseRoundTrip(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		"slow:rank=1":                        "want delay, stall, link or hog",
+		"slow:rank=1":                        "want delay, stall, link, hog, hang, mismatch or kill",
+		"hang:rank=1":                        "hang needs at=",
+		"hang:rank=1,at=0":                   "at least 1",
+		"mismatch:rank=1,at=2,call=gather":   "want broadcast, barrier, allreduce or half",
+		"kill:at=3":                          "kill needs rank=",
 		"delay:rank=1,dur=20ms":              "one of every=N",
 		"delay:rank=1,dur=20ms,every=0":      "at least 1",
 		"delay:rank=-1,dur=20ms,every=1":     "whole number",

@@ -124,6 +124,10 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 // communication calls, or c itself when it has none. mark records a mark
 // on the rank's trace (nil for none).
 func (p Plan) WrapComm(c collectives.Communicator, mark func(name string, v float64)) collectives.Communicator {
+	if mark == nil {
+		mark = func(string, float64) {}
+	}
+	c = p.wrapCallFaults(c, mark)
 	var ds []*delayer
 	for _, f := range p.Faults {
 		if f.Kind == Delay {

@@ -55,7 +55,17 @@ type Recorder struct {
 	closed  bool
 	stalled atomic.Int64 // ns Record spent waiting for a buffer
 	events  atomic.Int64
+
+	// inflight is the rank's in-flight file, nil when none is kept.
+	inflight *InFlight
 }
+
+// SetInFlight has the communicators that record through r keep their
+// calls in f too (nil: none).
+func (r *Recorder) SetInFlight(f *InFlight) { r.inflight = f }
+
+// InFlight is the rank's in-flight file, nil if none.
+func (r *Recorder) InFlight() *InFlight { return r.inflight }
 
 // NewRecorder starts recording rank's events into w; times are written as
 // ns since epoch (a Monotonic reading). The Recorder owns w and closes it.

@@ -111,6 +111,11 @@ func Start(ctx context.Context, raw collectives.Transport, cfg SessionConfig) (*
 	}
 	s.file = f
 	s.rec = NewRecorder(w, rank, epoch, cfg.Recorder)
+	if fl, err := OpenInFlight(cfg.Dir, rank, size, host); err == nil {
+		s.rec.SetInFlight(fl)
+	} else if cfg.Warn != nil {
+		cfg.Warn(fmt.Errorf("rank %d: %w", rank, err))
+	}
 	inner := raw
 	if cfg.Inner != nil {
 		inner = cfg.Inner
@@ -268,7 +273,16 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 			end = clocks
 		}
 	}
+	// The in-flight state of a rank that failed keeps where it was.
+	fl := s.rec.InFlight()
+	if runErr == nil && ctx.Err() == nil {
+		fl.SetState(trace.InFlightFinalizing, s.rec.Now())
+	}
 	err := s.rec.Close()
+	if runErr == nil && ctx.Err() == nil {
+		fl.SetState(trace.InFlightFinished, s.rec.Now())
+	}
+	_ = fl.Close()
 	if cerr := s.file.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("recording: closing %s: %w", s.Path(), cerr)
 	}

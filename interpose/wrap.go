@@ -136,6 +136,7 @@ type Comm struct {
 	rec   *Recorder
 	comms *comms
 	name  string
+	world atomic.Pointer[[]int] // members, once worked out
 }
 
 var _ collectives.Communicator = (*Comm)(nil)
@@ -167,6 +168,45 @@ type call struct {
 }
 
 func (c *Comm) begin() call { return call{seq: c.seq(), start: c.rec.Now(), step: c.rec.Step()} }
+
+// enter begins a blocking call: its number, and the in-flight state
+// showing the rank inside it until exit.
+func (c *Comm) enter(op collectives.Op, buf collectives.Buffer, root int) call {
+	k := c.begin()
+	if fl := c.rec.InFlight(); fl != nil {
+		dt := ""
+		if buf.DType() != 0 {
+			dt = buf.DType().String()
+		}
+		wroot := -1
+		if root >= 0 {
+			wroot = c.inner.WorldRank(root)
+		}
+		fl.Enter(op.String(), c.name, c.members(), k.seq, int64(len(buf.Bytes())), dt, wroot, k.start)
+	}
+	return k
+}
+
+// exit ends a blocking call in the in-flight state.
+func (c *Comm) exit(err error) { c.rec.InFlight().Exit(c.rec.Now(), err) }
+
+// members are the world ranks of the communicator, worked out once.
+func (c *Comm) members() []int {
+	if m := c.world.Load(); m != nil {
+		return *m
+	}
+	m := make([]int, c.inner.Size())
+	for i := range m {
+		m[i] = c.inner.WorldRank(i)
+	}
+	c.world.Store(&m)
+	return m
+}
+
+// EnterCall shows a call as entered in the in-flight state without making
+// it: an injected kill (package inject) enters the call it kills the rank
+// in.
+func (c *Comm) EnterCall(op collectives.Op, buf collectives.Buffer, root int) { c.enter(op, buf, root) }
 
 func (c *Comm) record(op collectives.Op, buf collectives.Buffer, root int, k call) {
 	c.recordAt(op, buf, root, k, c.rec.Now())
@@ -204,8 +244,9 @@ func (c *Comm) Recorder() *Recorder { return c.rec }
 
 // AllReduce implements collectives.Communicator.
 func (c *Comm) AllReduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp) error {
-	k := c.begin()
+	k := c.enter(collectives.OpAllReduce, buf, -1)
 	err := c.inner.AllReduce(ctx, buf, op)
+	c.exit(err)
 	if err == nil {
 		c.record(collectives.OpAllReduce, buf, -1, k)
 	}
@@ -287,8 +328,9 @@ func (r *request) Completed() time.Time { return r.inner.Completed() }
 
 // Broadcast implements collectives.Communicator.
 func (c *Comm) Broadcast(ctx context.Context, buf collectives.Buffer, root int) error {
-	k := c.begin()
+	k := c.enter(collectives.OpBroadcast, buf, root)
 	err := c.inner.Broadcast(ctx, buf, root)
+	c.exit(err)
 	if err == nil {
 		c.record(collectives.OpBroadcast, buf, root, k)
 	}
@@ -303,8 +345,9 @@ func (c *Comm) IBroadcast(ctx context.Context, buf collectives.Buffer, root int)
 
 // Reduce implements collectives.Communicator.
 func (c *Comm) Reduce(ctx context.Context, buf collectives.Buffer, op collectives.ReduceOp, root int) error {
-	k := c.begin()
+	k := c.enter(collectives.OpReduce, buf, root)
 	err := c.inner.Reduce(ctx, buf, op, root)
+	c.exit(err)
 	if err == nil {
 		c.record(collectives.OpReduce, buf, root, k)
 	}
@@ -314,8 +357,9 @@ func (c *Comm) Reduce(ctx context.Context, buf collectives.Buffer, op collective
 // AllGather implements collectives.Communicator; bytes are the whole
 // output buffer's, as nccl-tests counts them.
 func (c *Comm) AllGather(ctx context.Context, in, out collectives.Buffer) error {
-	k := c.begin()
+	k := c.enter(collectives.OpAllGather, out, -1)
 	err := c.inner.AllGather(ctx, in, out)
+	c.exit(err)
 	if err == nil {
 		c.record(collectives.OpAllGather, out, -1, k)
 	}
@@ -325,8 +369,9 @@ func (c *Comm) AllGather(ctx context.Context, in, out collectives.Buffer) error 
 // ReduceScatter implements collectives.Communicator; bytes are the whole
 // input buffer's.
 func (c *Comm) ReduceScatter(ctx context.Context, in, out collectives.Buffer, op collectives.ReduceOp) error {
-	k := c.begin()
+	k := c.enter(collectives.OpReduceScatter, in, -1)
 	err := c.inner.ReduceScatter(ctx, in, out, op)
+	c.exit(err)
 	if err == nil {
 		c.record(collectives.OpReduceScatter, in, -1, k)
 	}
@@ -335,8 +380,9 @@ func (c *Comm) ReduceScatter(ctx context.Context, in, out collectives.Buffer, op
 
 // Barrier implements collectives.Communicator.
 func (c *Comm) Barrier(ctx context.Context) error {
-	k := c.begin()
+	k := c.enter(collectives.OpBarrier, collectives.Buffer{}, -1)
 	err := c.inner.Barrier(ctx)
+	c.exit(err)
 	if err == nil {
 		c.record(collectives.OpBarrier, collectives.Buffer{}, -1, k)
 	}

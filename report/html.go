@@ -40,6 +40,7 @@ type page struct {
 	Findings   []string
 	Problems   []string
 	Injected   []string // faults injected on purpose, as the manifest lists them
+	Diagnosis  []string // the doctor's diagnosis of a run that hung or failed
 	Notes      []string // what the page cannot show about this run, and why
 	Config     [][2]string
 	ConfigA    [][2]string // diff: keys that differ, A and B
@@ -130,6 +131,9 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	}
 	p.Problems = append(p.Problems, s.Problems...)
 	p.Injected = s.Run.Injected
+	if d := s.Diagnosis; !d.Healthy() {
+		p.Diagnosis = append([]string{"verdict: " + d.Verdict + culpritText(d)}, d.Summary...)
+	}
 	switch {
 	case s.IsUnknown("compute") && s.IsUnknown("exposed"):
 		p.Notes = append(p.Notes, "The compute spans of this run are the tool's own phases, not the program's work: compute, and how much communication the program waited for (exposed) or hid behind its work (overlapped), are unknown and shown as —.")
@@ -634,4 +638,12 @@ func criticalPathIntro(s *analyze.Summary) string {
 	}
 	return fmt.Sprintf("What set the length of %s: the chain of work and waits from its start to its end across ranks, as the replay of the run found it. On it: %s, and %s moving data.",
 		what, strings.Join(parts, ", "), units.Duration(float64(cp.CommNS)))
+}
+
+// culpritText names a diagnosis's culprits after its verdict.
+func culpritText(d *analyze.Diagnosis) string {
+	if len(d.Culprits) == 0 {
+		return ""
+	}
+	return "; culprit: " + analyze.RankList(d.Culprits)
 }

@@ -48,5 +48,6 @@ records each MPI call (docs/mpi.md).`,
 	f.BoolVar(&o.Force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded); a run that failed before recording any event is replaced without it")
 	f.StringVar(&o.MPI, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
 	injectFlag(cmd, &o.Inject)
+	stallFlags(cmd, &o.Stall)
 	return cmd
 }

@@ -89,7 +89,7 @@ tables and diffs.`,
 	})
 	root.AddCommand(newVersionCmd(ios), newBenchCmd(args, ios), newRecordCmd(args, ios), newDumpCmd(ios), newTrainCmd(args, ios),
 		newStatsCmd(ios), newDiffCmd(ios), newPredictCmd(ios), newReportCmd(ios), newExportCmd(ios), newServeCmd(ios),
-		newCalibrateCmd(ios), newSweepCmd(ios), newImportCmd(ios))
+		newCalibrateCmd(ios), newSweepCmd(ios), newImportCmd(ios), newDoctorCmd(ios))
 	root.AddCommand(&cobra.Command{Use: inject.HelperArg, Hidden: true, DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error { return inject.RunHelper(cmd.Context(), args) }})
 	return root

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -71,6 +72,7 @@ func runStats(ctx context.Context, ios *iostreams.IOStreams, o *statsOptions, di
 	for _, p := range s.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
 	}
+	driver.AttachDiagnosis(ctx, dir, s)
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	switch o.format {
@@ -81,6 +83,10 @@ func runStats(ctx context.Context, ios *iostreams.IOStreams, o *statsOptions, di
 	case "csv":
 		t, _ := report.View(s, o.by, true)
 		return t.WriteCSV(w)
+	}
+	if !s.Diagnosis.Healthy() {
+		_ = report.WriteDiagnosis(w, s.Diagnosis)
+		fmt.Fprintln(w)
 	}
 	report.WriteOverview(w, s)
 	t, _ := report.View(s, o.by, false)

@@ -132,7 +132,11 @@ func Take(dir string, force bool) (*Dir, error) {
 		return nil, fmt.Errorf("run directory %s already holds a run; choose another --out, or --force to replace it", dir)
 	}
 	for _, n := range runFiles {
-		if err := os.Remove(filepath.Join(dir, n)); err != nil {
+		rm := os.Remove
+		if n == trace.InFlightDir {
+			rm = os.RemoveAll
+		}
+		if err := rm(filepath.Join(dir, n)); err != nil {
 			d.Release()
 			return nil, fmt.Errorf("replacing the run in %s: %w", dir, err)
 		}
@@ -191,6 +195,8 @@ func failedEmpty(dir string, runFiles []string) bool {
 func ownFile(name string) bool {
 	switch {
 	case name == trace.ManifestFile, name == ReportFile, strings.HasPrefix(name, trace.ManifestFile+".tmp"):
+		return true
+	case name == trace.InFlightDir, name == trace.StallText, name == trace.StallJSON:
 		return true
 	case strings.HasPrefix(name, "rank-") && (strings.HasSuffix(name, ".arrows") || strings.Contains(name, ".arrows.")):
 		return true

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,6 +124,14 @@ int32_t cp_dict_add(int d, const char *s)
 	}
 	pthread_mutex_unlock(&D.mu);
 	return id;
+}
+
+void cp_dict_value(int d, int32_t id, char *out, size_t n)
+{
+	pthread_mutex_lock(&D.mu);
+	const char *s = id >= D.base[d] && id < D.n[d] ? D.v[d][id - D.base[d]] : "";
+	snprintf(out, n, "%s", s);
+	pthread_mutex_unlock(&D.mu);
 }
 
 int64_t cp_dict_held(int d)

@@ -142,6 +142,7 @@ CP_HIDDEN int32_t cp_dict_add(int d, const char *s); /* registers a string: its 
 CP_HIDDEN int64_t cp_buf_events(void);
 CP_HIDDEN void cp_buf_flush(void);             /* writes what was recorded so far, now */
 CP_HIDDEN int64_t cp_dict_held(int d);         /* strings of dictionary d held in memory */
+CP_HIDDEN void cp_dict_value(int d, int32_t id, char *out, size_t n); /* the string of id, if still held */
 
 /* ipc.c */
 struct cp_cols;
@@ -228,10 +229,32 @@ CP_HIDDEN void cp_tables_memory(struct cp_memory *m);
 struct cp_call {
 	int64_t start, seq;
 	const struct cp_comm *c;
+	int mismatch; /* an injected mismatch replaces this call (inject.c) */
 };
 CP_HIDDEN const struct cp_comm *cp_begin(struct cp_call *k, MPI_Comm comm); /* numbers a collective */
 CP_HIDDEN void cp_started(const struct cp_call *k, int rc, MPI_Request req, int name, int64_t bytes, int32_t dtype,
 			  int root); /* remembers a non-blocking collective that started */
+
+/* inflight.c: the rank's in-flight state, a mapped file that record and
+ * doctor read (trace/inflight.go has its layout). States: */
+enum { CP_IF_STARTING, CP_IF_COMPUTING, CP_IF_BLOCKED, CP_IF_FINALIZING, CP_IF_FINISHED, CP_IF_ABORTED };
+/* Kinds of call: */
+enum { CP_IFK_COLLECTIVE, CP_IFK_SEND, CP_IFK_RECV, CP_IFK_WAIT, CP_IFK_OTHER };
+CP_HIDDEN void cp_if_open(const char *host);
+/* Times are the caller's cp_now() readings, so that the state costs no
+ * clock reading of its own. */
+CP_HIDDEN void cp_if_enter(int kind, const char *op, const struct cp_comm *c, int64_t seq, int64_t bytes, int32_t dtype,
+			   int32_t root, int32_t peer, MPI_Op redop, int64_t now);
+CP_HIDDEN void cp_if_exit(int rc, int64_t now); /* the call entered last returned rc */
+CP_HIDDEN void cp_if_progress(int64_t now);     /* a request completed outside a blocking call */
+CP_HIDDEN void cp_if_state(int state, int64_t code);
+
+/* inject.c: COMMPROF_INJECT's hang, mismatch and kill faults for this rank */
+CP_HIDDEN void cp_inject_init(void);
+CP_HIDDEN int cp_inject_call(void);    /* at each collective call: hangs here, or 1 if a mismatch replaces it */
+CP_HIDDEN void cp_inject_entered(void); /* the call is entered: a kill acts */
+CP_HIDDEN void cp_inject_plan(int name, int64_t bytes, int *made, int64_t *made_bytes);
+CP_HIDDEN int cp_inject_mismatch(int made, int64_t bytes, int root, MPI_Comm comm);
 
 /* setup.c */
 CP_HIDDEN int cp_start(int64_t init_start, int provided);

@@ -598,6 +598,8 @@ int cp_start(int64_t init_start, int provided)
 		write_manifest("running");
 	atexit(at_exit);
 	pthread_atfork(NULL, NULL, at_fork_child);
+	cp_if_open(me.name);
+	cp_inject_init();
 
 	int64_t now = cp_now();
 	mark(N_MARK_COMM, cp_world.id, now, cp_world.rank, cp_world.size);

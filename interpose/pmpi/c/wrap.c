@@ -35,6 +35,7 @@ static inline struct cp_comm *begin(struct cp_call *k, MPI_Comm comm)
 	struct cp_comm *c = cp_comm(comm);
 	k->c = c;
 	k->seq = next_seq(c);
+	k->mismatch = c != NULL && cp_inject_call();
 	return c;
 }
 
@@ -88,6 +89,14 @@ static inline int is_root(const struct cp_comm *c, int root)
 
 static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 
+/* if_coll notes in the in-flight state that a blocking collective is
+ * entered (inflight.c). */
+static inline void if_coll(const struct cp_call *k, int name, int64_t bytes, int32_t dtype, int root, MPI_Op redop)
+{
+	cp_if_enter(CP_IFK_COLLECTIVE, cp_names[name], k->c, k->seq, bytes, dtype,
+		    root < 0 ? -1 : cp_world_rank(k->c, root), -1, redop, k->start);
+}
+
 /* Each collective is defined twice, blocking and not, from one body:
  * ARGS computes bytes, dtype and root before the call. */
 #define COLLECTIVE(NAME, IN, PARAMS, ARGS, COMM, ROOT, BODY)                                      \
@@ -101,11 +110,20 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 			return PMPI_##NAME ARGS;                                                  \
 		int64_t bytes = 0;                                                                \
 		struct cp_type t = {0, 0};                                                        \
+		MPI_Op redop = MPI_OP_NULL;                                                       \
 		(void)c;                                                                          \
 		BODY;                                                                             \
+		int name_ = IN;                                                                   \
+		if (k.mismatch) {                                                                 \
+			cp_inject_plan(IN, bytes, &name_, &bytes);                                \
+			t = cp_type(MPI_BYTE);                                                    \
+		}                                                                                 \
 		k.start = cp_now();                                                               \
-		int rc = PMPI_##NAME ARGS;                                                        \
-		done(&k, cp_now(), rc, IN, bytes, t.id, ROOT);                                    \
+		if_coll(&k, name_, bytes, t.id, ROOT, redop);                                     \
+		int rc = k.mismatch ? cp_inject_mismatch(name_, bytes, ROOT, COMM) : PMPI_##NAME ARGS; \
+		int64_t end_ = cp_now();                                                          \
+		cp_if_exit(rc, end_);                                                             \
+		done(&k, end_, rc, name_, bytes, t.id, ROOT);                                     \
 		return rc;                                                                        \
 	}
 
@@ -120,7 +138,9 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 			return PMPI_##NAME ARGS;                                                  \
 		int64_t bytes = 0;                                                                \
 		struct cp_type t = {0, 0};                                                        \
+		MPI_Op redop = MPI_OP_NULL;                                                       \
 		(void)c;                                                                          \
+		(void)redop;                                                                      \
 		BODY;                                                                             \
 		k.start = cp_now();                                                               \
 		int rc = PMPI_##NAME ARGS;                                                        \
@@ -132,6 +152,7 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 
 /* Bodies shared by the blocking and non-blocking forms. */
 #define B_COUNT (t = cp_type(dt), bytes = (int64_t)count * t.size)
+#define B_RED (B_COUNT, redop = op)
 #define B_ALLGATHER (t = cp_type(rt), bytes = (int64_t)rc_ * t.size * size_of(c))
 #define B_ALLGATHERV (t = cp_type(rt), bytes = sum(rcs, size_of(c)) * t.size)
 #define B_GATHER                                                                   \
@@ -154,8 +175,8 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 		t = cp_type(st), bytes = sum(scs, size_of(c)) * t.size;       \
 	else if (!c->inter || root != MPI_PROC_NULL)                           \
 		t = cp_type(rt), bytes = (int64_t)rc_ * t.size
-#define B_RSBLOCK (t = cp_type(dt), bytes = (int64_t)rc_ * t.size * (c && !c->inter ? c->size : 0))
-#define B_RS (t = cp_type(dt), bytes = sum(rcs, c && !c->inter ? c->size : 0) * t.size)
+#define B_RSBLOCK (redop = op, t = cp_type(dt), bytes = (int64_t)rc_ * t.size * (c && !c->inter ? c->size : 0))
+#define B_RS (redop = op, t = cp_type(dt), bytes = sum(rcs, c && !c->inter ? c->size : 0) * t.size)
 #define B_ALLTOALL                                                          \
 	if (s == MPI_IN_PLACE)                                              \
 		t = cp_type(rt), bytes = (int64_t)rc_ * t.size * size_of(c);\
@@ -176,20 +197,20 @@ static inline int size_of(const struct cp_comm *c) { return c ? c->size : 0; }
 
 COLLECTIVE(Allreduce, N_ALLREDUCE,
 	   P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
-	   P(s, r, count, dt, op, comm), comm, -1, B_COUNT)
+	   P(s, r, count, dt, op, comm), comm, -1, B_RED)
 ICOLLECTIVE(Iallreduce, N_ALLREDUCE,
 	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
-	    P(s, r, count, dt, op, comm, req), comm, -1, B_COUNT)
+	    P(s, r, count, dt, op, comm, req), comm, -1, B_RED)
 COLLECTIVE(Bcast, N_BROADCAST, P(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm),
 	   P(buf, count, dt, root, comm), comm, root, B_COUNT)
 ICOLLECTIVE(Ibcast, N_BROADCAST, P(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm, MPI_Request *req),
 	    P(buf, count, dt, root, comm, req), comm, root, B_COUNT)
 COLLECTIVE(Reduce, N_REDUCE,
 	   P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm),
-	   P(s, r, count, dt, op, root, comm), comm, root, B_COUNT)
+	   P(s, r, count, dt, op, root, comm), comm, root, B_RED)
 ICOLLECTIVE(Ireduce, N_REDUCE,
 	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, MPI_Request *req),
-	    P(s, r, count, dt, op, root, comm, req), comm, root, B_COUNT)
+	    P(s, r, count, dt, op, root, comm, req), comm, root, B_RED)
 COLLECTIVE(Allgather, N_ALLGATHER,
 	   P(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, MPI_Comm comm),
 	   P(s, sc, st, r, rc_, rt, comm), comm, -1, B_ALLGATHER)
@@ -271,15 +292,15 @@ ICOLLECTIVE(Ialltoallw, N_ALLTOALLW,
 COLLECTIVE(Barrier, N_BARRIER, P(MPI_Comm comm), P(comm), comm, -1, (void)0)
 ICOLLECTIVE(Ibarrier, N_BARRIER, P(MPI_Comm comm, MPI_Request *req), P(comm, req), comm, -1, (void)0)
 COLLECTIVE(Scan, N_SCAN, P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
-	   P(s, r, count, dt, op, comm), comm, -1, B_COUNT)
+	   P(s, r, count, dt, op, comm), comm, -1, B_RED)
 ICOLLECTIVE(Iscan, N_SCAN,
 	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
-	    P(s, r, count, dt, op, comm, req), comm, -1, B_COUNT)
+	    P(s, r, count, dt, op, comm, req), comm, -1, B_RED)
 COLLECTIVE(Exscan, N_EXSCAN, P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm),
-	   P(s, r, count, dt, op, comm), comm, -1, B_COUNT)
+	   P(s, r, count, dt, op, comm), comm, -1, B_RED)
 ICOLLECTIVE(Iexscan, N_EXSCAN,
 	    P(const void *s, void *r, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request *req),
-	    P(s, r, count, dt, op, comm, req), comm, -1, B_COUNT)
+	    P(s, r, count, dt, op, comm, req), comm, -1, B_RED)
 
 /* ---- point-to-point ---- */
 
@@ -316,8 +337,11 @@ static inline int received(struct cp_event *e, const struct cp_comm *c, const MP
 		struct cp_type t = cp_type(dt);                                                         \
 		const struct cp_comm *c = cp_comm(comm);                                                \
 		int64_t start = cp_now();                                                               \
+		cp_if_enter(CP_IFK_SEND, "send", c, tag, (int64_t)count * t.size, t.id, -1,            \
+			    cp_world_rank(c, dest), MPI_OP_NULL, start);                                       \
 		int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm);                                  \
 		int64_t end = cp_now();                                                                 \
+		cp_if_exit(rc, end);                                                                         \
 		if (rc == MPI_SUCCESS) {                                                                \
 			struct cp_event e = p2p_event(K_SEND, start, (int64_t)count * t.size, t.id, c, dest, tag); \
 			e.dur = end - start;                                                            \
@@ -364,8 +388,11 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
 	struct cp_type t = cp_type(dt);
 	const struct cp_comm *c = cp_comm(comm);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_RECV, "recv", c, tag, (int64_t)count * t.size, t.id, -1, src == MPI_ANY_SOURCE ? -2 : cp_world_rank(c, src),
+		    MPI_OP_NULL, start);
 	int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
 	int64_t end = cp_now();
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS) {
 		struct cp_event e = p2p_event(K_RECV, start, (int64_t)count * t.size, t.id, c, src, tag);
 		e.dur = end - start;
@@ -408,8 +435,11 @@ int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *st
 {
 	if (!ON() || src == MPI_PROC_NULL)
 		return PMPI_Mprobe(src, tag, comm, msg, st);
+	const struct cp_comm *c = cp_comm(comm);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_RECV, "recv", c, tag, 0, 0, -1, src == MPI_ANY_SOURCE ? -2 : cp_world_rank(c, src), MPI_OP_NULL, start);
 	int rc = PMPI_Mprobe(src, tag, comm, msg, st);
+	cp_if_exit(rc, cp_now());
 	probed(rc, start, msg, comm);
 	return rc;
 }
@@ -480,8 +510,11 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
 	struct cp_type ts = cp_type(stype), tr = cp_type(rtype);
 	const struct cp_comm *c = cp_comm(comm);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_RECV, "sendrecv", c, rtag, (int64_t)rcount * tr.size, tr.id, -1,
+		    src == MPI_ANY_SOURCE ? -2 : src == MPI_PROC_NULL ? -1 : cp_world_rank(c, src), MPI_OP_NULL, start);
 	int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, st);
 	int64_t end = cp_now();
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS) {
 		if (dest != MPI_PROC_NULL) {
 			struct cp_event e = p2p_event(K_SEND, start, (int64_t)scount * ts.size, ts.id, c, dest, stag);
@@ -548,6 +581,7 @@ static void complete(struct cp_req *q, const MPI_Status *st, int64_t wait_start,
 		PMPI_Test_cancelled(st, &flag);
 		keep = !flag;
 	}
+	cp_if_progress(end);
 	if (keep) {
 		e->dur = end - e->start;
 		cp_record(e);
@@ -608,8 +642,10 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st)
 		st = &mine;
 	MPI_Request h = *req;
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Wait(req, st);
 	int64_t end = cp_now();
+	cp_if_exit(rc, end);
 	struct cp_req q;
 	if (rc == MPI_SUCCESS && cp_req_take(h, &q))
 		complete(&q, st, start, end);
@@ -656,8 +692,10 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
 	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Waitall(n, reqs, st);
 	int64_t end = cp_now();
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
 		completed_all(n, scratch.req, reqs, st, start, end);
 	return rc;
@@ -687,8 +725,10 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 		st = &mine;
 	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Waitany(n, reqs, index, st);
 	int64_t end = cp_now();
+	cp_if_exit(rc, end);
 	struct cp_req q;
 	if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED && cp_req_take(scratch.req[*index], &q))
 		complete(&q, st, start, end);
@@ -729,8 +769,10 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[
 	MPI_Status *st = sts == MPI_STATUSES_IGNORE ? scratch.st : sts;
 	memcpy(scratch.req, reqs, sizeof *reqs * (size_t)n);
 	int64_t start = cp_now();
+	cp_if_enter(CP_IFK_WAIT, "wait", NULL, -1, 0, 0, -1, -1, MPI_OP_NULL, start);
 	int rc = PMPI_Waitsome(n, reqs, out, idx, st);
 	int64_t end = cp_now();
+	cp_if_exit(rc, end);
 	if (rc == MPI_SUCCESS && *out != MPI_UNDEFINED)
 		completed_some(*out, idx, st, start, end);
 	return rc;
@@ -816,7 +858,11 @@ static inline int32_t next_child(struct cp_comm *c)
 		struct cp_comm *c = begin(&k, comm);                         \
 		int32_t n = next_child(c);                                   \
 		k.start = cp_now();                                          \
+		if (on)                                                      \
+			if_coll(&k, IN, 0, 0, -1, MPI_OP_NULL);              \
 		int rc = PMPI_##NAME ARGS;                                   \
+		if (on)                                                      \
+			cp_if_exit(rc, cp_now());                                      \
 		if (on)                                                      \
 			done(&k, cp_now(), rc, IN, 0, 0, -1);                \
 		if (rc == MPI_SUCCESS)                                       \
@@ -1060,14 +1106,17 @@ int MPI_Finalize(void)
 	if (!LIVE() && !cp.joined)
 		return PMPI_Finalize();
 	int64_t t = cp_now();
+	cp_if_state(CP_IF_FINALIZING, 0);
 	cp_finish_mpi();
 	int rc = PMPI_Finalize();
 	cp_finish(t, cp_now());
+	cp_if_state(CP_IF_FINISHED, 0);
 	return rc;
 }
 
 int MPI_Abort(MPI_Comm comm, int code)
 {
+	cp_if_state(CP_IF_ABORTED, code);
 	cp_abort(code);
 	return PMPI_Abort(comm, code);
 }
