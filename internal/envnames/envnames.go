@@ -33,4 +33,10 @@ const (
 	PMPILibrary = "COMMPROF_PMPI_LIB"
 	// MPI names the MPI (openmpi, mpich) a launcher belongs to.
 	MPI = "COMMPROF_MPI"
+	// Sample is how often each rank samples its memory, CPU time and
+	// energy: a period (100ms, the default), a rate (10hz) or off.
+	Sample = "COMMPROF_SAMPLE"
+	// Powercap is the directory the energy counters are read from
+	// (default /sys/class/powercap).
+	Powercap = "COMMPROF_POWERCAP"
 )

@@ -1,0 +1,261 @@
+package analyze
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// The counters ranks sample (trace kind "sample"; docs/metrics.md): the
+// names commprof's runtime and the PMPI library write.
+const (
+	SampleRSS        = "rss_bytes"
+	SamplePeakRSS    = "peak_rss_bytes"
+	SampleCPUUser    = "cpu_user_ns"
+	SampleCPUSystem  = "cpu_system_ns"
+	SampleEnergyPkg  = "energy_pkg_uj"
+	SampleEnergyDRAM = "energy_dram_uj"
+)
+
+// NoEnergy is what a summary says when no rank recorded energy.
+const NoEnergy = "this host exposes no energy counters (no readable RAPL domain under /sys/class/powercap, no NVML): energy is not measured"
+
+// MemoryPoints bounds the points of each rank's memory series.
+const MemoryPoints = 400
+
+// Resources is what the ranks' samples say about memory, CPU and energy
+// over the run (docs/metrics.md).
+type Resources struct {
+	// Sampled is whether any rank recorded samples; the rest is 0 when not.
+	Sampled bool `json:"sampled"`
+	// PeriodNS is the median time between two of a rank's memory readings.
+	PeriodNS int64 `json:"period_ns"`
+	// PeakRank is the rank of the highest peak resident memory, -1 when none.
+	PeakRank     int   `json:"peak_rss_rank"`
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// MeanPeakRSSBytes is the ranks' peaks averaged.
+	MeanPeakRSSBytes int64 `json:"mean_peak_rss_bytes"`
+	// Memory is each rank's resident memory over time, at most
+	// MemoryPoints points a rank (the largest reading of each interval
+	// when there are more).
+	Memory []MemorySeries `json:"memory"`
+	Energy Energy         `json:"energy"`
+}
+
+// MemorySeries is one rank's resident memory over time.
+type MemorySeries struct {
+	Rank int `json:"rank"`
+	// AtNS are times since the run's first event (RunInfo.FirstNS).
+	AtNS     []int64 `json:"at_ns"`
+	RSSBytes []int64 `json:"rss_bytes"`
+}
+
+// Energy is the energy the hosts' counters measured over the run.
+type Energy struct {
+	// Measured is whether any host recorded energy; Note says why not.
+	Measured bool   `json:"measured"`
+	Note     string `json:"note,omitempty"`
+	Hosts    int    `json:"hosts"` // hosts (ranks recording energy)
+	// PackageJ and DRAMJ are the RAPL package and DRAM domains' energy
+	// from the first reading to the last, summed over hosts, J.
+	PackageJ float64 `json:"package_j"`
+	DRAMJ    float64 `json:"dram_j"`
+	// SpanNS is the time the readings span (the longest host's).
+	SpanNS int64 `json:"span_ns"`
+	// Watts is (PackageJ + DRAMJ) over SpanNS.
+	Watts float64 `json:"watts"`
+	// PerStepJ is the mean over steps of StepStats.EnergyJ, 0 without steps.
+	PerStepJ float64 `json:"per_step_j"`
+	// PerSampleJ is PerStepJ over the global batch (RunInfo.SamplesPerStep).
+	PerSampleJ float64 `json:"per_sample_j"`
+}
+
+type samplePt struct {
+	at int64
+	v  float64
+}
+
+// resourceAcc is one rank's samples.
+type resourceAcc struct {
+	rss, cpuUser, cpuSys, pkg, dram []samplePt
+	peak                            float64
+}
+
+func (rs *RankSummarizer) sample(name int32, at int64, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return
+	}
+	a := &rs.res
+	switch rs.s.str(name) {
+	case SampleRSS:
+		a.rss = append(a.rss, samplePt{at, v})
+	case SamplePeakRSS:
+		a.peak = max(a.peak, v)
+	case SampleCPUUser:
+		a.cpuUser = append(a.cpuUser, samplePt{at, v})
+	case SampleCPUSystem:
+		a.cpuSys = append(a.cpuSys, samplePt{at, v})
+	case SampleEnergyPkg:
+		a.pkg = append(a.pkg, samplePt{at, v})
+	case SampleEnergyDRAM:
+		a.dram = append(a.dram, samplePt{at, v})
+	}
+}
+
+func sortPts(p []samplePt) {
+	slices.SortStableFunc(p, func(a, b samplePt) int {
+		switch {
+		case a.at < b.at:
+			return -1
+		case a.at > b.at:
+			return 1
+		}
+		return 0
+	})
+}
+
+// rise is the last reading of a cumulative counter minus the first.
+func rise(p []samplePt) float64 {
+	if len(p) < 2 {
+		return 0
+	}
+	return max(p[len(p)-1].v-p[0].v, 0)
+}
+
+// at interpolates a cumulative counter at t, clamped to its readings.
+func at(p []samplePt, t int64) float64 {
+	i := sort.Search(len(p), func(i int) bool { return p[i].at >= t })
+	switch {
+	case i == 0:
+		return p[0].v
+	case i == len(p):
+		return p[len(p)-1].v
+	}
+	a, b := p[i-1], p[i]
+	if b.at == a.at {
+		return b.v
+	}
+	return a.v + (b.v-a.v)*float64(t-a.at)/float64(b.at-a.at)
+}
+
+// resources fills the ranks' sample figures in st (indexed like ranks)
+// and the steps' energy, and returns the run's.
+func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []StepStats, samplesPerStep int) Resources {
+	out := Resources{PeakRank: -1, Memory: []MemorySeries{}, Energy: Energy{Note: NoEnergy}}
+	var gaps []int64
+	var first int64
+	var spanned bool
+	for _, rs := range ranks {
+		if rs.spanned && (!spanned || rs.first < first) {
+			first, spanned = rs.first, true
+		}
+	}
+	var peaks int64
+	var energy [][2][]samplePt
+	for i, rs := range ranks {
+		a := &rs.res
+		for _, p := range [][]samplePt{a.rss, a.cpuUser, a.cpuSys, a.pkg, a.dram} {
+			sortPts(p)
+		}
+		if len(a.pkg) > 1 || len(a.dram) > 1 {
+			energy = append(energy, [2][]samplePt{a.pkg, a.dram})
+		}
+		if len(a.rss) == 0 {
+			continue
+		}
+		out.Sampled = true
+		r := &st[i]
+		r.Samples = len(a.rss)
+		r.BaseRSSBytes = int64(a.rss[0].v)
+		peak := a.peak
+		var area float64
+		for j, p := range a.rss {
+			peak = max(peak, p.v)
+			if j > 0 {
+				gaps = append(gaps, p.at-a.rss[j-1].at)
+				// The reading holds until the next one.
+				area += a.rss[j-1].v * float64(p.at-a.rss[j-1].at)
+			}
+		}
+		r.PeakRSSBytes = int64(peak)
+		r.SampledNS = a.rss[len(a.rss)-1].at - a.rss[0].at
+		if r.SampledNS > 0 {
+			r.MeanRSSBytes = int64(area / float64(r.SampledNS))
+		} else {
+			r.MeanRSSBytes = int64(a.rss[0].v)
+		}
+		r.CPUUserNS, r.CPUSystemNS = int64(rise(a.cpuUser)), int64(rise(a.cpuSys))
+		if r.SampledNS > 0 {
+			r.CPUUtil = float64(r.CPUUserNS+r.CPUSystemNS) / float64(r.SampledNS)
+		}
+		if r.PeakRSSBytes > out.PeakRSSBytes || out.PeakRank < 0 {
+			out.PeakRank, out.PeakRSSBytes = r.Rank, r.PeakRSSBytes
+		}
+		peaks += r.PeakRSSBytes
+		out.Memory = append(out.Memory, memorySeries(r.Rank, a.rss, first))
+	}
+	if n := len(out.Memory); n > 0 {
+		out.MeanPeakRSSBytes = peaks / int64(n)
+	}
+	if len(gaps) > 0 {
+		slices.Sort(gaps)
+		out.PeriodNS = gaps[len(gaps)/2]
+	}
+	if len(energy) == 0 {
+		return out
+	}
+	e := &out.Energy
+	e.Measured, e.Note, e.Hosts = true, "", len(energy)
+	for _, h := range energy {
+		e.PackageJ += rise(h[0]) / 1e6
+		e.DRAMJ += rise(h[1]) / 1e6
+		for _, p := range h {
+			if len(p) > 1 {
+				e.SpanNS = max(e.SpanNS, p[len(p)-1].at-p[0].at)
+			}
+		}
+	}
+	if e.SpanNS > 0 {
+		e.Watts = (e.PackageJ + e.DRAMJ) / (float64(e.SpanNS) / 1e9)
+	}
+	var sum float64
+	for i := range steps {
+		t0 := steps[i].StartNS
+		t1 := t0 + steps[i].MaxNS
+		var j float64
+		for _, h := range energy {
+			for _, p := range h {
+				if len(p) > 1 {
+					j += (at(p, t1) - at(p, t0)) / 1e6
+				}
+			}
+		}
+		steps[i].EnergyJ = j
+		sum += j
+	}
+	if len(steps) > 0 {
+		e.PerStepJ = sum / float64(len(steps))
+		if samplesPerStep > 0 {
+			e.PerSampleJ = e.PerStepJ / float64(samplesPerStep)
+		}
+	}
+	return out
+}
+
+// memorySeries is rss as a series of at most MemoryPoints points, times
+// since first: each interval's largest reading, so no peak is lost.
+func memorySeries(rank int, rss []samplePt, first int64) MemorySeries {
+	m := MemorySeries{Rank: rank}
+	per := (len(rss) + MemoryPoints - 1) / MemoryPoints
+	for i := 0; i < len(rss); i += per {
+		best := rss[i]
+		for _, p := range rss[i:min(i+per, len(rss))] {
+			if p.v > best.v {
+				best = p
+			}
+		}
+		m.AtNS = append(m.AtNS, best.at-first)
+		m.RSSBytes = append(m.RSSBytes, int64(best.v))
+	}
+	return m
+}

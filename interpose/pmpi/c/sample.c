@@ -1,0 +1,240 @@
+/* The sampling thread: the process's resident memory, its peak, its user
+ * and system CPU time, and on the first rank of each host the host's
+ * RAPL energy counters, recorded as sample events (kind "sample", name
+ * the counter, value the reading) once when recording starts, every
+ * COMMPROF_SAMPLE (default 100ms; "off" or 0 for none; a rate such as
+ * 10hz) and once when it stops. commprof's own ranks sample the same
+ * counters under the same names (interpose/sample.go); docs/metrics.md
+ * defines them.
+ *
+ * The thread records through cp_record into a chunk of its own, like any
+ * recording thread, and takes no lock the program's threads hold across
+ * an MPI call; it sleeps on its own condition variable, so stopping it is
+ * immediate, and it blocks every signal, so the program's go to the
+ * program's threads.
+ */
+#define _GNU_SOURCE
+#include "cp.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define MAX_DOMAINS 16
+
+struct domain {
+	int name;          /* N_SAMPLE_ENERGY_PKG or N_SAMPLE_ENERGY_DRAM */
+	char path[512];    /* its energy_uj */
+	uint64_t max;      /* max_energy_range_uj: the counter wraps from max to 0 */
+	uint64_t last, total;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t wake;
+	pthread_t thread;
+	int running, stop;
+	int64_t every; /* ns */
+	int statm;     /* /proc/self/statm, kept open */
+	long page;
+	struct domain dom[MAX_DOMAINS];
+	int ndom;
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .statm = -1};
+
+static int read_u64(const char *path, uint64_t *v)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[64];
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *end;
+	*v = strtoull(buf, &end, 10);
+	return end == buf ? -1 : 0;
+}
+
+/* open_energy finds the RAPL package and DRAM domains under root, as
+ * interpose/rapl.go does. */
+static void open_energy(const char *root)
+{
+	DIR *d = opendir(root);
+	if (d == NULL)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && S.ndom < MAX_DOMAINS) {
+		if (strncmp(e->d_name, "intel-rapl:", 11) != 0)
+			continue;
+		char p[512], name[64] = {0};
+		snprintf(p, sizeof p, "%s/%s/name", root, e->d_name);
+		FILE *f = fopen(p, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(name, sizeof name, f) == NULL)
+			name[0] = 0;
+		fclose(f);
+		name[strcspn(name, "\n")] = 0;
+		struct domain *m = &S.dom[S.ndom];
+		if (strncmp(name, "package", 7) == 0)
+			m->name = N_SAMPLE_ENERGY_PKG;
+		else if (strcmp(name, "dram") == 0)
+			m->name = N_SAMPLE_ENERGY_DRAM;
+		else
+			continue;
+		snprintf(p, sizeof p, "%s/%s/max_energy_range_uj", root, e->d_name);
+		if (read_u64(p, &m->max))
+			m->max = 0;
+		snprintf(m->path, sizeof m->path, "%s/%s/energy_uj", root, e->d_name);
+		if (read_u64(m->path, &m->last))
+			continue; /* not readable (root only since 2020): left out */
+		m->total = 0;
+		S.ndom++;
+	}
+	closedir(d);
+}
+
+static void record(int name, int64_t at, double v)
+{
+	struct cp_event e = {.start = at, .seq = -1, .value = v, .peer = -1, .root = -1, .name = name, .kind = K_SAMPLE};
+	cp_record(&e);
+}
+
+static void sample(void)
+{
+	int64_t now = cp_now();
+	char buf[128];
+	ssize_t n = S.statm >= 0 ? pread(S.statm, buf, sizeof buf - 1, 0) : -1;
+	if (n > 0) {
+		buf[n] = 0;
+		long long size = 0, resident = 0;
+		if (sscanf(buf, "%lld %lld", &size, &resident) == 2)
+			record(N_SAMPLE_RSS, now, (double)resident * (double)S.page);
+	}
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		record(N_SAMPLE_PEAK_RSS, now, (double)ru.ru_maxrss * 1024);
+		record(N_SAMPLE_CPU_USER, now, (double)ru.ru_utime.tv_sec * 1e9 + (double)ru.ru_utime.tv_usec * 1e3);
+		record(N_SAMPLE_CPU_SYSTEM, now, (double)ru.ru_stime.tv_sec * 1e9 + (double)ru.ru_stime.tv_usec * 1e3);
+	}
+	uint64_t pkg = 0, dram = 0;
+	int have_pkg = 0, have_dram = 0;
+	for (int i = 0; i < S.ndom; i++) {
+		struct domain *m = &S.dom[i];
+		uint64_t v;
+		if (read_u64(m->path, &v) == 0) {
+			if (v >= m->last)
+				m->total += v - m->last;
+			else if (m->max > 0 && m->last <= m->max)
+				m->total += m->max - m->last + v; /* wrapped around */
+			m->last = v;
+		}
+		if (m->name == N_SAMPLE_ENERGY_PKG)
+			pkg += m->total, have_pkg = 1;
+		else
+			dram += m->total, have_dram = 1;
+	}
+	if (have_pkg)
+		record(N_SAMPLE_ENERGY_PKG, now, (double)pkg);
+	if (have_dram)
+		record(N_SAMPLE_ENERGY_DRAM, now, (double)dram);
+}
+
+static void *sampler(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&S.mu);
+	while (!S.stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t t = (int64_t)ts.tv_nsec + S.every;
+		ts.tv_sec += (time_t)(t / 1000000000);
+		ts.tv_nsec = (long)(t % 1000000000);
+		pthread_cond_timedwait(&S.wake, &S.mu, &ts);
+		if (S.stop)
+			break;
+		pthread_mutex_unlock(&S.mu);
+		sample();
+		pthread_mutex_lock(&S.mu);
+	}
+	pthread_mutex_unlock(&S.mu);
+	return NULL;
+}
+
+/* parse_every reads COMMPROF_SAMPLE: 0 for off. */
+static int64_t parse_every(void)
+{
+	const char *v = getenv("COMMPROF_SAMPLE");
+	if (v == NULL || *v == 0)
+		return 100000000;
+	if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0)
+		return 0;
+	size_t n = strlen(v);
+	if (n > 2 && strcasecmp(v + n - 2, "hz") == 0) {
+		char *end;
+		double hz = strtod(v, &end);
+		if (end == v + n - 2 && hz > 0 && hz <= 1000)
+			return (int64_t)(1e9 / hz);
+	} else {
+		int64_t ns = cp_parse_duration(v);
+		if (ns >= 1000000)
+			return ns;
+	}
+	cp_warn("COMMPROF_SAMPLE=%s: want a period of 1ms or more such as 100ms, a rate such as 10hz, or off; sampling every 100ms", v);
+	return 100000000;
+}
+
+void cp_sample_start(int energy)
+{
+	S.every = parse_every();
+	if (S.every == 0)
+		return;
+	S.page = sysconf(_SC_PAGESIZE);
+	S.statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (energy) {
+		const char *root = getenv("COMMPROF_POWERCAP");
+		open_energy(root && *root ? root : "/sys/class/powercap");
+	}
+	sample();
+	S.stop = 0;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&S.thread, NULL, sampler, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		cp_warn("rank %d: cannot start the sampling thread; memory and CPU are sampled only at the start and end",
+			cp.rank);
+		S.running = 2; /* no thread, but a last sample to take */
+		return;
+	}
+	pthread_setname_np(S.thread, "commprof-sample");
+	S.running = 1;
+}
+
+void cp_sample_stop(void)
+{
+	if (!S.running)
+		return;
+	if (S.running == 1) {
+		pthread_mutex_lock(&S.mu);
+		S.stop = 1;
+		pthread_cond_signal(&S.wake);
+		pthread_mutex_unlock(&S.mu);
+		pthread_join(S.thread, NULL);
+	}
+	S.running = 0;
+	sample();
+	if (S.statm >= 0) {
+		close(S.statm);
+		S.statm = -1;
+	}
+}
