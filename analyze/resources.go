@@ -15,6 +15,9 @@ const (
 	SampleCPUSystem  = "cpu_system_ns"
 	SampleEnergyPkg  = "energy_pkg_uj"
 	SampleEnergyDRAM = "energy_dram_uj"
+	// SampleActivation is the bytes of the activation buffers a program
+	// says it holds (commprof's trainer: its model's).
+	SampleActivation = "activation_bytes"
 )
 
 // NoEnergy is what a summary says when no rank recorded energy.
@@ -78,7 +81,7 @@ type samplePt struct {
 // resourceAcc is one rank's samples.
 type resourceAcc struct {
 	rss, cpuUser, cpuSys, pkg, dram []samplePt
-	peak                            float64
+	peak, activation                float64
 }
 
 func (rs *RankSummarizer) sample(name int32, at int64, v float64) {
@@ -99,6 +102,8 @@ func (rs *RankSummarizer) sample(name int32, at int64, v float64) {
 		a.pkg = append(a.pkg, samplePt{at, v})
 	case SampleEnergyDRAM:
 		a.dram = append(a.dram, samplePt{at, v})
+	case SampleActivation:
+		a.activation = max(a.activation, v)
 	}
 }
 
@@ -160,11 +165,12 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		if len(a.pkg) > 1 || len(a.dram) > 1 {
 			energy = append(energy, [2][]samplePt{a.pkg, a.dram})
 		}
+		r := &st[i]
+		r.ActivationBytes = int64(a.activation)
 		if len(a.rss) == 0 {
 			continue
 		}
 		out.Sampled = true
-		r := &st[i]
 		r.Samples = len(a.rss)
 		r.BaseRSSBytes = int64(a.rss[0].v)
 		peak := a.peak
@@ -187,6 +193,9 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		r.CPUUserNS, r.CPUSystemNS = int64(rise(a.cpuUser)), int64(rise(a.cpuSys))
 		if r.SampledNS > 0 {
 			r.CPUUtil = float64(r.CPUUserNS+r.CPUSystemNS) / float64(r.SampledNS)
+		}
+		if r.ComputeNS > 0 && len(a.cpuUser) > 1 {
+			r.ComputeCPU = float64(r.CPUUserNS+r.CPUSystemNS) / float64(r.ComputeNS)
 		}
 		if r.PeakRSSBytes > out.PeakRSSBytes || out.PeakRank < 0 {
 			out.PeakRank, out.PeakRSSBytes = r.Rank, r.PeakRSSBytes

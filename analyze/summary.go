@@ -222,6 +222,14 @@ type RankStats struct {
 	CPUSystemNS  int64   `json:"cpu_system_ns"`  // system CPU time between them
 	SampledNS    int64   `json:"sampled_ns"`     // from the first reading to the last
 	CPUUtil      float64 `json:"cpu_util"`       // (user + system) / SampledNS: cores kept busy (1 = one core all the time)
+	// ComputeCPU is the CPU time (user + system) per ns of compute spans
+	// (ComputeNS): about 1 or more for a rank that computed on its own
+	// core, well below 1 for one descheduled while it computed; 0 without
+	// compute spans.
+	ComputeCPU float64 `json:"compute_cpu"`
+	// ActivationBytes is the largest activation_bytes the program said
+	// it held (commprof's trainer: its model's buffers), 0 if none.
+	ActivationBytes int64 `json:"activation_bytes"`
 }
 
 // Matrix is rank x rank traffic: Cells[src][dst], from received messages.

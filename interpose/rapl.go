@@ -26,9 +26,9 @@ type RAPL struct {
 }
 
 type raplDomain struct {
-	sample     string // SampleEnergyPk or SampleEnergyDR
-	path       string // its energy_uj
-	max        uint64 // max_energy_range_uj: the counter goes from max back to 0
+	sample      string // SampleEnergyPk or SampleEnergyDR
+	path        string // its energy_uj
+	max         uint64 // max_energy_range_uj: the counter goes from max back to 0
 	last, total uint64
 }
 

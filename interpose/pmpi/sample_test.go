@@ -1,0 +1,173 @@
+package pmpi
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/commprof/commprof/trace"
+)
+
+// memorySummary is what the memory tests read of `commprof stats
+// --format json` (docs/stats-json.md).
+type memorySummary struct {
+	Ranks []struct {
+		Rank         int     `json:"rank"`
+		Samples      int     `json:"samples"`
+		PeakRSSBytes int64   `json:"peak_rss_bytes"`
+		MeanRSSBytes int64   `json:"mean_rss_bytes"`
+		BaseRSSBytes int64   `json:"base_rss_bytes"`
+		CPUUserNS    int64   `json:"cpu_user_ns"`
+		CPUSystemNS  int64   `json:"cpu_system_ns"`
+		SampledNS    int64   `json:"sampled_ns"`
+		CPUUtil      float64 `json:"cpu_util"`
+	} `json:"ranks"`
+	Resources struct {
+		Sampled  bool  `json:"sampled"`
+		PeriodNS int64 `json:"period_ns"`
+		PeakRank int   `json:"peak_rss_rank"`
+		Energy   struct {
+			Measured bool   `json:"measured"`
+			Note     string `json:"note"`
+		} `json:"energy"`
+	} `json:"resources"`
+}
+
+// TestSampledMemory records testdata/memhold.c, whose rank 1 maps and
+// writes 192 MiB and holds it for 1.5 s while ranks 0 and 2 wait in a
+// barrier: the peak resident memory stats gives rank 1, less its memory
+// when recording began, is the 192 MiB within 3%, the other ranks' peaks
+// are within a few MiB of their start, rank 1 is named the highest peak,
+// and the samples came at the default 10 Hz with a reading at the start
+// and end.
+func TestSampledMemory(t *testing.T) {
+	const mib, holdMS = 192, 1500
+	for _, f := range []Flavor{OpenMPI, MPICH} {
+		t.Run(string(f), func(t *testing.T) {
+			m := findMPI(t, f)
+			prog := cProgram(t, m, "memhold")
+			library(t, m)
+			bin := commprofBin(t)
+			dir := filepath.Join(t.TempDir(), "run")
+			args := append(append([]string{"record", "--out", dir, "--", m.run}, m.args...), "-np", "3", prog, "1",
+				strconv.Itoa(mib), strconv.Itoa(holdMS))
+			res := command(t, nil, "", bin, args...)
+			if res.err != nil {
+				t.Fatalf("record: %v\n%s%s", res.err, res.stdout, res.stderr)
+			}
+			held := regexp.MustCompile(`held (\d+)`).FindStringSubmatch(res.stdout)
+			if held == nil {
+				t.Fatalf("the program did not say what it held:\n%s", res.stdout)
+			}
+			want, _ := strconv.ParseInt(held[1], 10, 64)
+
+			out := command(t, nil, "", bin, "stats", "--format", "json", dir)
+			if out.err != nil {
+				t.Fatalf("stats: %v\n%s", out.err, out.stderr)
+			}
+			var s memorySummary
+			if err := json.Unmarshal([]byte(out.stdout), &s); err != nil {
+				t.Fatalf("stats JSON: %v", err)
+			}
+			if !s.Resources.Sampled || len(s.Ranks) != 3 {
+				t.Fatalf("no samples: %+v", s)
+			}
+			for _, r := range s.Ranks {
+				grew := r.PeakRSSBytes - r.BaseRSSBytes
+				t.Logf("rank %d: %d samples, base %d, peak %d (+%d), mean %d; cpu user %d system %d ns over %d ns",
+					r.Rank, r.Samples, r.BaseRSSBytes, r.PeakRSSBytes, grew, r.MeanRSSBytes, r.CPUUserNS, r.CPUSystemNS, r.SampledNS)
+				if r.Rank == 1 {
+					if d := float64(grew-want) / float64(want); d < -0.03 || d > 0.03 {
+						t.Errorf("rank 1's peak grew %d bytes over its start; it held %d (%+.1f%%)", grew, want, 100*d)
+					}
+					// Held for 1.5 s of a run of a few: the mean sits between.
+					if r.MeanRSSBytes <= r.BaseRSSBytes+want/20 || r.MeanRSSBytes >= r.PeakRSSBytes {
+						t.Errorf("rank 1's mean %d is not between its start %d and its peak %d", r.MeanRSSBytes, r.BaseRSSBytes, r.PeakRSSBytes)
+					}
+				} else if grew > want/20 {
+					t.Errorf("rank %d, which held nothing, grew %d bytes", r.Rank, grew)
+				}
+				// At 10 Hz over at least the hold, and more than the set-up's time.
+				if r.Samples < holdMS/100 || r.SampledNS < holdMS*1e6 {
+					t.Errorf("rank %d: %d samples over %d ns", r.Rank, r.Samples, r.SampledNS)
+				}
+				if r.CPUUserNS+r.CPUSystemNS <= 0 || r.CPUUtil > 16 {
+					t.Errorf("rank %d: CPU %d + %d ns over %d ns", r.Rank, r.CPUUserNS, r.CPUSystemNS, r.SampledNS)
+				}
+			}
+			if s.Resources.PeakRank != 1 {
+				t.Errorf("the highest peak is rank %d's, not rank 1's", s.Resources.PeakRank)
+			}
+			if p := s.Resources.PeriodNS; p < 80e6 || p > 300e6 {
+				t.Errorf("samples every %d ns, not near the default 100 ms", p)
+			}
+			if !s.Resources.Energy.Measured && s.Resources.Energy.Note == "" {
+				t.Error("no energy and no word why")
+			}
+
+			// The raw events: each counter is read at the start (before
+			// the program's first call after MPI_Init) and at the end
+			// (after its last), and the CPU counters never go back.
+			run := readRun(t, dir)
+			for _, rk := range run.Ranks {
+				var first, last, firstCall, lastCall int64 = -1, -1, -1, -1
+				cpu := map[string]float64{}
+				for _, e := range rk.Events {
+					switch {
+					case e.Kind == trace.KindSample && e.Name == "rss_bytes":
+						if first < 0 {
+							first = e.Start
+						}
+						last = e.Start
+					case e.Kind == trace.KindSample && (e.Name == "cpu_user_ns" || e.Name == "cpu_system_ns"):
+						if e.Value < cpu[e.Name] {
+							t.Errorf("rank %d: %s went from %g back to %g", rk.Info.Rank, e.Name, cpu[e.Name], e.Value)
+						}
+						cpu[e.Name] = e.Value
+					case e.Kind == trace.KindCollective:
+						if firstCall < 0 {
+							firstCall = e.Start
+						}
+						lastCall = e.End()
+					}
+				}
+				if first < 0 || first > firstCall || last < lastCall {
+					t.Errorf("rank %d: memory read from %d to %d ns, calls from %d to %d", rk.Info.Rank, first, last, firstCall, lastCall)
+				}
+			}
+		})
+	}
+}
+
+// TestSamplingOff: COMMPROF_SAMPLE=off records no samples; a bad value
+// is refused with a warning and the default used.
+func TestSamplingOff(t *testing.T) {
+	m := findMPI(t, MPICH)
+	prog := cProgram(t, m, "memhold")
+	for _, c := range []struct {
+		value   string
+		samples bool
+		warn    string
+	}{{"off", false, ""}, {"20hz", true, ""}, {"fast", true, "COMMPROF_SAMPLE=fast"}} {
+		dir, res := recordDirect(t, m, 2, []string{"COMMPROF_SAMPLE=" + c.value}, prog, "1", "1", "300")
+		if res.err != nil {
+			t.Fatalf("%s: %v\n%s", c.value, res.err, res.stderr)
+		}
+		if c.warn != "" && !regexp.MustCompile(regexp.QuoteMeta(c.warn)).MatchString(res.stderr) {
+			t.Errorf("COMMPROF_SAMPLE=%s: no warning naming it:\n%s", c.value, res.stderr)
+		}
+		n := 0
+		for _, rk := range readRun(t, dir).Ranks {
+			for _, e := range rk.Events {
+				if e.Kind == trace.KindSample {
+					n++
+				}
+			}
+		}
+		if (n > 0) != c.samples {
+			t.Errorf("COMMPROF_SAMPLE=%s: %d samples", c.value, n)
+		}
+	}
+}
