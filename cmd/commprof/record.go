@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,10 +21,12 @@ import (
 
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/interpose"
 	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
@@ -38,6 +41,7 @@ type recordOptions struct {
 	force  bool
 	inject []string
 	mpi    string
+	sample string
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -86,8 +90,27 @@ records each MPI call (docs/mpi.md).`,
 	f.StringVar(&o.codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
 	f.BoolVar(&o.force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded); a run that failed before recording any event is replaced without it")
 	f.StringVar(&o.mpi, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
+	f.StringVar(&o.sample, "sample", "", "how often each rank samples its memory, CPU time and energy: a period (100ms), a rate (10hz) or off (default 100ms, or $"+envnames.Sample+")")
 	injectFlag(cmd, &o.inject)
 	return cmd
+}
+
+// sampleEnv is the sampling period the ranks get in envnames.Sample, as
+// both commprof's ranks and the PMPI library read it (ms, or off): from
+// --sample, else from the environment, else the default.
+func sampleEnv(flag string) (string, error) {
+	v, from := flag, "--sample"
+	if v == "" {
+		v, from = os.Getenv(envnames.Sample), envnames.Sample
+	}
+	every, err := interpose.SampleEvery(v)
+	if err != nil {
+		return "", usageError{fmt.Errorf("%s: %w", from, err)}
+	}
+	if every == 0 {
+		return "off", nil
+	}
+	return strconv.FormatFloat(float64(every)/float64(time.Millisecond), 'g', -1, 64) + "ms", nil
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
@@ -117,6 +140,10 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		return usageError{fmt.Errorf("--codec: %w", err)}
 	}
 	faults, err := faultsOf(o.inject)
+	if err != nil {
+		return err
+	}
+	sample, err := sampleEnv(o.sample)
 	if err != nil {
 		return err
 	}
@@ -151,7 +178,7 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 	runID := name + "-" + hex.EncodeToString(id)
 	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
 	env := []string{rankrun.EnvTraceDir + "=" + absDir, rankrun.EnvRunID + "=" + runID, rankrun.EnvRunName + "=" + name,
-		rankrun.EnvCodec + "=" + string(codec), rankrun.EnvCommand + "=" + string(cmdline)}
+		rankrun.EnvCodec + "=" + string(codec), rankrun.EnvCommand + "=" + string(cmdline), envnames.Sample + "=" + sample}
 	if os.Getenv(collectives.EnvSecret) == "" {
 		// The ranks a launcher starts on this host get a secret of this
 		// job's own (docs/launching.md).

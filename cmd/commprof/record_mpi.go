@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/rankrun"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/interpose/pmpi"
@@ -104,7 +105,7 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 		return nil, fmt.Errorf("finding the commprof binary, beside which the PMPI library lies: %w", err)
 	}
 	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
-		Pass: []string{rankrun.EnvTraceDir, rankrun.EnvRunID, rankrun.EnvRunName, rankrun.EnvCommand}})
+		Pass: []string{rankrun.EnvTraceDir, rankrun.EnvRunID, rankrun.EnvRunName, rankrun.EnvCommand, envnames.Sample}})
 	if errors.Is(err, pmpi.ErrNoFlavor) {
 		return nil, usageError{err}
 	}
