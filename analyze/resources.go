@@ -23,6 +23,9 @@ const (
 // NoEnergy is what a summary says when no rank recorded energy.
 const NoEnergy = "this host exposes no energy counters (no readable RAPL domain under /sys/class/powercap, no NVML): energy is not measured"
 
+// NotSampled is what a summary says of energy when no rank sampled at all.
+const NotSampled = "no rank sampled memory, CPU or energy (a run recorded with --sample off, before commprof sampled, or imported)"
+
 // MemoryPoints bounds the points of each rank's memory series.
 const MemoryPoints = 400
 
@@ -211,6 +214,9 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		out.PeriodNS = gaps[len(gaps)/2]
 	}
 	if len(energy) == 0 {
+		if !out.Sampled {
+			out.Energy.Note = NotSampled
+		}
 		return out
 	}
 	e := &out.Energy

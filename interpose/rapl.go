@@ -23,6 +23,7 @@ const DefaultPowercap = "/sys/class/powercap"
 // wrap-arounds. Not safe for concurrent use.
 type RAPL struct {
 	domains []*raplDomain
+	read    func(string) ([]byte, error) // os.ReadFile; tests put a file's refusal in its place
 }
 
 type raplDomain struct {
@@ -46,7 +47,9 @@ var ErrNoEnergy = errors.New("this host exposes no energy counters")
 // reading. It returns an error wrapping ErrNoEnergy when there is none,
 // saying why (no such directory, no RAPL zone, counters not readable
 // without privileges).
-func OpenRAPL(root string) (*RAPL, error) {
+func OpenRAPL(root string) (*RAPL, error) { return openRAPL(root, os.ReadFile) }
+
+func openRAPL(root string, read func(string) ([]byte, error)) (*RAPL, error) {
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -54,7 +57,7 @@ func OpenRAPL(root string) (*RAPL, error) {
 		}
 		return nil, fmt.Errorf("%w (%v)", ErrNoEnergy, err)
 	}
-	r := &RAPL{}
+	r := &RAPL{read: read}
 	var denied error
 	names := make([]string, 0, len(ents))
 	for _, e := range ents {
@@ -66,7 +69,7 @@ func OpenRAPL(root string) (*RAPL, error) {
 			continue
 		}
 		dir := filepath.Join(root, n)
-		b, err := os.ReadFile(filepath.Join(dir, "name"))
+		b, err := read(filepath.Join(dir, "name"))
 		if err != nil {
 			continue
 		}
@@ -80,10 +83,10 @@ func OpenRAPL(root string) (*RAPL, error) {
 			continue // core, uncore, psys: inside the package, or the whole platform
 		}
 		d := &raplDomain{sample: sample, path: filepath.Join(dir, "energy_uj")}
-		if d.max, err = readUint(filepath.Join(dir, "max_energy_range_uj")); err != nil {
+		if d.max, err = r.readUint(filepath.Join(dir, "max_energy_range_uj")); err != nil {
 			d.max = 0 // without it, a wrap-around cannot be told apart from a reset: such a step counts 0
 		}
-		if d.last, err = readUint(d.path); err != nil {
+		if d.last, err = r.readUint(d.path); err != nil {
 			if errors.Is(err, os.ErrPermission) && denied == nil {
 				denied = err
 			}
@@ -107,7 +110,7 @@ func (r *RAPL) Read() []Energy {
 	var pkg, dram uint64
 	var havePkg, haveDRAM bool
 	for _, d := range r.domains {
-		if v, err := readUint(d.path); err == nil {
+		if v, err := r.readUint(d.path); err == nil {
 			switch {
 			case v >= d.last:
 				d.total += v - d.last
@@ -135,8 +138,8 @@ func (r *RAPL) Read() []Energy {
 	return out
 }
 
-func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
+func (r *RAPL) readUint(path string) (uint64, error) {
+	b, err := r.read(path)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,121 @@
+package analyze
+
+import (
+	"math"
+	"testing"
+
+	"github.com/commprof/commprof/trace"
+)
+
+func sampleEv(rank int32, name string, at int64, v float64) trace.Event {
+	e := ev(trace.KindSample, rank, name, at, 0)
+	e.Comm, e.Value = "", v
+	return e
+}
+
+// resourceRun is two ranks on two hosts sampled every 100 ms over 2 s
+// with steps of 400 ms from 200 ms on: rank 0's resident memory is 100
+// MB but 300 MB from 1.0 s to 1.5 s (its kernel high-water mark says 310
+// MB), rank 1's a flat 50 MB; each uses a core for half the time in
+// user and a tenth in system; host 0 draws 60 W in its package and 6 W
+// in DRAM, host 1 40 W and 4 W, counted in µJ from their first reading.
+func resourceRun() *trace.Run {
+	const ms = int64(1e6)
+	var evs []trace.Event
+	for r := range int32(2) {
+		for t := int64(0); t <= 2000*ms; t += 100 * ms {
+			rss := 50e6
+			if r == 0 {
+				rss = 100e6
+				if t >= 1000*ms && t < 1500*ms {
+					rss = 300e6
+				}
+				evs = append(evs, sampleEv(r, SamplePeakRSS, t, 310e6))
+			}
+			w := []float64{66, 44}[r]
+			evs = append(evs, sampleEv(r, SampleRSS, t, rss),
+				sampleEv(r, SampleCPUUser, t, float64(t)/2+7e9), sampleEv(r, SampleCPUSystem, t, float64(t)/10),
+				sampleEv(r, SampleEnergyPkg, t, w*10/11*float64(t)/1e3), sampleEv(r, SampleEnergyDRAM, t, w/11*float64(t)/1e3))
+		}
+		for s := range int64(4) {
+			st := ev(trace.KindStep, r, "step", 200*ms+s*400*ms, 400*ms)
+			st.Step = int32(s)
+			evs = append(evs, st, ev(trace.KindCompute, r, "forward", 200*ms+s*400*ms, 300*ms))
+		}
+	}
+	run := runOf(2, evs...)
+	run.Ranks[1].Info.Host = "h2"
+	run.Manifest.Config["batch_size"] = "10"
+	return run
+}
+
+func TestResources(t *testing.T) {
+	s := Summarize(resourceRun())
+	res := s.Resources
+	if !res.Sampled || res.PeakRank != 0 || res.PeakRSSBytes != 310e6 || res.PeriodNS != 100e6 {
+		t.Errorf("resources: sampled %v, peak rank %d %d, period %d", res.Sampled, res.PeakRank, res.PeakRSSBytes, res.PeriodNS)
+	}
+	// Rank 0 holds 300 MB for 0.5 s of 2 s and 100 MB the rest: 150 MB.
+	r0, r1 := s.Ranks[0], s.Ranks[1]
+	if r0.PeakRSSBytes != 310e6 || r0.MeanRSSBytes != 150e6 || r0.BaseRSSBytes != 100e6 || r0.Samples != 21 {
+		t.Errorf("rank 0: %+v", r0)
+	}
+	if r1.PeakRSSBytes != 50e6 || r1.MeanRSSBytes != 50e6 {
+		t.Errorf("rank 1: %+v", r1)
+	}
+	// CPU: 1 s user and 0.2 s system over 2 s; compute spans 4 × 300 ms.
+	if r0.CPUUserNS != 1e9 || r0.CPUSystemNS != 200e6 || r0.SampledNS != 2e9 || math.Abs(r0.CPUUtil-0.6) > 1e-9 ||
+		math.Abs(r0.ComputeCPU-1.0) > 1e-9 {
+		t.Errorf("rank 0 CPU: %+v", r0)
+	}
+	// Samples do not stretch the run: it spans its steps, 200 ms to 1.8 s.
+	if s.Run.SpanNS != 1600e6 {
+		t.Errorf("span %d, want the steps' 1.6 s", s.Run.SpanNS)
+	}
+	if len(res.Memory) != 2 || len(res.Memory[0].AtNS) != 21 || res.Memory[0].AtNS[0] != -200e6 || res.Memory[0].RSSBytes[10] != 300e6 {
+		t.Errorf("memory series %+v", res.Memory)
+	}
+	// 110 W over 2 s; each 400 ms step 44 J; a global batch of 20.
+	e := res.Energy
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+	if !e.Measured || e.Hosts != 2 || !near(e.PackageJ, 200) || !near(e.DRAMJ, 20) || !near(e.Watts, 110) ||
+		!near(e.PerStepJ, 44) || !near(e.PerSampleJ, 2.2) || e.Note != "" {
+		t.Errorf("energy %+v", e)
+	}
+	for _, st := range s.Steps {
+		if !near(st.EnergyJ, 44) {
+			t.Errorf("step %d: %g J, want 44", st.Step, st.EnergyJ)
+		}
+	}
+}
+
+// TestNoResources: a run without samples says it has none, and that no
+// energy was measured, without inventing figures.
+func TestNoResources(t *testing.T) {
+	s := Summarize(lateRun())
+	if s.Resources.Sampled || s.Resources.PeakRank != -1 || s.Resources.Energy.Measured || s.Resources.Energy.Note != NotSampled ||
+		s.Ranks[0].PeakRSSBytes != 0 || len(s.Resources.Memory) != 0 {
+		t.Errorf("%+v", s.Resources)
+	}
+}
+
+// TestMemorySeriesKeepsPeaks: a long run's series is cut to MemoryPoints
+// points that keep a one-reading peak.
+func TestMemorySeriesKeepsPeaks(t *testing.T) {
+	var pts []samplePt
+	for i := range int64(10_000) {
+		v := 1e6
+		if i == 7777 {
+			v = 9e9
+		}
+		pts = append(pts, samplePt{i, v})
+	}
+	m := memorySeries(3, pts, 0)
+	top := int64(0)
+	for _, v := range m.RSSBytes {
+		top = max(top, v)
+	}
+	if len(m.AtNS) > MemoryPoints || len(m.AtNS) != len(m.RSSBytes) || top != 9e9 {
+		t.Errorf("%d points, top %d", len(m.AtNS), top)
+	}
+}
