@@ -45,8 +45,19 @@ type Resources struct {
 	// MemoryPoints points a rank (the largest reading of each interval
 	// when there are more).
 	Memory []MemorySeries `json:"memory"`
-	Energy Energy         `json:"energy"`
+	// ComputeCPUMedian is the median over ranks of RankStats.ComputeCPU;
+	// Descheduled lists the ranks whose ComputeCPU is below
+	// DescheduledBelow times it: they got markedly less CPU for their
+	// compute than the others, so their slowness is the host's (other
+	// processes, more ranks than cores), not more work.
+	ComputeCPUMedian float64 `json:"compute_cpu_median"`
+	Descheduled      []int   `json:"descheduled"`
+	Energy           Energy  `json:"energy"`
 }
+
+// DescheduledBelow is the share of the ranks' median CPU per compute
+// time under which a rank is said to have been descheduled.
+const DescheduledBelow = 0.7
 
 // MemorySeries is one rank's resident memory over time.
 type MemorySeries struct {
@@ -149,7 +160,7 @@ func at(p []samplePt, t int64) float64 {
 // resources fills the ranks' sample figures in st (indexed like ranks)
 // and the steps' energy, and returns the run's.
 func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []StepStats, samplesPerStep int) Resources {
-	out := Resources{PeakRank: -1, Memory: []MemorySeries{}, Energy: Energy{Note: NoEnergy}}
+	out := Resources{PeakRank: -1, Memory: []MemorySeries{}, Descheduled: []int{}, Energy: Energy{Note: NoEnergy}}
 	var gaps []int64
 	var first int64
 	var spanned bool
@@ -208,6 +219,25 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 	}
 	if n := len(out.Memory); n > 0 {
 		out.MeanPeakRSSBytes = peaks / int64(n)
+	}
+	out.Descheduled = []int{}
+	var cpu []float64
+	for _, r := range st {
+		if r.ComputeCPU > 0 {
+			cpu = append(cpu, r.ComputeCPU)
+		}
+	}
+	if len(cpu) >= 2 {
+		slices.Sort(cpu)
+		out.ComputeCPUMedian = cpu[len(cpu)/2]
+		if len(cpu)%2 == 0 {
+			out.ComputeCPUMedian = (cpu[len(cpu)/2-1] + cpu[len(cpu)/2]) / 2
+		}
+		for _, r := range st {
+			if r.ComputeCPU > 0 && r.ComputeCPU < DescheduledBelow*out.ComputeCPUMedian {
+				out.Descheduled = append(out.Descheduled, r.Rank)
+			}
+		}
 	}
 	if len(gaps) > 0 {
 		slices.Sort(gaps)

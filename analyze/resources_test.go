@@ -119,3 +119,23 @@ func TestMemorySeriesKeepsPeaks(t *testing.T) {
 		t.Errorf("%d points, top %d", len(m.AtNS), top)
 	}
 }
+
+// TestDescheduled: of three ranks computing alike, the one that got a
+// third of the others' CPU for it is named descheduled; the others not.
+func TestDescheduled(t *testing.T) {
+	const ms = int64(1e6)
+	var evs []trace.Event
+	for r := range int32(3) {
+		rate := []float64{0.5, 0.55, 0.17}[r]
+		for at := int64(0); at <= 2000*ms; at += 100 * ms {
+			evs = append(evs, sampleEv(r, SampleRSS, at, 1e6), sampleEv(r, SampleCPUUser, at, rate*float64(at)), sampleEv(r, SampleCPUSystem, at, 0))
+		}
+		for s := range int64(4) {
+			evs = append(evs, ev(trace.KindCompute, r, "forward", 200*ms+s*400*ms, 300*ms))
+		}
+	}
+	res := Summarize(runOf(3, evs...)).Resources
+	if len(res.Descheduled) != 1 || res.Descheduled[0] != 2 || math.Abs(res.ComputeCPUMedian-0.5/0.6) > 1e-9 {
+		t.Errorf("descheduled %v, median CPU per compute %g", res.Descheduled, res.ComputeCPUMedian)
+	}
+}
