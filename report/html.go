@@ -322,9 +322,11 @@ func runCards(s *analyze.Summary) []card {
 						100*float64(rc.WorkNS)/float64(rc.CostNS), 100*float64(rc.TransferNS)/float64(rc.CostNS))
 				}
 			}
+			c.Detail += stragglerCPU(s, h.Straggler)
 		}
 		cs = append(cs, c)
 	}
+	cs = append(cs, resourceCards(s)...)
 	if acc, ok := s.Run.Metrics["test_accuracy"]; ok {
 		cs = append(cs, card{Label: "test accuracy", Value: fmt.Sprintf("%.2f%%", 100*acc), Detail: "final epoch", Def: "accuracy"})
 	}
@@ -340,6 +342,9 @@ func runSections(s *analyze.Summary, o Options) []section {
 		if c, ok := busbwChart(s); ok {
 			sec.Charts = append(sec.Charts, c)
 		}
+		secs = append(secs, sec)
+	}
+	if sec, ok := resourcesSection(s); ok {
 		secs = append(secs, sec)
 	}
 	var time []chartSpec
@@ -398,7 +403,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 
 // viewOrder is the column a stats view is sorted by on a page, costliest
 // first ("" keeps the view's own order).
-var viewOrder = map[string]string{"op": "total", "size": "time", "step": "time", "peer": "bytes"}
+var viewOrder = map[string]string{"op": "total", "size": "time", "step": "time", "peer": "bytes", "memory": "peak rss"}
 
 // pageView is a stats view for a page: sort keys, definitions, the
 // costliest rows first, at most limit rows.
