@@ -304,3 +304,56 @@ func memorySeries(rank int, rss []samplePt, first int64) MemorySeries {
 	}
 	return m
 }
+
+// addResources adds a diff's memory, CPU and energy figures through add.
+// Peak and mean memory have no samples inside a run that say how much
+// they vary, so they need UnsampledFloor; energy per step varies as the
+// steps' energies do.
+func addResources(add func(section, metric, unit string, va, vb float64, bt better, nz noise), a, b *Summary, perSample bool,
+	fromSteps func(func(StepStats) float64) noise) {
+	ra, rb := a.Resources, b.Resources
+	if ra.Sampled && rb.Sampled {
+		add("memory", "peak resident memory (highest rank)", "bytes", float64(ra.PeakRSSBytes), float64(rb.PeakRSSBytes), lower, noise{})
+		add("memory", "peak resident memory (mean over ranks)", "bytes", float64(ra.MeanPeakRSSBytes), float64(rb.MeanPeakRSSBytes), lower, noise{})
+		add("memory", "mean resident memory (mean over ranks)", "bytes", meanRSS(a), meanRSS(b), lower, noise{})
+		add("memory", "CPU use per rank", "cores", cpuUse(a), cpuUse(b), neutral, noise{})
+	}
+	if ra.Energy.Measured && rb.Energy.Measured {
+		add("memory", "power", "W", ra.Energy.Watts, rb.Energy.Watts, neutral, noise{})
+		stepJ := fromSteps(func(s StepStats) float64 { return s.EnergyJ })
+		add("memory", "energy per step", "J", ra.Energy.PerStepJ, rb.Energy.PerStepJ, lower, stepJ)
+		if perSample {
+			add("memory", "energy per sample", "J", ra.Energy.PerSampleJ, rb.Energy.PerSampleJ, lower, stepJ)
+		}
+	}
+}
+
+func meanRSS(s *Summary) float64 {
+	var sum float64
+	n := 0
+	for _, r := range s.Ranks {
+		if r.Samples > 0 {
+			sum += float64(r.MeanRSSBytes)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+func cpuUse(s *Summary) float64 {
+	var sum float64
+	n := 0
+	for _, r := range s.Ranks {
+		if r.SampledNS > 0 {
+			sum += r.CPUUtil
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}

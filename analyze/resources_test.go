@@ -139,3 +139,39 @@ func TestDescheduled(t *testing.T) {
 		t.Errorf("descheduled %v, median CPU per compute %g", res.Descheduled, res.ComputeCPUMedian)
 	}
 }
+
+// TestDiffResources: a run whose peak memory doubled is worse in it, by
+// more than the 10% floor; one that moved 5% is within noise; energy per
+// step is compared when both runs measured it.
+func TestDiffResources(t *testing.T) {
+	scaled := func(peak float64) *Summary {
+		run := resourceRun()
+		for i := range run.Ranks {
+			for j, e := range run.Ranks[i].Events {
+				if e.Kind == trace.KindSample && (e.Name == SampleRSS || e.Name == SamplePeakRSS) {
+					run.Ranks[i].Events[j].Value *= peak
+				}
+			}
+		}
+		return Summarize(run)
+	}
+	base := scaled(1)
+	find := func(d *Diff, metric string) Change {
+		for _, c := range d.Changes {
+			if c.Metric == metric {
+				return c
+			}
+		}
+		t.Fatalf("no %q in the diff", metric)
+		return Change{}
+	}
+	if c := find(Compare(base, scaled(2)), "peak resident memory (highest rank)"); c.Verdict != Worse || c.B != 2*c.A {
+		t.Errorf("doubled: %+v", c)
+	}
+	if c := find(Compare(base, scaled(1.05)), "peak resident memory (highest rank)"); c.Verdict != WithinNoise {
+		t.Errorf("5%% more: %+v", c)
+	}
+	if c := find(Compare(base, scaled(1)), "energy per step"); c.A != 44 || c.B != 44 {
+		t.Errorf("energy per step: %+v", c)
+	}
+}

@@ -195,6 +195,14 @@ func changeDef(c analyze.Change) string {
 			return "accuracy"
 		}
 		return "result"
+	case "memory":
+		switch {
+		case strings.HasPrefix(m, "energy"), m == "power":
+			return "energy"
+		case strings.HasPrefix(m, "CPU"):
+			return "cpu"
+		}
+		return "rss"
 	}
 	return ""
 }
