@@ -48,6 +48,7 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 	if acc, ok := r.Metrics["test_accuracy"]; ok {
 		fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*acc)
 	}
+	writeResources(w, s)
 	for _, f := range s.Findings {
 		fmt.Fprintf(w, "  - %s\n", f)
 	}

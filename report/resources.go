@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -176,4 +177,24 @@ func stragglerCPU(s *analyze.Summary, rank int) string {
 		return fmt.Sprintf(" · not descheduled: %.2f s of CPU per s of compute, the ranks' median %.2f", r.ComputeCPU, res.ComputeCPUMedian)
 	}
 	return ""
+}
+
+// writeResources is the overview's line on memory and energy, for runs
+// whose ranks sampled.
+func writeResources(w io.Writer, s *analyze.Summary) {
+	res := s.Resources
+	if !res.Sampled || res.PeakRank < 0 {
+		return
+	}
+	fmt.Fprintf(w, "memory: peak %s on rank %d (ranks' peaks average %s), sampled every %s; --by memory for each rank\n",
+		units.Bytes(res.PeakRSSBytes), res.PeakRank, units.Bytes(res.MeanPeakRSSBytes), units.Duration(float64(res.PeriodNS)))
+	if e := res.Energy; e.Measured {
+		fmt.Fprintf(w, "energy: %.1f J (package %.1f J, DRAM %.1f J) over %d host(s), %.1f W", e.PackageJ+e.DRAMJ, e.PackageJ, e.DRAMJ, e.Hosts, e.Watts)
+		if e.PerStepJ > 0 {
+			fmt.Fprintf(w, ", %.3g J a step", e.PerStepJ)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintf(w, "energy: %s\n", e.Note)
+	}
 }

@@ -151,14 +151,18 @@ static void sample(void)
 static void *sampler(void *arg)
 {
 	(void)arg;
+	/* A fixed schedule on the monotonic clock: a late wake-up does not
+	 * delay the readings after it. */
+	int64_t next = cp_clock();
 	pthread_mutex_lock(&S.mu);
 	while (!S.stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t t = (int64_t)ts.tv_nsec + S.every;
-		ts.tv_sec += (time_t)(t / 1000000000);
-		ts.tv_nsec = (long)(t % 1000000000);
-		pthread_cond_timedwait(&S.wake, &S.mu, &ts);
+		next += S.every;
+		int64_t now = cp_clock();
+		if (next <= now)
+			next = now + S.every; /* far behind (a stopped process): start again from now */
+		struct timespec ts = {.tv_sec = (time_t)(next / 1000000000), .tv_nsec = (long)(next % 1000000000)};
+		while (!S.stop && pthread_cond_timedwait(&S.wake, &S.mu, &ts) == 0)
+			;
 		if (S.stop)
 			break;
 		pthread_mutex_unlock(&S.mu);
@@ -205,6 +209,11 @@ void cp_sample_start(int energy)
 	}
 	sample();
 	S.stop = 0;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&S.wake, &ca);
+	pthread_condattr_destroy(&ca);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
