@@ -1,11 +1,13 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -104,6 +106,55 @@ func checkSamplesBound(t *testing.T, dir string) {
 		}
 		if got := s.Ranks[i].PeakRSSBytes; got != int64(peak) {
 			t.Errorf("rank %d: peak %d, the readings' largest %.0f", rk.Info.Rank, got, peak)
+		}
+	}
+}
+
+// TestTrainerEnergyOnePerHost records the trainer on 3 ranks of one host
+// with the energy counters read from a powercap directory the test makes:
+// rank 0, the host's first, reads them; the others do not; the summary
+// says energy was measured on one host. Without the directory, it says
+// the host exposes none.
+func TestTrainerEnergyOnePerHost(t *testing.T) {
+	root := t.TempDir()
+	for zone, name := range map[string]string{"intel-rapl:0": "package-0", "intel-rapl:0:0": "dram"} {
+		if err := os.MkdirAll(filepath.Join(root, zone), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range map[string]string{"name": name, "energy_uj": "123456", "max_energy_range_uj": "262143328850"} {
+			if err := os.WriteFile(filepath.Join(root, zone, f), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		powercap string
+		measured bool
+	}{{root, true}, {filepath.Join(root, "none"), false}} {
+		dir := filepath.Join(t.TempDir(), "run")
+		r := commprof(t, []string{envnames.Powercap + "=" + c.powercap}, "record", "--ranks", "3", "--out", dir, "--", "train", "--epochs", "1",
+			"--synthetic-size", "600", "--hidden", "16")
+		if r.code != 0 {
+			t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		run, err := trace.ReadRun(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rk := range run.Ranks {
+			n := 0
+			for _, e := range rk.Events {
+				if e.Kind == trace.KindSample && (e.Name == analyze.SampleEnergyPkg || e.Name == analyze.SampleEnergyDRAM) {
+					n++
+				}
+			}
+			if want := c.measured && rk.Info.Rank == 0; (n >= 4) != want || (!want && n > 0) {
+				t.Errorf("%s: rank %d recorded %d energy readings", c.powercap, rk.Info.Rank, n)
+			}
+		}
+		e := statsJSON(t, dir).Resources.Energy
+		if e.Measured != c.measured || (c.measured && e.Hosts != 1) || (!c.measured && e.Note != analyze.NoEnergy) {
+			t.Errorf("%s: energy %+v", c.powercap, e)
 		}
 	}
 }

@@ -2,10 +2,13 @@ package pmpi
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/commprof/commprof/trace"
 )
@@ -168,6 +171,93 @@ func TestSamplingOff(t *testing.T) {
 		}
 		if (n > 0) != c.samples {
 			t.Errorf("COMMPROF_SAMPLE=%s: %d samples", c.value, n)
+		}
+	}
+}
+
+// TestSampledEnergy runs testdata/memhold.c on 3 ranks with the energy
+// counters read from a powercap directory the test makes and advances
+// while the program runs (one package with a DRAM domain; the package's
+// counter wraps around once): the first rank of the host, and only it,
+// records the energy, and its last reading is what the counters advanced,
+// the wrap-around included.
+func TestSampledEnergy(t *testing.T) {
+	m := findMPI(t, MPICH)
+	prog := cProgram(t, m, "memhold")
+	const rng = 1_000_000
+	root := t.TempDir()
+	set := func(zone string, v int64) {
+		tmp := filepath.Join(root, zone, "energy_uj.tmp")
+		if err := os.WriteFile(tmp, []byte(strconv.FormatInt(v, 10)+"\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(root, zone, "energy_uj")); err != nil {
+			t.Error(err)
+		}
+	}
+	for zone, name := range map[string]string{"intel-rapl:0": "package-0", "intel-rapl:0:0": "dram", "intel-rapl:0:1": "core"} {
+		if err := os.MkdirAll(filepath.Join(root, zone), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range map[string]string{"name": name, "max_energy_range_uj": strconv.Itoa(rng)} {
+			if err := os.WriteFile(filepath.Join(root, zone, f), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	set("intel-rapl:0", rng-300_000)
+	set("intel-rapl:0:0", 1000)
+	set("intel-rapl:0:1", 5)
+	dir := filepath.Join(t.TempDir(), "run")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Once rank 0 has opened its stream (its sampler starts right
+		// after), advance the counters every 150 ms: the package by
+		// 200,000 µJ a time (wrapping on the second), the DRAM by 30,000.
+		for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, trace.RankFile(0))); err == nil {
+				break
+			}
+			if time.Since(start) > 60*time.Second {
+				t.Error("rank 0 never opened its stream")
+				return
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+		pkg, dram := int64(rng-300_000), int64(1000)
+		for range 4 {
+			pkg, dram = (pkg+200_000)%rng, dram+30_000
+			set("intel-rapl:0", pkg)
+			set("intel-rapl:0:0", dram)
+			time.Sleep(150 * time.Millisecond)
+		}
+	}()
+	// As recordDirect, with the run directory known beforehand (MPICH's
+	// launcher passes the whole environment on).
+	res := launch(t, m, 3, []string{"COMMPROF_POWERCAP=" + root, "LD_PRELOAD=" + library(t, m), EnvTraceDir + "=" + dir}, "", prog, "1", "1", "3000")
+	<-done
+	if res.err != nil {
+		t.Fatalf("%v\n%s", res.err, res.stderr)
+	}
+	for _, rk := range readRun(t, dir).Ranks {
+		last := map[string]float64{}
+		n := 0
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindSample && strings.HasPrefix(e.Name, "energy_") {
+				last[e.Name] = e.Value
+				n++
+			}
+		}
+		switch rk.Info.Rank {
+		case 0:
+			if last["energy_pkg_uj"] != 800_000 || last["energy_dram_uj"] != 120_000 || n < 20 {
+				t.Errorf("rank 0: %d energy readings, the last %v; want package 800000 µJ and DRAM 120000 µJ", n, last)
+			}
+		default:
+			if n != 0 {
+				t.Errorf("rank %d, not the host's first, recorded %d energy readings", rk.Info.Rank, n)
+			}
 		}
 	}
 }
