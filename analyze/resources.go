@@ -15,6 +15,7 @@ const (
 	SampleCPUSystem  = "cpu_system_ns"
 	SampleEnergyPkg  = "energy_pkg_uj"
 	SampleEnergyDRAM = "energy_dram_uj"
+	SampleSchedWait  = "sched_wait_ns"
 	// SampleActivation is the bytes of the activation buffers a program
 	// says it holds (commprof's trainer: its model's).
 	SampleActivation = "activation_bytes"
@@ -51,13 +52,22 @@ type Resources struct {
 	// compute than the others, so their slowness is the host's (other
 	// processes, more ranks than cores), not more work.
 	ComputeCPUMedian float64 `json:"compute_cpu_median"`
-	Descheduled      []int   `json:"descheduled"`
-	Energy           Energy  `json:"energy"`
+	// SchedWaitMedian is the median over ranks of
+	// RankStats.SchedWaitFraction. A rank whose fraction is at least
+	// DescheduledWait and twice the median is descheduled too: it waited
+	// for a core markedly more than the others.
+	SchedWaitMedian float64 `json:"sched_wait_median"`
+	Descheduled     []int   `json:"descheduled"`
+	Energy          Energy  `json:"energy"`
 }
 
 // DescheduledBelow is the share of the ranks' median CPU per compute
 // time under which a rank is said to have been descheduled.
 const DescheduledBelow = 0.7
+
+// DescheduledWait is the share of its sampled time a rank must have
+// waited for a core (and twice the ranks' median) to be said descheduled.
+const DescheduledWait = 0.05
 
 // MemorySeries is one rank's resident memory over time.
 type MemorySeries struct {
@@ -94,8 +104,8 @@ type samplePt struct {
 
 // resourceAcc is one rank's samples.
 type resourceAcc struct {
-	rss, cpuUser, cpuSys, pkg, dram []samplePt
-	peak, activation                float64
+	rss, cpuUser, cpuSys, pkg, dram, sched []samplePt
+	peak, activation                       float64
 }
 
 func (rs *RankSummarizer) sample(name int32, at int64, v float64) {
@@ -118,6 +128,8 @@ func (rs *RankSummarizer) sample(name int32, at int64, v float64) {
 		a.dram = append(a.dram, samplePt{at, v})
 	case SampleActivation:
 		a.activation = max(a.activation, v)
+	case SampleSchedWait:
+		a.sched = append(a.sched, samplePt{at, v})
 	}
 }
 
@@ -139,6 +151,16 @@ func rise(p []samplePt) float64 {
 		return 0
 	}
 	return max(p[len(p)-1].v-p[0].v, 0)
+}
+
+// rises sums a counter's rises between consecutive readings: a sum over
+// threads falls when a thread ends, and that is not time given back.
+func rises(p []samplePt) float64 {
+	var sum float64
+	for i := 1; i < len(p); i++ {
+		sum += max(p[i].v-p[i-1].v, 0)
+	}
+	return sum
 }
 
 // at interpolates a cumulative counter at t, clamped to its readings.
@@ -173,7 +195,7 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 	var energy [][2][]samplePt
 	for i, rs := range ranks {
 		a := &rs.res
-		for _, p := range [][]samplePt{a.rss, a.cpuUser, a.cpuSys, a.pkg, a.dram} {
+		for _, p := range [][]samplePt{a.rss, a.cpuUser, a.cpuSys, a.pkg, a.dram, a.sched} {
 			sortPts(p)
 		}
 		if len(a.pkg) > 1 || len(a.dram) > 1 {
@@ -208,6 +230,10 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		if r.SampledNS > 0 {
 			r.CPUUtil = float64(r.CPUUserNS+r.CPUSystemNS) / float64(r.SampledNS)
 		}
+		r.SchedWaitNS = int64(rises(a.sched))
+		if r.SampledNS > 0 {
+			r.SchedWaitFraction = float64(r.SchedWaitNS) / float64(r.SampledNS)
+		}
 		if r.ComputeNS > 0 && len(a.cpuUser) > 1 {
 			r.ComputeCPU = float64(r.CPUUserNS+r.CPUSystemNS) / float64(r.ComputeNS)
 		}
@@ -221,6 +247,16 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		out.MeanPeakRSSBytes = peaks / int64(n)
 	}
 	out.Descheduled = []int{}
+	var waits []float64
+	for _, r := range st {
+		if r.SampledNS > 0 {
+			waits = append(waits, r.SchedWaitFraction)
+		}
+	}
+	if len(waits) > 0 {
+		slices.Sort(waits)
+		out.SchedWaitMedian = waits[len(waits)/2]
+	}
 	var cpu []float64
 	for _, r := range st {
 		if r.ComputeCPU > 0 {
@@ -233,10 +269,12 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		if len(cpu)%2 == 0 {
 			out.ComputeCPUMedian = (cpu[len(cpu)/2-1] + cpu[len(cpu)/2]) / 2
 		}
-		for _, r := range st {
-			if r.ComputeCPU > 0 && r.ComputeCPU < DescheduledBelow*out.ComputeCPUMedian {
-				out.Descheduled = append(out.Descheduled, r.Rank)
-			}
+	}
+	for _, r := range st {
+		lowCPU := out.ComputeCPUMedian > 0 && r.ComputeCPU > 0 && r.ComputeCPU < DescheduledBelow*out.ComputeCPUMedian
+		waited := len(waits) >= 2 && r.SchedWaitFraction >= DescheduledWait && r.SchedWaitFraction >= 2*out.SchedWaitMedian
+		if lowCPU || waited {
+			out.Descheduled = append(out.Descheduled, r.Rank)
 		}
 	}
 	if len(gaps) > 0 {

@@ -175,3 +175,33 @@ func TestDiffResources(t *testing.T) {
 		t.Errorf("energy per step: %+v", c)
 	}
 }
+
+// TestDescheduledByWaiting: of three ranks without compute spans (an MPI
+// program), the one whose threads waited for a core 30% of the time,
+// against 1% for the others, is named descheduled; a thread's end (the
+// counter falling) is not counted as time given back.
+func TestDescheduledByWaiting(t *testing.T) {
+	const ms = int64(1e6)
+	var evs []trace.Event
+	for r := range int32(3) {
+		share := []float64{0.01, 0.012, 0.3}[r]
+		for at := int64(0); at <= 2000*ms; at += 100 * ms {
+			w := share * float64(at)
+			if r == 0 && at >= 1000*ms {
+				w -= 5e6 // a thread ended
+			}
+			evs = append(evs, sampleEv(r, SampleRSS, at, 1e6), sampleEv(r, SampleSchedWait, at, w))
+		}
+		evs = append(evs, coll(r, "barrier", "direct", 0, 0, 1000, 0))
+	}
+	s := Summarize(runOf(3, evs...))
+	if d := s.Resources.Descheduled; len(d) != 1 || d[0] != 2 {
+		t.Errorf("descheduled %v, median wait %g", d, s.Resources.SchedWaitMedian)
+	}
+	if r := s.Ranks[2]; r.SchedWaitNS != 600e6 || math.Abs(r.SchedWaitFraction-0.3) > 1e-9 {
+		t.Errorf("rank 2: waited %d ns, %g", r.SchedWaitNS, r.SchedWaitFraction)
+	}
+	if r := s.Ranks[0]; r.SchedWaitNS != 19e6 { // 20 ms but the interval the thread ended in
+		t.Errorf("rank 0: waited %d ns, want 19 ms", r.SchedWaitNS)
+	}
+}

@@ -227,6 +227,11 @@ type RankStats struct {
 	// core, well below 1 for one descheduled while it computed; 0 without
 	// compute spans.
 	ComputeCPU float64 `json:"compute_cpu"`
+	// SchedWaitNS is the time the rank's threads (an MPI rank: its main
+	// thread) were runnable but waited for a core, between the first and
+	// last reading; SchedWaitFraction is it over SampledNS.
+	SchedWaitNS       int64   `json:"sched_wait_ns"`
+	SchedWaitFraction float64 `json:"sched_wait_fraction"`
 	// ActivationBytes is the largest activation_bytes the program said
 	// it held (commprof's trainer: its model's buffers), 0 if none.
 	ActivationBytes int64 `json:"activation_bytes"`

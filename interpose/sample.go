@@ -22,6 +22,7 @@ const (
 	SampleCPUUser  = "cpu_user_ns"    // user CPU time of the process so far
 	SampleCPUSys   = "cpu_system_ns"  // system CPU time of the process so far
 	SampleGoHeap   = "go_heap_bytes"  // the Go heap's objects, live and not yet swept (commprof's own ranks)
+	SampleSched    = "sched_wait_ns"  // time the process's threads were runnable but not running (/proc/self/task/*/schedstat)
 	SampleEnergyPk = "energy_pkg_uj"  // RAPL package energy since the sampler started, µJ, summed over the host's packages
 	SampleEnergyDR = "energy_dram_uj" // RAPL DRAM energy since the sampler started, µJ
 )
@@ -43,6 +44,7 @@ type Sampler struct {
 	done   chan struct{}
 	once   sync.Once
 	ev     trace.Event
+	tasks  map[string]*os.File // each thread's schedstat, by thread id
 }
 
 // StartSampler starts sampling into rec every period (> 0). energy, if
@@ -83,6 +85,9 @@ func (s *Sampler) Stop() {
 		if s.statm != nil {
 			s.statm.Close()
 		}
+		for _, f := range s.tasks {
+			f.Close()
+		}
 	})
 }
 
@@ -99,6 +104,9 @@ func (s *Sampler) Sample() {
 		s.record(SamplePeakRSS, now, float64(ru.Maxrss)*1024)
 		s.record(SampleCPUUser, now, float64(ru.Utime.Nano()))
 		s.record(SampleCPUSys, now, float64(ru.Stime.Nano()))
+	}
+	if w, ok := s.schedWait(); ok {
+		s.record(SampleSched, now, float64(w))
 	}
 	metrics.Read(s.heap)
 	if s.heap[0].Value.Kind() == metrics.KindUint64 {
@@ -161,4 +169,53 @@ func SampleEvery(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("sampling period %q: want a period of 1ms or more such as 100ms, a rate such as 10hz, or off", v)
 	}
 	return d, nil
+}
+
+// schedWait sums the run-queue wait (the second field of schedstat: ns
+// runnable but not running) of the process's threads, keeping each
+// thread's file open between readings. A thread that ended takes its
+// wait with it, so the sum may fall; analyses use its rises.
+func (s *Sampler) schedWait() (int64, bool) {
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return 0, false
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return 0, false
+	}
+	if s.tasks == nil {
+		s.tasks = map[string]*os.File{}
+	}
+	live := make(map[string]bool, len(names))
+	var sum int64
+	var buf [96]byte
+	ok := false
+	for _, n := range names {
+		live[n] = true
+		f := s.tasks[n]
+		if f == nil {
+			if f, err = os.Open("/proc/self/task/" + n + "/schedstat"); err != nil {
+				continue
+			}
+			s.tasks[n] = f
+		}
+		k, _ := f.ReadAt(buf[:], 0)
+		fs := strings.Fields(string(buf[:k]))
+		if len(fs) < 2 {
+			continue
+		}
+		if w, err := strconv.ParseInt(fs[1], 10, 64); err == nil {
+			sum += w
+			ok = true
+		}
+	}
+	for n, f := range s.tasks {
+		if !live[n] {
+			f.Close()
+			delete(s.tasks, n)
+		}
+	}
+	return sum, ok
 }

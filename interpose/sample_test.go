@@ -35,13 +35,13 @@ func TestSampler(t *testing.T) {
 			continue
 		}
 		n[e.Name]++
-		if e.Value < last[e.Name] && e.Name != SampleRSS && e.Name != SampleGoHeap {
+		if e.Value < last[e.Name] && e.Name != SampleRSS && e.Name != SampleGoHeap && e.Name != SampleSched {
 			t.Errorf("%s fell from %g to %g", e.Name, last[e.Name], e.Value)
 		}
 		last[e.Name] = e.Value
 	}
 	// 120 ms at 10 ms, and the start and stop: at least 8 readings on a loaded machine.
-	for _, name := range []string{SampleRSS, SamplePeakRSS, SampleCPUUser, SampleCPUSys, SampleGoHeap} {
+	for _, name := range []string{SampleRSS, SamplePeakRSS, SampleCPUUser, SampleCPUSys, SampleGoHeap, SampleSched} {
 		if n[name] < 8 {
 			t.Errorf("%s: %d readings (%v)", name, n[name], n)
 		}
@@ -75,8 +75,8 @@ func TestSampleEvery(t *testing.T) {
 }
 
 // BenchmarkSample is the cost of one sample on the rank: a pread of
-// /proc/self/statm, a getrusage, a read of the Go heap's size and five
-// events recorded.
+// /proc/self/statm, a getrusage, every thread's schedstat, a read of the
+// Go heap's size and six events recorded.
 func BenchmarkSample(b *testing.B) {
 	rec := discardRecorder(b)
 	s := StartSampler(rec, time.Hour, nil)

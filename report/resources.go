@@ -27,7 +27,8 @@ func memoryTable(s *analyze.Summary, f formatter) *Table {
 		{Name: "base rss", Numeric: true, Unit: "bytes"}, {Name: "peak rss", Numeric: true, Unit: "bytes"},
 		{Name: "mean rss", Numeric: true, Unit: "bytes"}, {Name: "activations", Numeric: true, Unit: "bytes"},
 		{Name: "cpu user", Numeric: true, Unit: "ns"}, {Name: "cpu system", Numeric: true, Unit: "ns"},
-		{Name: "cpu use", Numeric: true, Unit: "cores"}, {Name: "cpu per compute", Numeric: true, Unit: "ratio"}}}
+		{Name: "cpu use", Numeric: true, Unit: "cores"}, {Name: "cpu per compute", Numeric: true, Unit: "ratio"},
+		{Name: "waiting for a core", Numeric: true, Unit: "fraction"}}}
 	ratio := func(x float64) string {
 		if f.raw {
 			return strconv.FormatFloat(x, 'f', 3, 64)
@@ -51,13 +52,13 @@ func memoryTable(s *analyze.Summary, f formatter) *Table {
 		}
 		row = append(row, act)
 		if r.SampledNS == 0 {
-			row = append(row, none, none, none, none)
+			row = append(row, none, none, none, none, none)
 		} else {
 			per := none
 			if r.ComputeCPU > 0 {
 				per = ratio(r.ComputeCPU)
 			}
-			row = append(row, f.dur(float64(r.CPUUserNS)), f.dur(float64(r.CPUSystemNS)), ratio(r.CPUUtil), per)
+			row = append(row, f.dur(float64(r.CPUUserNS)), f.dur(float64(r.CPUSystemNS)), ratio(r.CPUUtil), per, f.frac(r.SchedWaitFraction))
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -126,8 +127,8 @@ func resourcesSection(s *analyze.Summary) (section, bool) {
 	intro = append(intro, fmt.Sprintf("Readings every %s: the curve can miss a peak shorter than that; the peak figures also take the kernel's high-water mark, which misses none.",
 		units.Duration(float64(res.PeriodNS))))
 	if len(res.Descheduled) > 0 {
-		intro = append(intro, fmt.Sprintf("Descheduled: rank %s got less than %.0f%% of the others' CPU per second of compute (median %.2f): the host took their cores away.",
-			joinInts(res.Descheduled, 8), 100*analyze.DescheduledBelow, res.ComputeCPUMedian))
+		intro = append(intro, fmt.Sprintf("Descheduled: rank %s got less than %.0f%% of the ranks' median CPU per second of compute (%.2f), or waited for a core at least %.0f%% of the time and twice the median (%.1f%%): the host took their cores away.",
+			joinInts(res.Descheduled, 8), 100*analyze.DescheduledBelow, res.ComputeCPUMedian, 100*analyze.DescheduledWait, 100*res.SchedWaitMedian))
 	}
 	if e := res.Energy; e.Measured {
 		line := fmt.Sprintf("Energy: %.1f J package and %.1f J DRAM over %d hosts, %.1f W.", e.PackageJ, e.DRAMJ, e.Hosts, e.Watts)
@@ -164,17 +165,24 @@ func resourceCards(s *analyze.Summary) []card {
 }
 
 // stragglerCPU says, for a named straggler with CPU samples, whether it
-// was descheduled or computed more, as analyze judged it.
+// was descheduled (as analyze judged it): its CPU per compute time and
+// its wait for a core against the ranks'.
 func stragglerCPU(s *analyze.Summary, rank int) string {
 	res := s.Resources
 	for _, r := range s.Ranks {
-		if r.Rank != rank || r.ComputeCPU <= 0 || res.ComputeCPUMedian <= 0 {
+		if r.Rank != rank || r.SampledNS == 0 {
 			continue
 		}
-		if slices.Contains(res.Descheduled, rank) {
-			return fmt.Sprintf(" · descheduled: %.2f s of CPU per s of compute against the ranks' %.2f", r.ComputeCPU, res.ComputeCPUMedian)
+		var parts []string
+		if r.ComputeCPU > 0 && res.ComputeCPUMedian > 0 {
+			parts = append(parts, fmt.Sprintf("%.2f s of CPU per s of compute (ranks' median %.2f)", r.ComputeCPU, res.ComputeCPUMedian))
 		}
-		return fmt.Sprintf(" · not descheduled: %.2f s of CPU per s of compute, the ranks' median %.2f", r.ComputeCPU, res.ComputeCPUMedian)
+		parts = append(parts, fmt.Sprintf("waited for a core %.1f%% of the time (median %.1f%%)", 100*r.SchedWaitFraction, 100*res.SchedWaitMedian))
+		verdict := "not descheduled"
+		if slices.Contains(res.Descheduled, rank) {
+			verdict = "descheduled"
+		}
+		return " · " + verdict + ": " + strings.Join(parts, ", ")
 	}
 	return ""
 }

@@ -1,5 +1,5 @@
 /* The sampling thread: the process's resident memory, its peak, its user
- * and system CPU time, and on the first rank of each host the host's
+ * and system CPU time, its main thread's wait for a core, and on the first rank of each host the host's
  * RAPL energy counters, recorded as sample events (kind "sample", name
  * the counter, value the reading) once when recording starts, every
  * COMMPROF_SAMPLE (default 100ms; "off" or 0 for none; a rate such as
@@ -42,10 +42,11 @@ static struct {
 	int running, stop;
 	int64_t every; /* ns */
 	int statm;     /* /proc/self/statm, kept open */
+	int sched;     /* /proc/self/schedstat (the main thread's), kept open */
 	long page;
 	struct domain dom[MAX_DOMAINS];
 	int ndom;
-} S = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .statm = -1};
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .statm = -1, .sched = -1};
 
 static int read_u64(const char *path, uint64_t *v)
 {
@@ -118,6 +119,15 @@ static void sample(void)
 		long long size = 0, resident = 0;
 		if (sscanf(buf, "%lld %lld", &size, &resident) == 2)
 			record(N_SAMPLE_RSS, now, (double)resident * (double)S.page);
+	}
+	/* The main thread's time runnable but not running (its second field):
+	 * how long the host kept the rank's work off a core. */
+	n = S.sched >= 0 ? pread(S.sched, buf, sizeof buf - 1, 0) : -1;
+	if (n > 0) {
+		buf[n] = 0;
+		unsigned long long run = 0, wait = 0;
+		if (sscanf(buf, "%llu %llu", &run, &wait) == 2)
+			record(N_SAMPLE_SCHED_WAIT, now, (double)wait);
 	}
 	struct rusage ru;
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
@@ -203,6 +213,7 @@ void cp_sample_start(int energy)
 		return;
 	S.page = sysconf(_SC_PAGESIZE);
 	S.statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	S.sched = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
 	if (energy) {
 		const char *root = getenv("COMMPROF_POWERCAP");
 		open_energy(root && *root ? root : "/sys/class/powercap");
@@ -245,5 +256,9 @@ void cp_sample_stop(void)
 	if (S.statm >= 0) {
 		close(S.statm);
 		S.statm = -1;
+	}
+	if (S.sched >= 0) {
+		close(S.sched);
+		S.sched = -1;
 	}
 }

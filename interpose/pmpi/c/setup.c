@@ -84,6 +84,7 @@ const char *const cp_names[N_COUNT] = {
 	[N_SAMPLE_CPU_SYSTEM] = "cpu_system_ns",
 	[N_SAMPLE_ENERGY_PKG] = "energy_pkg_uj",
 	[N_SAMPLE_ENERGY_DRAM] = "energy_dram_uj",
+	[N_SAMPLE_SCHED_WAIT] = "sched_wait_ns",
 };
 
 void cp_warn(const char *fmt, ...)
