@@ -126,6 +126,21 @@ func resourcesSection(s *analyze.Summary) (section, bool) {
 	}
 	intro = append(intro, fmt.Sprintf("Readings every %s: the curve can miss a peak shorter than that; the peak figures also take the kernel's high-water mark, which misses none.",
 		units.Duration(float64(res.PeriodNS))))
+	var use []float64
+	for _, r := range s.Ranks {
+		if r.SampledNS > 0 {
+			use = append(use, r.CPUUtil)
+		}
+	}
+	if len(use) > 0 {
+		slices.Sort(use)
+		waited := ""
+		if res.SchedWaitMedian > 0 {
+			waited = fmt.Sprintf(" and waited for a core %.1f%% of the time (median)", 100*res.SchedWaitMedian)
+		}
+		intro = append(intro, fmt.Sprintf("CPU: the ranks kept %.2f to %.2f cores busy (median %.2f)%s: a rank that waits in a blocking call uses little CPU, one that computes about a core per busy thread, one descheduled by the host waits for a core.",
+			use[0], use[len(use)-1], use[len(use)/2], waited))
+	}
 	if len(res.Descheduled) > 0 {
 		intro = append(intro, fmt.Sprintf("Descheduled: rank %s got less than %.0f%% of the ranks' median CPU per second of compute (%.2f), or waited for a core at least %.0f%% of the time and twice the median (%.1f%%): the host took their cores away.",
 			joinInts(res.Descheduled, 8), 100*analyze.DescheduledBelow, res.ComputeCPUMedian, 100*analyze.DescheduledWait, 100*res.SchedWaitMedian))
