@@ -1,9 +1,11 @@
 package analyze
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // The counters ranks sample (trace kind "sample"; docs/metrics.md): the
@@ -16,13 +18,16 @@ const (
 	SampleEnergyPkg  = "energy_pkg_uj"
 	SampleEnergyDRAM = "energy_dram_uj"
 	SampleSchedWait  = "sched_wait_ns"
+	// SampleEnergyGPU begins the names of the GPUs' energy readings
+	// (NVML): energy_gpu0_uj, energy_gpu1_uj, ...
+	SampleEnergyGPU = "energy_gpu"
 	// SampleActivation is the bytes of the activation buffers a program
 	// says it holds (commprof's trainer: its model's).
 	SampleActivation = "activation_bytes"
 )
 
 // NoEnergy is what a summary says when no rank recorded energy.
-const NoEnergy = "this host exposes no energy counters (no readable RAPL domain under /sys/class/powercap, no NVML): energy is not measured"
+const NoEnergy = "this host exposes no energy counters (no readable RAPL domain under /sys/class/powercap, no GPU energy through NVML): energy is not measured"
 
 // NotSampled is what a summary says of energy when no rank sampled at all.
 const NotSampled = "no rank sampled memory, CPU or energy (a run recorded with --sample off, before commprof sampled, or imported)"
@@ -87,9 +92,13 @@ type Energy struct {
 	// from the first reading to the last, summed over hosts, J.
 	PackageJ float64 `json:"package_j"`
 	DRAMJ    float64 `json:"dram_j"`
+	// GPUJ is the GPUs' energy (NVML), summed over GPUs and hosts, J;
+	// GPUs counts them.
+	GPUJ float64 `json:"gpu_j"`
+	GPUs int     `json:"gpus"`
 	// SpanNS is the time the readings span (the longest host's).
 	SpanNS int64 `json:"span_ns"`
-	// Watts is (PackageJ + DRAMJ) over SpanNS.
+	// Watts is (PackageJ + DRAMJ + GPUJ) over SpanNS.
 	Watts float64 `json:"watts"`
 	// PerStepJ is the mean over steps of StepStats.EnergyJ, 0 without steps.
 	PerStepJ float64 `json:"per_step_j"`
@@ -106,6 +115,7 @@ type samplePt struct {
 type resourceAcc struct {
 	rss, cpuUser, cpuSys, pkg, dram, sched []samplePt
 	peak, activation                       float64
+	gpu                                    map[string][]samplePt // energy_gpuN_uj, by name
 }
 
 func (rs *RankSummarizer) sample(name int32, at int64, v float64) {
@@ -130,6 +140,13 @@ func (rs *RankSummarizer) sample(name int32, at int64, v float64) {
 		a.activation = max(a.activation, v)
 	case SampleSchedWait:
 		a.sched = append(a.sched, samplePt{at, v})
+	default:
+		if n := rs.s.str(name); strings.HasPrefix(n, SampleEnergyGPU) && strings.HasSuffix(n, "_uj") {
+			if a.gpu == nil {
+				a.gpu = map[string][]samplePt{}
+			}
+			a.gpu[n] = append(a.gpu[n], samplePt{at, v})
+		}
 	}
 }
 
@@ -192,14 +209,22 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		}
 	}
 	var peaks int64
-	var energy [][2][]samplePt
+	var energy [][][]samplePt // per rank that read energy: package, DRAM, then each GPU
 	for i, rs := range ranks {
 		a := &rs.res
 		for _, p := range [][]samplePt{a.rss, a.cpuUser, a.cpuSys, a.pkg, a.dram, a.sched} {
 			sortPts(p)
 		}
-		if len(a.pkg) > 1 || len(a.dram) > 1 {
-			energy = append(energy, [2][]samplePt{a.pkg, a.dram})
+		h := [][]samplePt{a.pkg, a.dram}
+		for _, n := range slices.Sorted(maps.Keys(a.gpu)) {
+			sortPts(a.gpu[n])
+			h = append(h, a.gpu[n])
+		}
+		for _, p := range h {
+			if len(p) > 1 {
+				energy = append(energy, h)
+				break
+			}
 		}
 		r := &st[i]
 		r.ActivationBytes = int64(a.activation)
@@ -292,6 +317,10 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 	for _, h := range energy {
 		e.PackageJ += rise(h[0]) / 1e6
 		e.DRAMJ += rise(h[1]) / 1e6
+		for _, g := range h[2:] {
+			e.GPUJ += rise(g) / 1e6
+			e.GPUs++
+		}
 		for _, p := range h {
 			if len(p) > 1 {
 				e.SpanNS = max(e.SpanNS, p[len(p)-1].at-p[0].at)
@@ -299,7 +328,7 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		}
 	}
 	if e.SpanNS > 0 {
-		e.Watts = (e.PackageJ + e.DRAMJ) / (float64(e.SpanNS) / 1e9)
+		e.Watts = (e.PackageJ + e.DRAMJ + e.GPUJ) / (float64(e.SpanNS) / 1e9)
 	}
 	var sum float64
 	for i := range steps {

@@ -205,3 +205,18 @@ func TestDescheduledByWaiting(t *testing.T) {
 		t.Errorf("rank 0: waited %d ns, want 19 ms", r.SchedWaitNS)
 	}
 }
+
+// TestGPUEnergy: a host's two GPUs drawing 100 W and 200 W for 2 s
+// (NVML's readings, without RAPL) are 600 J measured, 300 W.
+func TestGPUEnergy(t *testing.T) {
+	const ms = int64(1e6)
+	var evs []trace.Event
+	for at := int64(0); at <= 2000*ms; at += 100 * ms {
+		evs = append(evs, sampleEv(0, SampleRSS, at, 1e6), sampleEv(0, "energy_gpu0_uj", at, 100*float64(at)/1e3),
+			sampleEv(0, "energy_gpu1_uj", at, 200*float64(at)/1e3))
+	}
+	e := Summarize(runOf(1, evs...)).Resources.Energy
+	if !e.Measured || e.GPUs != 2 || math.Abs(e.GPUJ-600) > 1e-6 || math.Abs(e.Watts-300) > 1e-6 || e.PackageJ != 0 {
+		t.Errorf("%+v", e)
+	}
+}

@@ -146,7 +146,11 @@ func resourcesSection(s *analyze.Summary) (section, bool) {
 			joinInts(res.Descheduled, 8), 100*analyze.DescheduledBelow, res.ComputeCPUMedian, 100*analyze.DescheduledWait, 100*res.SchedWaitMedian))
 	}
 	if e := res.Energy; e.Measured {
-		line := fmt.Sprintf("Energy: %.1f J package and %.1f J DRAM over %d hosts, %.1f W.", e.PackageJ, e.DRAMJ, e.Hosts, e.Watts)
+		line := fmt.Sprintf("Energy: %.1f J package and %.1f J DRAM over %d hosts", e.PackageJ, e.DRAMJ, e.Hosts)
+		if e.GPUs > 0 {
+			line += fmt.Sprintf(", %.1f J on %d GPUs", e.GPUJ, e.GPUs)
+		}
+		line += fmt.Sprintf(", %.1f W.", e.Watts)
 		if e.PerStepJ > 0 {
 			line += fmt.Sprintf(" %.3g J a step", e.PerStepJ)
 			if e.PerSampleJ > 0 {
@@ -174,7 +178,7 @@ func resourceCards(s *analyze.Summary) []card {
 		if e.PerStepJ > 0 {
 			d += fmt.Sprintf(" · %.3g J a step", e.PerStepJ)
 		}
-		cs = append(cs, card{Label: "energy", Value: fmt.Sprintf("%.1f J", e.PackageJ+e.DRAMJ), Detail: d, Def: "energy"})
+		cs = append(cs, card{Label: "energy", Value: fmt.Sprintf("%.1f J", e.PackageJ+e.DRAMJ+e.GPUJ), Detail: d, Def: "energy"})
 	}
 	return cs
 }
@@ -212,7 +216,8 @@ func writeResources(w io.Writer, s *analyze.Summary) {
 	fmt.Fprintf(w, "memory: peak %s on rank %d (ranks' peaks average %s), sampled every %s; --by memory for each rank\n",
 		units.Bytes(res.PeakRSSBytes), res.PeakRank, units.Bytes(res.MeanPeakRSSBytes), units.Duration(float64(res.PeriodNS)))
 	if e := res.Energy; e.Measured {
-		fmt.Fprintf(w, "energy: %.1f J (package %.1f J, DRAM %.1f J) over %d host(s), %.1f W", e.PackageJ+e.DRAMJ, e.PackageJ, e.DRAMJ, e.Hosts, e.Watts)
+		fmt.Fprintf(w, "energy: %.1f J (package %.1f J, DRAM %.1f J, %d GPUs %.1f J) over %d host(s), %.1f W", e.PackageJ+e.DRAMJ+e.GPUJ, e.PackageJ, e.DRAMJ,
+			e.GPUs, e.GPUJ, e.Hosts, e.Watts)
 		if e.PerStepJ > 0 {
 			fmt.Fprintf(w, ", %.3g J a step", e.PerStepJ)
 		}

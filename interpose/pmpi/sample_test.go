@@ -261,3 +261,45 @@ func TestSampledEnergy(t *testing.T) {
 		}
 	}
 }
+
+// TestSampledGPUEnergy runs testdata/memhold.c on 2 ranks with a stand-in
+// for NVIDIA's NVML library (testdata/fakenvml.c: two GPUs whose counters
+// advance by 100 and 200 mJ at each reading): the host's first rank
+// records each GPU's energy since its first reading, reading by reading,
+// in µJ; the other rank none.
+func TestSampledGPUEnergy(t *testing.T) {
+	m := findMPI(t, MPICH)
+	prog := cProgram(t, m, "memhold")
+	libdir := t.TempDir()
+	if err := run(".", "cc", "-O2", "-Wall", "-fPIC", "-shared", "-o", filepath.Join(libdir, "libnvidia-ml.so.1"), filepath.Join("testdata", "fakenvml.c")); err != nil {
+		t.Fatal(err)
+	}
+	dir, res := recordDirect(t, m, 2, []string{"LD_LIBRARY_PATH=" + libdir, "COMMPROF_POWERCAP=" + t.TempDir()}, prog, "1", "1", "600")
+	if res.err != nil {
+		t.Fatalf("%v\n%s", res.err, res.stderr)
+	}
+	for _, rk := range readRun(t, dir).Ranks {
+		got := map[string][]float64{}
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindSample && strings.HasPrefix(e.Name, "energy_") {
+				got[e.Name] = append(got[e.Name], e.Value)
+			}
+		}
+		if rk.Info.Rank != 0 {
+			if len(got) != 0 {
+				t.Errorf("rank %d, not the host's first, recorded %v", rk.Info.Rank, got)
+			}
+			continue
+		}
+		if len(got) != 2 || len(got["energy_gpu0_uj"]) < 3 || len(got["energy_gpu1_uj"]) != len(got["energy_gpu0_uj"]) {
+			t.Fatalf("rank 0 recorded %v; want readings of energy_gpu0_uj and energy_gpu1_uj alone", got)
+		}
+		for g, per := range map[string]float64{"energy_gpu0_uj": 100_000, "energy_gpu1_uj": 200_000} {
+			for k, v := range got[g] {
+				if v != float64(k+1)*per {
+					t.Errorf("%s reading %d: %g µJ, want %g", g, k, v, float64(k+1)*per)
+				}
+			}
+		}
+	}
+}

@@ -1,11 +1,11 @@
 /* The sampling thread: the process's resident memory, its peak, its user
- * and system CPU time, its main thread's wait for a core, and on the first rank of each host the host's
- * RAPL energy counters, recorded as sample events (kind "sample", name
- * the counter, value the reading) once when recording starts, every
- * COMMPROF_SAMPLE (default 100ms; "off" or 0 for none; a rate such as
- * 10hz) and once when it stops. commprof's own ranks sample the same
- * counters under the same names (interpose/sample.go); docs/metrics.md
- * defines them.
+ * and system CPU time, its main thread's wait for a core, and on the
+ * first rank of each host the host's RAPL energy counters and its GPUs'
+ * (NVML), recorded as sample events (kind "sample", name the counter,
+ * value the reading) once when recording starts, every COMMPROF_SAMPLE
+ * (default 100ms; "off" or 0 for none; a rate such as 10hz) and once
+ * when it stops. commprof's own ranks sample the same counters under the
+ * same names (interpose/sample.go); docs/metrics.md defines them.
  *
  * The thread records through cp_record into a chunk of its own, like any
  * recording thread, and takes no lock the program's threads hold across
@@ -17,6 +17,7 @@
 #include "cp.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +28,19 @@
 #include <unistd.h>
 
 #define MAX_DOMAINS 16
+#define MAX_GPUS (N_SAMPLE_ENERGY_GPU_LAST - N_SAMPLE_ENERGY_GPU0 + 1)
+
+/* NVML, opened with dlopen where the driver installed it: each GPU's
+ * energy since the driver loaded, in mJ (nvmlDeviceGetTotalEnergyConsumption,
+ * Volta and later). */
+struct nvml {
+	void *lib;
+	int (*shutdown)(void);
+	int (*energy)(void *dev, unsigned long long *mj);
+	void *dev[MAX_GPUS];
+	unsigned long long first[MAX_GPUS];
+	unsigned n;
+};
 
 struct domain {
 	int name;          /* N_SAMPLE_ENERGY_PKG or N_SAMPLE_ENERGY_DRAM */
@@ -46,6 +60,8 @@ static struct {
 	long page;
 	struct domain dom[MAX_DOMAINS];
 	int ndom;
+	int energy;      /* this rank reads the host's counters */
+	struct nvml gpu; /* opened by the sampling thread */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .statm = -1, .sched = -1};
 
 static int read_u64(const char *path, uint64_t *v)
@@ -103,6 +119,44 @@ static void open_energy(const char *root)
 	closedir(d);
 }
 
+/* open_nvml finds the host's GPUs through NVML, if the library is there;
+ * the sampling thread calls it, so that NVML's start-up (which can take
+ * a while) never holds up MPI_Init. */
+static void open_nvml(void)
+{
+	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL)
+		return;
+	int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
+	int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(lib, "nvmlDeviceGetCount_v2");
+	int (*handle)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+	S.gpu.energy = (int (*)(void *, unsigned long long *))dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
+	S.gpu.shutdown = (int (*)(void))dlsym(lib, "nvmlShutdown");
+	unsigned n = 0;
+	if (init == NULL || count == NULL || handle == NULL || S.gpu.energy == NULL || S.gpu.shutdown == NULL || init() != 0) {
+		dlclose(lib);
+		return;
+	}
+	if (count(&n) != 0)
+		n = 0;
+	for (unsigned i = 0; i < n && S.gpu.n < MAX_GPUS; i++) {
+		void *d = NULL;
+		unsigned long long mj = 0;
+		/* A GPU that cannot say its energy (before Volta) is left out. */
+		if (handle(i, &d) == 0 && S.gpu.energy(d, &mj) == 0) {
+			S.gpu.dev[S.gpu.n] = d;
+			S.gpu.first[S.gpu.n] = mj;
+			S.gpu.n++;
+		}
+	}
+	if (S.gpu.n == 0) {
+		S.gpu.shutdown();
+		dlclose(lib);
+		return;
+	}
+	S.gpu.lib = lib;
+}
+
 static void record(int name, int64_t at, double v)
 {
 	struct cp_event e = {.start = at, .seq = -1, .value = v, .peer = -1, .root = -1, .name = name, .kind = K_SAMPLE};
@@ -156,6 +210,11 @@ static void sample(void)
 		record(N_SAMPLE_ENERGY_PKG, now, (double)pkg);
 	if (have_dram)
 		record(N_SAMPLE_ENERGY_DRAM, now, (double)dram);
+	for (unsigned i = 0; i < S.gpu.n; i++) {
+		unsigned long long mj;
+		if (S.gpu.energy(S.gpu.dev[i], &mj) == 0 && mj >= S.gpu.first[i])
+			record(N_SAMPLE_ENERGY_GPU0 + (int)i, now, (double)(mj - S.gpu.first[i]) * 1000);
+	}
 }
 
 static void *sampler(void *arg)
@@ -163,6 +222,8 @@ static void *sampler(void *arg)
 	(void)arg;
 	/* A fixed schedule on the monotonic clock: a late wake-up does not
 	 * delay the readings after it. */
+	if (S.energy)
+		open_nvml();
 	int64_t next = cp_clock();
 	pthread_mutex_lock(&S.mu);
 	while (!S.stop) {
@@ -214,6 +275,7 @@ void cp_sample_start(int energy)
 	S.page = sysconf(_SC_PAGESIZE);
 	S.statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	S.sched = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
+	S.energy = energy;
 	if (energy) {
 		const char *root = getenv("COMMPROF_POWERCAP");
 		open_energy(root && *root ? root : "/sys/class/powercap");
@@ -253,6 +315,12 @@ void cp_sample_stop(void)
 	}
 	S.running = 0;
 	sample();
+	if (S.gpu.lib != NULL) {
+		S.gpu.shutdown();
+		dlclose(S.gpu.lib);
+		S.gpu.lib = NULL;
+		S.gpu.n = 0;
+	}
 	if (S.statm >= 0) {
 		close(S.statm);
 		S.statm = -1;

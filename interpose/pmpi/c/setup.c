@@ -85,6 +85,14 @@ const char *const cp_names[N_COUNT] = {
 	[N_SAMPLE_ENERGY_PKG] = "energy_pkg_uj",
 	[N_SAMPLE_ENERGY_DRAM] = "energy_dram_uj",
 	[N_SAMPLE_SCHED_WAIT] = "sched_wait_ns",
+	[N_SAMPLE_ENERGY_GPU0] = "energy_gpu0_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 1] = "energy_gpu1_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 2] = "energy_gpu2_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 3] = "energy_gpu3_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 4] = "energy_gpu4_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 5] = "energy_gpu5_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 6] = "energy_gpu6_uj",
+	[N_SAMPLE_ENERGY_GPU_LAST] = "energy_gpu7_uj",
 };
 
 void cp_warn(const char *fmt, ...)
