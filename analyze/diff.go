@@ -332,6 +332,10 @@ func Compare(a, b *Summary) *Diff {
 		add(id+".calls", "calls", section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral, noise{})
 	}
 
+	// Memory, CPU and energy (resources.go).
+	weight = 1
+	addResources(add, a, b, d.PerSample, fromSteps)
+
 	// Skew, fit, results.
 	weight = 1
 	skewA, skewB := skewSeries(a), skewSeries(b)

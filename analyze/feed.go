@@ -52,6 +52,8 @@ type RankSummarizer struct {
 	bytesSent, bytesRecv     int64
 	msgsSent, msgsRecv       int64
 	first, last              int64
+	spanned                  bool // first and last are set: the rank has an event that is not a sample
+	res                      resourceAcc
 	matrices                 map[int32]*matrixAcc      // by op name; the world matrix is summed at the end
 	sendNSTo                 map[int32][]int64         // by op name, then destination below denseRanks: time in sends
 	sendFar                  map[int32]map[int32]int64 // the same for destinations from denseRanks on
@@ -173,12 +175,18 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 	rs.dicts[2].update(rs.s, b.Comms)
 	rs.dicts[3].update(rs.s, b.Labels)
 	names, algos, comms, labels := rs.dicts[0].ids, rs.dicts[1].ids, rs.dicts[2].ids, rs.dicts[3].ids
-	if rs.events == 0 && b.Len > 0 {
-		rs.first, rs.last = b.Start[0], b.Start[0]
-	}
 	rs.events += int64(b.Len)
 	for i := 0; i < b.Len; i++ {
 		start, dur := b.Start[i], b.Dur[i]
+		if b.Kind[i] == trace.KindSample {
+			// Readings of counters, not the program's work: they do not
+			// stretch the run's span.
+			rs.sample(names[b.Name[i]], start, b.Value[i])
+			continue
+		}
+		if !rs.spanned {
+			rs.first, rs.last, rs.spanned = start, start, true
+		}
 		rs.first = min(rs.first, start)
 		rs.last = max(rs.last, start+dur)
 		switch b.Kind[i] {

@@ -116,6 +116,7 @@ func (s *Summarizer) Finalize() *Summary {
 	par(func() { sum.fitAcc = s.fitSums(ranks, calls, inst, waits) })
 	par(func() { sum.Stragglers = s.stragglers(ranks, calls, inst) })
 	wg.Wait()
+	sum.Resources = s.resources(ranks, sum.Ranks, sum.Steps, sum.Run.SamplesPerStep)
 	sum.PointToPoint = pointToPoint(ranks, sp, sum.StepSummary.Steps)
 	labelPatterns(sum)
 	for _, rs := range ranks {
@@ -156,12 +157,14 @@ func (s *Summarizer) runInfo(ranks []*RankSummarizer, world int) RunInfo {
 		Config: map[string]string{}, Metrics: map[string]float64{}, Hosts: []string{}, Command: []string{},
 		Injected: []string{}, Contention: s.contention()}
 	first, last := int64(0), int64(0)
-	for i, rs := range ranks {
+	seen := false
+	for _, rs := range ranks {
 		ri.Events += rs.events
-		if rs.events == 0 {
+		if !rs.spanned {
 			continue
 		}
-		if i == 0 || rs.first < first {
+		if !seen || rs.first < first {
+			seen = true
 			first = rs.first
 		}
 		last = max(last, rs.last)

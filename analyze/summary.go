@@ -30,7 +30,10 @@ type Summary struct {
 	Projection    *Projection `json:"projection,omitempty"`
 	Marks         []Mark      `json:"marks"`
 	Epochs        []Epoch     `json:"epochs"`
-	Problems      []string    `json:"problems"`
+	// Resources is what the ranks' samples say: memory over time, CPU
+	// time, energy.
+	Resources Resources `json:"resources"`
+	Problems  []string  `json:"problems"`
 	// Diagnosis is the doctor's (Diagnose) on a run that hung or failed,
 	// which the report and stats lead with; nil for a run that ended well.
 	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
@@ -215,6 +218,29 @@ type RankStats struct {
 	LastArrivals int64   `json:"last_arrivals"` // collectives it arrived last in
 	MeanLateNS   float64 `json:"mean_late_ns"`  // mean of its arrival minus the others' mean arrival
 	Truncated    bool    `json:"truncated"`
+	// What the rank's samples say (docs/metrics.md); all 0 when it
+	// recorded none (Samples 0).
+	Samples      int     `json:"samples"`        // memory readings
+	PeakRSSBytes int64   `json:"peak_rss_bytes"` // the most resident memory: the kernel's high-water mark or the largest reading
+	MeanRSSBytes int64   `json:"mean_rss_bytes"` // resident memory averaged over the sampled time
+	BaseRSSBytes int64   `json:"base_rss_bytes"` // the first reading: resident memory when recording began
+	CPUUserNS    int64   `json:"cpu_user_ns"`    // user CPU time between the first and last reading
+	CPUSystemNS  int64   `json:"cpu_system_ns"`  // system CPU time between them
+	SampledNS    int64   `json:"sampled_ns"`     // from the first reading to the last
+	CPUUtil      float64 `json:"cpu_util"`       // (user + system) / SampledNS: cores kept busy (1 = one core all the time)
+	// ComputeCPU is the CPU time (user + system) per ns of compute spans
+	// (ComputeNS): about 1 or more for a rank that computed on its own
+	// core, well below 1 for one descheduled while it computed; 0 without
+	// compute spans.
+	ComputeCPU float64 `json:"compute_cpu"`
+	// SchedWaitNS is the time the rank's threads (an MPI rank: its main
+	// thread) were runnable but waited for a core, between the first and
+	// last reading; SchedWaitFraction is it over SampledNS.
+	SchedWaitNS       int64   `json:"sched_wait_ns"`
+	SchedWaitFraction float64 `json:"sched_wait_fraction"`
+	// ActivationBytes is the largest activation_bytes the program said
+	// it held (commprof's trainer: its model's buffers), 0 if none.
+	ActivationBytes int64 `json:"activation_bytes"`
 }
 
 // Matrix is rank x rank traffic: Cells[src][dst], from received messages.
@@ -315,6 +341,10 @@ type StepStats struct {
 	IdleNS       float64 `json:"idle_ns"`
 	WaitNS       float64 `json:"wait_ns"`
 	CommBytes    float64 `json:"comm_bytes"` // collective bytes per rank
+	// EnergyJ is the hosts' energy (RAPL package and DRAM) from the
+	// step's first start to its slowest rank's end, interpolated between
+	// readings; 0 where no host measured energy.
+	EnergyJ float64 `json:"energy_j"`
 }
 
 // StepSummary averages the steps.

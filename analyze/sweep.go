@@ -99,6 +99,12 @@ type SweepConfig struct {
 	// ProjectedStepNS is the model's allreduce time per step at the
 	// sweep's ProjectRanks, when a model was given.
 	ProjectedStepNS float64 `json:"projected_allreduce_ns,omitempty"`
+	// PeakRSSBytes is each repeat's highest peak resident memory of a
+	// rank (Resources.PeakRSSBytes); EnergyPerSampleJ its hosts' energy
+	// per sample of the global batch. N is 0 where runs did not sample
+	// (or measure energy).
+	PeakRSSBytes     Range `json:"peak_rss_bytes"`
+	EnergyPerSampleJ Range `json:"energy_per_sample_j"`
 }
 
 // Range is a figure over a configuration's repeats: their mean, median,
@@ -188,7 +194,7 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 	})
 	for _, k := range keys {
 		sc := SweepConfig{BatchSize: k.batch, GlobalBatch: k.batch * k.ranks, Ranks: k.ranks, LRScaling: k.rule, Warmup: k.warm, LR: k.lr, Runs: []string{}}
-		var acc, epoch, sps, ttt, bytes, exposed, busbw []float64
+		var acc, epoch, sps, ttt, bytes, exposed, busbw, peak, energy []float64
 		var perEpoch [][]float64
 		for _, r := range by[k] {
 			s := r.Summary
@@ -209,6 +215,12 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 				exposed = append(exposed, s.StepSummary.ExposedNS/n)
 			}
 			busbw = append(busbw, s.Headline.BusBWGBps)
+			if s.Resources.Sampled {
+				peak = append(peak, float64(s.Resources.PeakRSSBytes))
+			}
+			if s.Resources.Energy.PerSampleJ > 0 {
+				energy = append(energy, s.Resources.Energy.PerSampleJ)
+			}
 			for i, e := range s.Epochs {
 				for len(perEpoch) <= i {
 					perEpoch = append(perEpoch, nil)
@@ -223,6 +235,7 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 		}
 		sc.Accuracy, sc.EpochNS, sc.SamplesPerSec = rangeOf(acc), rangeOf(epoch), rangeOf(sps)
 		sc.TimeToTargetNS, sc.CommBytesPerSample, sc.ExposedNSPerSample, sc.BusBWGBps = rangeOf(ttt), rangeOf(bytes), rangeOf(exposed), rangeOf(busbw)
+		sc.PeakRSSBytes, sc.EnergyPerSampleJ = rangeOf(peak), rangeOf(energy)
 		sc.EpochAccuracy = []float64{}
 		for _, v := range perEpoch {
 			sc.EpochAccuracy = append(sc.EpochAccuracy, rangeOf(v).Mean)

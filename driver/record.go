@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/interpose"
 	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/load"
@@ -42,6 +44,7 @@ type RecordOptions struct {
 	TTY     bool   // stderr is a terminal: the ranks may show progress
 	Version string // commprof's version, for run.json
 	Stall   StallOptions
+	Sample  string // --sample: a period (100ms), a rate (10hz) or off ("": $COMMPROF_SAMPLE, or the default)
 }
 
 // RankCommands are commprof's own commands that run as ranks.
@@ -83,6 +86,10 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 	if err := o.Stall.check(); err != nil {
 		return err
 	}
+	sample, err := sampleEnv(o.Sample)
+	if err != nil {
+		return err
+	}
 	if rankCommands[args[0]] {
 		if err := inject.Check(faults, o.Ranks); err != nil {
 			return UsageError{Err: err}
@@ -112,7 +119,7 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 	runID := rundir.NewID(name)
 	cmdline, _ := json.Marshal(append([]string{"commprof", "record", "--"}, args...))
 	env := []string{envnames.TraceDir + "=" + absDir, envnames.RunID + "=" + runID, envnames.RunName + "=" + name,
-		envnames.Codec + "=" + string(codec), envnames.Command + "=" + string(cmdline)}
+		envnames.Codec + "=" + string(codec), envnames.Command + "=" + string(cmdline), envnames.Sample + "=" + sample}
 	if os.Getenv(envnames.Secret) == "" {
 		// The ranks a launcher starts on this host get a secret of this
 		// job's own (docs/launching.md).
@@ -325,4 +332,22 @@ func printRecorded(stdout, stderr io.Writer, dir string, started time.Time) {
 		fmt.Fprintf(stderr, "commprof: warning: %v\n", p)
 	}
 	fmt.Fprintf(stdout, "next: commprof report %s\n", dir)
+}
+
+// sampleEnv is the sampling period the ranks get in envnames.Sample, as
+// both commprof's ranks and the PMPI library read it (ms, or off): from
+// --sample, else from the environment, else the default.
+func sampleEnv(flag string) (string, error) {
+	v, from := flag, "--sample"
+	if v == "" {
+		v, from = os.Getenv(envnames.Sample), envnames.Sample
+	}
+	every, err := interpose.SampleEvery(v)
+	if err != nil {
+		return "", UsageError{Err: fmt.Errorf("%s: %w", from, err)}
+	}
+	if every == 0 {
+		return "off", nil
+	}
+	return strconv.FormatFloat(float64(every)/float64(time.Millisecond), 'g', -1, 64) + "ms", nil
 }

@@ -296,6 +296,17 @@ func (p *perfettoWriter) metaInt(pid, tid int64, name string, v int64) {
 
 // event writes one trace event: a complete event, or an instant for a mark.
 func (p *perfettoWriter) event(pid, tid int64, e *trace.Event) {
+	if e.Kind == trace.KindSample {
+		// A counter reading: Perfetto draws each name as a counter track
+		// of the rank's process (memory, CPU time over the run).
+		p.begin("C", pid, tid, e.Start)
+		p.str("name", e.Name)
+		p.b = append(p.b, `,"args":{"value":`...)
+		p.b = appendJSONFloat(p.b, e.Value)
+		p.b = append(p.b, '}')
+		p.end()
+		return
+	}
 	mark := e.Kind == trace.KindMark
 	if mark {
 		p.begin("i", pid, tid, e.Start)

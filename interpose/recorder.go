@@ -168,6 +168,13 @@ func (r *Recorder) Mark(name string, value float64) {
 		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1, Value: value})
 }
 
+// Sample records a reading of a counter now (a sample event), such as
+// the bytes of the buffers a program holds.
+func (r *Recorder) Sample(name string, value float64) {
+	r.Record(&trace.Event{Kind: trace.KindSample, Name: name, Start: r.Now(),
+		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1, Value: value})
+}
+
 // RecordAt records a mark with a value at a time read earlier from the
 // host's monotonic clock (Monotonic), such as an event another process
 // saw.

@@ -34,6 +34,13 @@ type SessionConfig struct {
 	// one Start aligns clocks over: the raw one with faults injected,
 	// say.
 	Inner collectives.Transport
+	// SampleEvery is how often the rank samples its memory, CPU time and
+	// (the lowest rank of each host) the host's energy counters; 0
+	// samples nothing.
+	SampleEvery time.Duration
+	// Powercap is where the energy counters are read (DefaultPowercap
+	// when empty).
+	Powercap string
 }
 
 // compactBelow is the mean batch size under which a cleanly finished
@@ -59,6 +66,7 @@ type Session struct {
 	mu      sync.Mutex
 	metrics map[string]float64
 	claim   *rundir.Dir // rank 0's hold on a run directory no recorder took
+	sampler *Sampler
 }
 
 // SetMetric records a final figure of the run (an accuracy, a loss) for
@@ -121,6 +129,9 @@ func Start(ctx context.Context, raw collectives.Transport, cfg SessionConfig) (*
 		inner = cfg.Inner
 	}
 	s.wt = WrapTransport(inner, s.rec)
+	if cfg.SampleEvery > 0 {
+		s.sampler = StartSampler(s.rec, cfg.SampleEvery, s.hostEnergy())
+	}
 	if rank == 0 {
 		// Without a recorder (ranks a launcher started by hand), rank 0
 		// holds the directory, so readers see the run alive.
@@ -145,6 +156,25 @@ func (s *Session) Recorder() *Recorder { return s.rec }
 
 // Path returns the rank's stream.
 func (s *Session) Path() string { return filepath.Join(s.cfg.Dir, trace.RankFile(s.rank)) }
+
+// hostEnergy opens the host's energy counters on the lowest rank of its
+// host, which alone records them; nil elsewhere or where there are none.
+func (s *Session) hostEnergy() *RAPL {
+	for r := range s.rank {
+		if s.cfg.Peers[r].Host == s.cfg.Peers[s.rank].Host {
+			return nil
+		}
+	}
+	root := s.cfg.Powercap
+	if root == "" {
+		root = DefaultPowercap
+	}
+	e, err := OpenRAPL(root)
+	if err != nil {
+		return nil
+	}
+	return e
+}
 
 func (s *Session) mineSample() clockSample {
 	if s.rank == 0 {
@@ -272,6 +302,9 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 		if err == nil && s.rank == 0 {
 			end = clocks
 		}
+	}
+	if s.sampler != nil {
+		s.sampler.Stop()
 	}
 	// The in-flight state of a rank that failed keeps where it was.
 	fl := s.rec.InFlight()

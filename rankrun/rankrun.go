@@ -237,12 +237,16 @@ func startSession(ctx context.Context, s Spec, dir string, tr collectives.Transp
 	if err != nil {
 		return nil, err
 	}
+	every, err := interpose.SampleEvery(os.Getenv(envnames.Sample))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envnames.Sample, err)
+	}
 	warn := s.Warn
 	if warn == nil {
 		warn = func(err error) { fmt.Fprintf(os.Stderr, "commprof: warning: %v\n", err) }
 	}
 	return interpose.Start(ctx, tr, interpose.SessionConfig{Dir: dir, Codec: codec, Manifest: m, Peers: peers,
-		Recorder: ropt, KeepBatches: keep, Warn: warn, Inner: inner})
+		Recorder: ropt, KeepBatches: keep, Warn: warn, Inner: inner, SampleEvery: every, Powercap: os.Getenv(envnames.Powercap)})
 }
 
 // KeepBatches reads envnames.Compact: whether a recording keeps its streams as

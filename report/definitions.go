@@ -33,6 +33,7 @@ const (
 	secDiff     = "Diff (`diff`)"
 	secEpochs   = "Epochs (`epochs[]`)"
 	secSweep    = "Sweep (`sweep`, `sweep.json`)"
+	secMemory   = "Memory, CPU and energy (`stats --by memory`, `ranks[]`, `resources`)"
 )
 
 // definitions are the figures the pages link to their meaning.
@@ -86,6 +87,12 @@ func init() {
 		{"diff-change", "change", "B against A: (B − A) / |A|, new when A has no figure, gone when B has none.", secDiff},
 		{"diff-noise", "95% interval", "Where the change could lie given how much the figure varies inside each run: over ten stretches of its steps (or of a collective group's calls), at 95%. A change is better or worse only when the interval leaves out 0 and the change is over 2%; a figure with no samples inside a run (\"floor\") needs 10%. Otherwise it is within noise.", secDiff},
 		{"op-time", "op time", "An op's time per step and rank: the time of its events over the ranks and the steps (per epoch for ops called less than once every other step).", secDiff},
+		{"rss", "resident memory (RSS)", "The rank's pages in RAM (anonymous, file-backed and shared), sampled every period: base is the first reading, peak the largest reading or the kernel's high-water mark, mean the time-weighted mean. Swapped-out pages and GPU memory are not in it.", secMemory},
+		{"activations", "activation bytes", "The bytes the program says its model's activation buffers hold (commprof's trainer reports them).", secMemory},
+		{"cpu", "CPU time and use", "The rank's user and system CPU time between its first and last sample; use is their sum over that time, in cores.", secMemory},
+		{"compute-cpu", "CPU per compute", "The rank's CPU time over its compute spans' time: near 1 (or more with threads) when it computed on a core of its own, well below the other ranks' when it was descheduled.", secMemory},
+		{"sched-wait", "waiting for a core", "The share of the sampled time the rank's threads (an MPI rank: its main thread) were ready to run but waited for a core (the kernel's schedstat run delay), summed over its threads, so more than 100% when several wait at once: how long the host kept it descheduled.", secMemory},
+		{"energy", "energy", "RAPL package and DRAM energy of each host and its GPUs' (NVML, read by MPI ranks), read by one rank per host, from the first reading to the last, summed over hosts; per step, interpolated between readings.", secMemory},
 		{"result", "results", "The trainer's final metrics as it recorded them in the run's manifest: loss, train and test accuracy, images per second.", secDiff},
 	} {
 		definitions[d.Slug] = d
@@ -118,6 +125,8 @@ var columnDefs = map[string]map[string]string{
 	"step": {"ranks": "step-ranks", "time": "step-time", "slowest rank": "slowest-rank", "compute": "compute", "exposed comm": "exposed",
 		"overlapped comm": "overlapped", "idle": "idle", "wait": "wait", "comm bytes": "comm-bytes"},
 	"peer": {"bytes": "matrix", "messages": "matrix", "recv time": "matrix", "GB/s": "matrix"},
+	"memory": {"samples": "rss", "base rss": "rss", "peak rss": "rss", "mean rss": "rss", "activations": "activations",
+		"cpu user": "cpu", "cpu system": "cpu", "cpu use": "cpu", "cpu per compute": "compute-cpu", "waiting for a core": "sched-wait"},
 }
 
 // changeDef is the definition of the figure a diff's change is of: the

@@ -27,6 +27,8 @@ func FormatValue(v float64, unit string) string {
 		return fmt.Sprintf("%.4g", v)
 	case "ns/byte":
 		return fmt.Sprintf("%.4g ns/B", v)
+	case "cores", "J", "W":
+		return fmt.Sprintf("%.3g %s", v, unit)
 	}
 	return fmt.Sprintf("%.4g", v)
 }

@@ -331,9 +331,11 @@ func runCards(s *analyze.Summary) []card {
 						units.Percent(float64(rc.WorkNS)/float64(rc.CostNS), 0), units.Percent(float64(rc.TransferNS)/float64(rc.CostNS), 0))
 				}
 			}
+			c.Detail += stragglerCPU(s, h.Straggler)
 		}
 		cs = append(cs, c)
 	}
+	cs = append(cs, resourceCards(s)...)
 	if acc, ok := s.Run.Metrics[trace.MetricTestAccuracy]; ok {
 		cs = append(cs, card{Label: "test accuracy", Value: units.Percent(acc, 2), Detail: "final epoch", Def: "accuracy"})
 	}
@@ -349,6 +351,9 @@ func runSections(s *analyze.Summary, o Options) []section {
 		if c, ok := busbwChart(s); ok {
 			sec.Charts = append(sec.Charts, c)
 		}
+		secs = append(secs, sec)
+	}
+	if sec, ok := resourcesSection(s); ok {
 		secs = append(secs, sec)
 	}
 	var time []chartSpec
@@ -407,7 +412,7 @@ func runSections(s *analyze.Summary, o Options) []section {
 
 // viewOrder is the column a stats view is sorted by on a page, costliest
 // first ("" keeps the view's own order).
-var viewOrder = map[string]string{"op": "total", "size": "time", "step": "time", "peer": "bytes"}
+var viewOrder = map[string]string{"op": "total", "size": "time", "step": "time", "peer": "bytes", "memory": "peak rss"}
 
 // pageView is a stats view for a page: sort keys, definitions, the
 // costliest rows first, at most limit rows.

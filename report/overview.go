@@ -49,6 +49,7 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 	if acc, ok := r.Metrics[trace.MetricTestAccuracy]; ok {
 		fmt.Fprintf(w, "test accuracy: %s\n", units.Percent(acc, 2))
 	}
+	writeResources(w, s)
 	for _, f := range s.Findings {
 		fmt.Fprintf(w, "  - %s\n", f)
 	}

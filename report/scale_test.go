@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/synthrun"
 	"github.com/commprof/commprof/load"
 )
@@ -80,7 +81,7 @@ func heatmapSum(t *testing.T, v chartVariant) float64 {
 // byte the generator sent.
 func TestManyRanks(t *testing.T) {
 	sizes := []int{512, 1024}
-	if os.Getenv("COMMPROF_SCALE_4096") != "" {
+	if os.Getenv(envnames.Scale4096) != "" {
 		sizes = append(sizes, 4096)
 	}
 	for _, n := range sizes {

@@ -227,6 +227,9 @@ func sweepSections(sw *analyze.Sweep) []section {
 		{ID: "accuracy", Title: "Accuracy and time to accuracy", Charts: []chartSpec{acc, ttt}},
 		{ID: "speed", Title: "Throughput and communication", Charts: []chartSpec{speed, comm}},
 	}
+	if c, ok := sweepMemoryChart(sw, line); ok {
+		secs = append(secs, section{ID: "memory", Title: "Memory and energy", Charts: []chartSpec{c}})
+	}
 	if c, ok := epochChart(sw); ok {
 		secs[0].Charts = append(secs[0].Charts, c)
 	} else {
@@ -328,10 +331,11 @@ func SweepTable(sw *analyze.Sweep) *Table {
 		{Name: "batch", Numeric: true}, {Name: "global", Numeric: true}, {Name: "accuracy", Numeric: true}, {Name: "per epoch"},
 		{Name: "epoch", Numeric: true}, {Name: "samples/s", Numeric: true}, {Name: "to target", Numeric: true},
 		{Name: "bytes/sample", Numeric: true}, {Name: "exposed/sample", Numeric: true}, {Name: "busbw", Numeric: true},
-		{Name: "scaling", Numeric: true}},
+		{Name: "scaling", Numeric: true}, {Name: "peak rss", Numeric: true}, {Name: "energy/sample", Numeric: true}},
 		Defs: map[string]string{"ranks": "sweep-config", "lr": "sweep-config", "warm-up": "sweep-config", "batch": "sweep-config", "global": "sweep-config",
 			"accuracy": "accuracy", "per epoch": "epoch-accuracy", "epoch": "epoch-time", "samples/s": "throughput", "to target": "time-to-target",
-			"bytes/sample": "bytes-per-sample", "exposed/sample": "exposed", "busbw": "busbw", "scaling": "scaling"}}
+			"bytes/sample": "bytes-per-sample", "exposed/sample": "exposed", "busbw": "busbw", "scaling": "scaling", "peak rss": "rss",
+			"energy/sample": "energy"}}
 	if sw.ProjectRanks > 0 {
 		t.Columns = append(t.Columns, Column{Name: fmt.Sprintf("allreduce@%d", sw.ProjectRanks), Numeric: true})
 		t.Defs[t.Columns[len(t.Columns)-1].Name] = "model"
@@ -364,13 +368,15 @@ func SweepTable(sw *analyze.Sweep) *Table {
 		row := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch),
 			rng(c.Accuracy, pct), strings.Join(epochs, " → "), rng(c.EpochNS, dur), rng(c.SamplesPerSec, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 			ttt, rng(c.CommBytesPerSample, func(v float64) string { return units.Bytes(int64(v)) }), rng(c.ExposedNSPerSample, dur),
-			rng(c.BusBWGBps, units.GBps), eff}
+			rng(c.BusBWGBps, units.GBps), eff, rng(c.PeakRSSBytes, func(v float64) string { return units.Bytes(int64(v)) }),
+			rng(c.EnergyPerSampleJ, func(v float64) string { return fmt.Sprintf("%.3g mJ", 1e3*v) })}
 		if c.Failed > 0 {
 			row[5] += fmt.Sprintf(" (%d of %d failed)", c.Failed, len(c.Runs))
 		}
 		keys := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch),
 			fmt.Sprint(c.Accuracy.Mean), "", fmt.Sprint(c.EpochNS.Mean), fmt.Sprint(c.SamplesPerSec.Mean), fmt.Sprint(c.TimeToTargetNS.Mean),
-			fmt.Sprint(c.CommBytesPerSample.Mean), fmt.Sprint(c.ExposedNSPerSample.Mean), fmt.Sprint(c.BusBWGBps.Mean), fmt.Sprint(c.ScalingEfficiency)}
+			fmt.Sprint(c.CommBytesPerSample.Mean), fmt.Sprint(c.ExposedNSPerSample.Mean), fmt.Sprint(c.BusBWGBps.Mean), fmt.Sprint(c.ScalingEfficiency),
+			fmt.Sprint(c.PeakRSSBytes.Mean), fmt.Sprint(c.EnergyPerSampleJ.Mean)}
 		if c.Reached == 0 {
 			keys[9] = "Infinity"
 		}
@@ -407,4 +413,33 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// sweepMemoryChart: each configuration's peak resident memory (the
+// highest rank's, mean over repeats) against the global batch, one line
+// per group (rank count, rule), and its energy per sample where the
+// hosts measured it; false when no run sampled memory.
+func sweepMemoryChart(sw *analyze.Sweep, line func(string, func(analyze.SweepConfig) (float64, bool)) *charts.Line) (chartSpec, bool) {
+	sampled, energy := false, false
+	for _, c := range sw.Configs {
+		sampled = sampled || c.PeakRSSBytes.N > 0
+		energy = energy || c.EnergyPerSampleJ.N > 0
+	}
+	if !sampled {
+		return chartSpec{}, false
+	}
+	c := chartSpec{ID: "chart-sweep-memory", Title: "Peak memory by global batch", Height: 340,
+		Note: "the highest peak resident memory of a rank, mean over repeats; one line per rank count and rule",
+		Variants: []chartVariant{variant("peak rss", "bytes", "", line("bytes", func(c analyze.SweepConfig) (float64, bool) {
+			return c.PeakRSSBytes.Mean, c.PeakRSSBytes.N > 0
+		}))}}
+	if energy {
+		c.Variants = append(c.Variants, variant("energy per sample", "count", "", line("count", func(c analyze.SweepConfig) (float64, bool) {
+			return c.EnergyPerSampleJ.Mean, c.EnergyPerSampleJ.N > 0
+		})))
+		c.Note += "; energy per sample in J"
+	} else {
+		c.Note += "; no host exposed energy counters"
+	}
+	return c, true
 }

@@ -55,7 +55,7 @@ func (c Column) Header() string {
 }
 
 // Views are the --by choices of `commprof stats`.
-var Views = []string{"op", "rank", "size", "step", "peer"}
+var Views = []string{"op", "rank", "size", "step", "peer", "memory"}
 
 // View returns the table of one view of a summary; raw cells carry plain
 // numbers (for CSV) instead of human units.
@@ -72,6 +72,8 @@ func View(s *analyze.Summary, by string, raw bool) (*Table, error) {
 		return stepTable(s, f), nil
 	case "peer":
 		return peerTable(s, f), nil
+	case "memory":
+		return memoryTable(s, f), nil
 	}
 	return nil, fmt.Errorf("unknown view %q (want %s)", by, strings.Join(Views, ", "))
 }

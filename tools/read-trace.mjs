@@ -33,9 +33,18 @@ for (const file of readdirSync(dir).filter((f) => /^rank-\d{5,}\.arrows$/.test(f
   let bytes = 0n;
   const kind = table.getChild('kind');
   const nbytes = table.getChild('bytes');
+  const name = table.getChild('name');
+  const value = table.getChild('value');
+  // Sample events: per counter, how many readings and the largest.
+  const samples = {};
   for (let i = 0; i < table.numRows; i++) {
     kinds[kind.get(i)] = (kinds[kind.get(i)] ?? 0) + 1;
     bytes += BigInt(nbytes.get(i));
+    if (kind.get(i) === 'sample') {
+      const s = (samples[name.get(i)] ??= { n: 0, max: 0 });
+      s.n++;
+      s.max = Math.max(s.max, value.get(i));
+    }
   }
   ranks.push({
     file,
@@ -44,6 +53,7 @@ for (const file of readdirSync(dir).filter((f) => /^rank-\d{5,}\.arrows$/.test(f
     columns: table.schema.fields.map((f) => f.name),
     metadata: Object.fromEntries(table.schema.metadata),
     kinds,
+    samples,
     bytes: bytes.toString(),
     first: table.numRows ? row(table, 0) : null,
     last: table.numRows ? row(table, table.numRows - 1) : null,

@@ -24,6 +24,7 @@ const (
 	KindMark                       // an instant with a value: an epoch's accuracy, ...
 	KindWait                       // the program blocked on a non-blocking call's request until it completed
 	KindReduce                     // a reduction kernel run inside a collective (bytes reduced)
+	KindSample                     // a reading of a counter (resident memory, CPU time, energy): Name the counter, Value the reading
 )
 
 var kindNames = [...]string{
@@ -35,6 +36,7 @@ var kindNames = [...]string{
 	KindMark:       "mark",
 	KindWait:       "wait",
 	KindReduce:     "reduce",
+	KindSample:     "sample",
 }
 
 func (k Kind) String() string {
@@ -51,7 +53,7 @@ func ParseKind(s string) (Kind, error) {
 			return Kind(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown event kind %q (want collective, send, recv, compute, step, mark, wait or reduce)", s)
+	return 0, fmt.Errorf("unknown event kind %q (want collective, send, recv, compute, step, mark, wait, reduce or sample)", s)
 }
 
 // MarkTimed is the mark that delimits a program's timed region: value 1

@@ -85,6 +85,15 @@ func (m *CNN) layer(p []float32, l int) (w, b []float32) {
 	return p[lo : lo+sh[0]*sh[1]], p[lo+sh[0]*sh[1] : m.offs[l]]
 }
 
+// ActivationBytes implements Model.
+func (m *CNN) ActivationBytes() int64 {
+	n := 0
+	for _, b := range [][]float32{m.cols1, m.z1, m.cols2, m.z2, m.pool, m.mask1, m.d1, m.z3, m.mask2, m.d2, m.out, m.scratch} {
+		n += len(b)
+	}
+	return int64(n+len(m.argmax)) * 4
+}
+
 func (m *CNN) ensure(b int) {
 	if m.batch >= b {
 		return

@@ -29,6 +29,9 @@ type Model interface {
 	// calling done(l) as soon as layer l's are complete.
 	Backward(labels []uint8, done func(layer int))
 	Describe() string
+	// ActivationBytes is what the model's buffers for its batch
+	// (activations, pre-activations, their gradients) hold, in bytes.
+	ActivationBytes() int64
 }
 
 // MLP is a multi-layer perceptron with ReLU hidden layers and a softmax
@@ -100,6 +103,16 @@ func (m *MLP) ensure(batch int) {
 		m.zs[l] = make([]float32, batch*m.Sizes[l])
 		m.acts[l] = make([]float32, batch*m.Sizes[l])
 	}
+}
+
+// ActivationBytes implements Model: each layer's pre-activations and
+// activations, batch×width float32s each (the input is the caller's).
+func (m *MLP) ActivationBytes() int64 {
+	var n int64
+	for l := 1; l < len(m.zs); l++ {
+		n += int64(len(m.zs[l])+len(m.acts[l])) * 4
+	}
+	return n
 }
 
 // Weights implements Model.

@@ -23,6 +23,16 @@ type Recorder interface {
 	Mark(name string, value float64)
 }
 
+// Sampler is a Recorder that also takes readings of counters (the
+// profiler's is one): the trainer reports the bytes of its model's
+// activation buffers whenever they change.
+type Sampler interface {
+	Sample(name string, value float64)
+}
+
+// SampleActivation names the reading of the model's activation bytes.
+const SampleActivation = "activation_bytes"
+
 type noRecorder struct{ t0 time.Time }
 
 func (n noRecorder) Now() int64          { return int64(time.Since(n.t0)) }
@@ -121,6 +131,7 @@ type Trainer struct {
 	train, test *Dataset
 	step        int
 	spanNames   []string // "backward/denseL" per layer
+	activation  int64    // the model's activation bytes last reported
 }
 
 // New makes a rank's trainer. Every rank gets the same initial parameters
@@ -256,6 +267,12 @@ func (t *Trainer) Step(ctx context.Context, idx []int, lr float64) (loss float64
 	t.Model.Forward(x, b, true)
 	loss, correct = t.Model.Loss(y)
 	rec.Compute("forward", s0)
+	if a := t.Model.ActivationBytes(); a != t.activation {
+		t.activation = a
+		if s, ok := rec.(Sampler); ok {
+			s.Sample(SampleActivation, float64(a))
+		}
+	}
 
 	n := t.c.Size()
 	if t.cfg.Sync == "ps" {

@@ -38,7 +38,7 @@ stream, a missing rank) are reported on standard error.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.rank, "rank", 0, "only this rank's events")
-	f.StringVar(&o.kind, "kind", "", "only events of this kind: collective, send, recv, compute, step, mark, wait or reduce")
+	f.StringVar(&o.kind, "kind", "", "only events of this kind: collective, send, recv, compute, step, mark, wait, reduce or sample")
 	f.IntVar(&o.limit, "limit", 0, "print at most this many events (0: all)")
 	f.StringVar(&o.format, "format", "table", "table, json or csv")
 	return cmd

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -23,7 +24,7 @@ func duckdbFigures(t *testing.T, dir string) map[string][]map[string]json.Number
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if _, serr := os.Stat("../../node_modules/@duckdb/node-api"); err != nil || serr != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("node or node_modules missing; `make test` installs them")
 		}
 		t.Skip("node or node_modules/@duckdb/node-api missing (npm ci)")

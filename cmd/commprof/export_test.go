@@ -69,8 +69,9 @@ func TestExportRecordedRun(t *testing.T) {
 				procs[e.Pid], _ = e.Args["name"].(string)
 			}
 		}
-		if phases["X"] != run.NumEvents()-kinds[trace.KindMark] || phases["s"] != kinds[trace.KindSend] || phases["f"] != phases["s"] {
-			t.Errorf("phases %v for events %v: want an X per span and a flow per message", phases, kinds)
+		if phases["X"] != run.NumEvents()-kinds[trace.KindMark]-kinds[trace.KindSample] || phases["s"] != kinds[trace.KindSend] || phases["f"] != phases["s"] ||
+			phases["C"] != kinds[trace.KindSample] || kinds[trace.KindSample] == 0 {
+			t.Errorf("phases %v for events %v: want an X per span, a flow per message and a counter per sample", phases, kinds)
 		}
 		if len(procs) != 3 || !strings.HasPrefix(procs[1], "rank 0 (") || !strings.HasPrefix(procs[3], "rank 2 (") {
 			t.Errorf("processes %v", procs)

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/commprof/commprof/driver"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/spf13/cobra"
 )
@@ -47,6 +48,7 @@ records each MPI call (docs/mpi.md).`,
 	f.StringVar(&o.Codec, "codec", "zstd", "trace compression: zstd, lz4 or none")
 	f.BoolVar(&o.Force, "force", false, "replace the run already in --out (never another kind of file, nor a run being recorded); a run that failed before recording any event is replaced without it")
 	f.StringVar(&o.MPI, "mpi", "", "the MPI a launched program uses, openmpi or mpich (default: from the launcher)")
+	f.StringVar(&o.Sample, "sample", "", "how often each rank samples its memory, CPU time and energy: a period (100ms), a rate (10hz) or off (default 100ms, or $"+envnames.Sample+")")
 	injectFlag(cmd, &o.Inject)
 	stallFlags(cmd, &o.Stall)
 	return cmd

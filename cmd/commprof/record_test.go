@@ -171,8 +171,12 @@ func TestRecordArrowJS(t *testing.T) {
 					Batches  int               `json:"batches"`
 					Metadata map[string]string `json:"metadata"`
 					Kinds    map[string]int    `json:"kinds"`
-					Bytes    string            `json:"bytes"`
-					First    map[string]any    `json:"first"`
+					Samples  map[string]struct {
+						N   int     `json:"n"`
+						Max float64 `json:"max"`
+					} `json:"samples"`
+					Bytes string         `json:"bytes"`
+					First map[string]any `json:"first"`
 				} `json:"ranks"`
 			}
 			if err := json.Unmarshal(out, &js); err != nil {
@@ -189,9 +193,27 @@ func TestRecordArrowJS(t *testing.T) {
 				rk := run.Ranks[i]
 				kinds := map[string]int{}
 				var bytes int64
+				type counter struct {
+					n   int
+					max float64
+				}
+				samples := map[string]counter{}
 				for _, e := range rk.Events {
 					kinds[e.Kind.String()]++
 					bytes += e.Bytes
+					if e.Kind == trace.KindSample {
+						c := samples[e.Name]
+						samples[e.Name] = counter{c.n + 1, max(c.max, e.Value)}
+					}
+				}
+				// Every rank samples its memory at the start and the end at least.
+				if samples["rss_bytes"].n < 2 || len(jr.Samples) != len(samples) {
+					t.Errorf("%s: samples %v, arrow js %v", jr.File, samples, jr.Samples)
+				}
+				for n, c := range samples {
+					if j := jr.Samples[n]; j.N != c.n || j.Max != c.max {
+						t.Errorf("%s: %s: arrow js %d readings up to %g, commprof %d up to %g", jr.File, n, j.N, j.Max, c.n, c.max)
+					}
 				}
 				if jr.Rows != len(rk.Events) || fmt.Sprint(jr.Kinds) != fmt.Sprint(kinds) || jr.Bytes != strconv.FormatInt(bytes, 10) {
 					t.Errorf("%s: arrow js %d rows %v %s bytes; commprof %d %v %d", jr.File, jr.Rows, jr.Kinds, jr.Bytes, len(rk.Events), kinds, bytes)

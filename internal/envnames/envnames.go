@@ -36,6 +36,12 @@ const (
 	PMPILibrary = "COMMPROF_PMPI_LIB"
 	// MPI names the MPI (openmpi, mpich) a launcher belongs to.
 	MPI = "COMMPROF_MPI"
+	// Sample is how often each rank samples its memory, CPU time and
+	// energy: a period (100ms, the default), a rate (10hz) or off.
+	Sample = "COMMPROF_SAMPLE"
+	// Powercap is the directory the energy counters are read from
+	// (default /sys/class/powercap).
+	Powercap = "COMMPROF_POWERCAP"
 )
 
 // How commprof's own ranks find each other and talk (collectives'
@@ -85,4 +91,7 @@ const (
 	// LoadRun names a recorded run the serve tests use instead of
 	// recording one.
 	LoadRun = "COMMPROF_LOAD_RUN"
+	// Scale4096, when set, has the tests of pages at scale draw a
+	// 4,096-rank run too.
+	Scale4096 = "COMMPROF_SCALE_4096"
 )

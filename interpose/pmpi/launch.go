@@ -179,7 +179,7 @@ func Prepare(ctx context.Context, args []string, o PrepareOptions) (*Plan, error
 	p.Env = append(p.Env, "LD_PRELOAD="+preload)
 	if f == OpenMPI {
 		pass := append([]string{"LD_PRELOAD"}, o.Pass...)
-		for _, v := range []string{envnames.Flush, envnames.Clock, envnames.JoinTimeout} {
+		for _, v := range []string{envnames.Flush, envnames.Clock, envnames.JoinTimeout, envnames.Powercap} {
 			if o.Getenv(v) != "" {
 				pass = append(pass, v)
 			}

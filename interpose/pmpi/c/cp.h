@@ -11,6 +11,7 @@
  * Arrow IPC stream), buf.c (chunks, dictionaries, the flush thread),
  * tables.c (communicators, datatypes, requests, matched messages),
  * setup.c (MPI_Init and MPI_Finalize: clocks, the stream, run.json),
+ * sample.c (the sampling thread: memory, CPU time, energy),
  * wrap.c (the MPI functions), fortran.c (Open MPI's Fortran entry points,
  * which call wrap.c's functions).
  */
@@ -36,6 +37,7 @@ enum {
 	K_MARK,
 	K_WAIT,
 	K_REDUCE,
+	K_SAMPLE,
 	K_COUNT
 };
 
@@ -76,6 +78,15 @@ enum {
 	N_MARK_ABORT,
 	N_MARK_LOST,
 	N_MARK_PCONTROL,
+	N_SAMPLE_RSS, /* sample.c's counters, in this order */
+	N_SAMPLE_PEAK_RSS,
+	N_SAMPLE_CPU_USER,
+	N_SAMPLE_CPU_SYSTEM,
+	N_SAMPLE_ENERGY_PKG,
+	N_SAMPLE_ENERGY_DRAM,
+	N_SAMPLE_SCHED_WAIT,
+	N_SAMPLE_ENERGY_GPU0, /* NVML: energy_gpu0_uj .. energy_gpu7_uj */
+	N_SAMPLE_ENERGY_GPU_LAST = N_SAMPLE_ENERGY_GPU0 + 7,
 	N_COUNT
 };
 
@@ -255,6 +266,13 @@ CP_HIDDEN int cp_inject_call(void);    /* at each collective call: hangs here, o
 CP_HIDDEN void cp_inject_entered(void); /* the call is entered: a kill acts */
 CP_HIDDEN void cp_inject_plan(int name, int64_t bytes, int *made, int64_t *made_bytes);
 CP_HIDDEN int cp_inject_mismatch(int made, int64_t bytes, int root, MPI_Comm comm);
+
+/* sample.c: a thread that records the process's resident memory and CPU
+ * time (and, when energy is set, the host's RAPL energy counters) as
+ * sample events, at the start, every COMMPROF_SAMPLE and at the stop. */
+CP_HIDDEN void cp_sample_start(int energy);
+CP_HIDDEN void cp_sample_stop(void); /* takes the last sample; idempotent */
+CP_HIDDEN int64_t cp_parse_duration(const char *s); /* ns, or -1 */
 
 /* setup.c */
 CP_HIDDEN int cp_start(int64_t init_start, int provided);

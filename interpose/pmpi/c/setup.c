@@ -39,7 +39,7 @@
 struct cp_state cp = {.fd = -1};
 
 const char *const cp_kind_names[K_COUNT] = {
-	"collective", "send", "recv", "compute", "step", "mark", "wait", "reduce",
+	"collective", "send", "recv", "compute", "step", "mark", "wait", "reduce", "sample",
 };
 
 const char *const cp_names[N_COUNT] = {
@@ -78,6 +78,21 @@ const char *const cp_names[N_COUNT] = {
 	[N_MARK_ABORT] = "mpi.abort",
 	[N_MARK_LOST] = "mpi.lost",
 	[N_MARK_PCONTROL] = "mpi.pcontrol",
+	[N_SAMPLE_RSS] = "rss_bytes",
+	[N_SAMPLE_PEAK_RSS] = "peak_rss_bytes",
+	[N_SAMPLE_CPU_USER] = "cpu_user_ns",
+	[N_SAMPLE_CPU_SYSTEM] = "cpu_system_ns",
+	[N_SAMPLE_ENERGY_PKG] = "energy_pkg_uj",
+	[N_SAMPLE_ENERGY_DRAM] = "energy_dram_uj",
+	[N_SAMPLE_SCHED_WAIT] = "sched_wait_ns",
+	[N_SAMPLE_ENERGY_GPU0] = "energy_gpu0_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 1] = "energy_gpu1_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 2] = "energy_gpu2_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 3] = "energy_gpu3_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 4] = "energy_gpu4_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 5] = "energy_gpu5_uj",
+	[N_SAMPLE_ENERGY_GPU0 + 6] = "energy_gpu6_uj",
+	[N_SAMPLE_ENERGY_GPU_LAST] = "energy_gpu7_uj",
 };
 
 void cp_warn(const char *fmt, ...)
@@ -371,7 +386,7 @@ static char *command(void)
 	return buf;
 }
 
-static int64_t parse_duration(const char *s)
+int64_t cp_parse_duration(const char *s)
 {
 	char *end;
 	double v = strtod(s, &end);
@@ -421,6 +436,7 @@ static void at_exit(void)
 	 * stream gets no end-of-stream marker, so readers say it was cut. */
 	if (cp.pid != getpid() || !(atomic_exchange(&cp.on, 0) || cp.finishing))
 		return;
+	cp_sample_stop();
 	cp_buf_stop(0);
 }
 
@@ -464,7 +480,7 @@ static int handshake(void)
 {
 	int64_t limit = 60000000000;
 	const char *t = getenv("COMMPROF_JOIN_TIMEOUT");
-	if (t && *t && (limit = parse_duration(t)) <= 0) {
+	if (t && *t && (limit = cp_parse_duration(t)) <= 0) {
 		cp_warn("COMMPROF_JOIN_TIMEOUT=%s: want a duration such as 60s; waiting 60s", t);
 		limit = 60000000000;
 	}
@@ -491,7 +507,7 @@ int cp_start(int64_t init_start, int provided)
 	cp.pid = getpid();
 	cp.flush_ns = 1000000000;
 	const char *fl = getenv("COMMPROF_FLUSH");
-	if (fl && *fl && (cp.flush_ns = parse_duration(fl)) <= 0) {
+	if (fl && *fl && (cp.flush_ns = cp_parse_duration(fl)) <= 0) {
 		cp_warn("COMMPROF_FLUSH=%s: want a duration such as 1s or 50ms; flushing every second", fl);
 		cp.flush_ns = 1000000000;
 	}
@@ -605,6 +621,12 @@ int cp_start(int64_t init_start, int provided)
 	mark(N_MARK_COMM, cp_world.id, now, cp_world.rank, cp_world.size);
 	mark(N_MARK_INIT, 0, now, -1, (double)(cp_clock() - init_start) / 1e9);
 	atomic_store(&cp.on, 1);
+	/* The first rank of each host reads its energy counters. */
+	int first = cp.rank;
+	for (int q = 0; q < cp.rank && first == cp.rank; q++)
+		if (strcmp(M.hosts[q].name, me.name) == 0 && strcmp(M.hosts[q].boot, me.boot) == 0)
+			first = q;
+	cp_sample_start(first == cp.rank);
 	return 0;
 }
 
@@ -626,6 +648,7 @@ void cp_finish(int64_t called, int64_t done)
 	if (!cp.finishing)
 		return;
 	cp.finishing = 0;
+	cp_sample_stop();
 	mark(N_MARK_FINALIZE, 0, called, -1, (double)(done - called) / 1e9);
 	int64_t lost = atomic_load(&cp.lost);
 	if (lost > 0)
@@ -639,6 +662,7 @@ void cp_abort(int code)
 {
 	if (!atomic_exchange(&cp.on, 0))
 		return;
+	cp_sample_stop();
 	mark(N_MARK_ABORT, 0, cp_now(), -1, code);
 	cp_buf_stop(0);
 }
