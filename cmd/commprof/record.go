@@ -131,6 +131,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		if n := mpiName(args); n != "" {
 			name = n
 		}
+		if n := torchName(args); n != "" {
+			name = n
+		}
 	}
 	started := time.Now()
 	dir := o.out
@@ -166,6 +169,9 @@ func runRecord(ctx context.Context, o *recordOptions, args []string) error {
 		}
 	}
 
+	if torchJob(args) {
+		return recordTorch(ctx, o, rd, args, env, name, runID, codec, started)
+	}
 	var runErr error
 	var mpi *mpiRecording
 	local := rankCommands[args[0]]
