@@ -92,10 +92,11 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 				env = append(env, torch.EnvMasterAddr+"="+host)
 			}
 			// An mpi4py program among them is recorded by the PMPI library.
-			if mpi, err = prepareMPI(ctx, o, args); err == nil && mpi != nil {
+			if mpi, err = prepareMPI(ctx, o, args); err != nil {
+				rd.Discard() // made for this run, and empty
+				return err
+			} else if mpi != nil {
 				argv, extra = mpi.plan.Args, mpi.plan.Env
-			} else {
-				mpi = nil
 			}
 			if f, err := pmpi.DetectFlavor(ctx, args[0]); err == nil {
 				argv, _ = passOn(argv, f, append(envNames(env), "PYTHONPATH"), os.Getenv)
