@@ -21,6 +21,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/interpose/torch"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
@@ -41,6 +42,9 @@ type sweepOptions struct {
 	stderr     io.Writer
 	tty        bool // stderr is a terminal: a progress bar
 	trainFlags []string
+	// python is the command line of a PyTorch script swept instead of
+	// the trainer (docs/torch.md): each run passes it --batch-size N.
+	python []string
 }
 
 func newSweepCmd(ios *iostreams.IOStreams) *cobra.Command {
@@ -66,8 +70,12 @@ and names the flag; --force records such runs again.`,
   commprof sweep --out runs/lr --batch-sizes 256,1024 --lr-scaling none,linear,sqrt --warmup-epochs 0,1 -- train --epochs 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.stdout, o.stderr, o.tty = ios.Out, ios.ErrOut, ios.IsStderrTTY()
+			if cmd.ArgsLenAtDash() == 0 && len(args) > 1 && torch.IsPython(args) {
+				o.python = args
+				return runSweep(cmd.Context(), o)
+			}
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 || args[0] != "train" {
-				return usagef("sweep runs the trainer: commprof sweep [flags] -- train [train flags]")
+				return usagef("sweep runs the trainer or a PyTorch script: commprof sweep [flags] -- train [train flags], or -- python3 train.py [its flags]")
 			}
 			o.trainFlags = args[1:]
 			return runSweep(cmd.Context(), o)
@@ -154,6 +162,16 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	if o.repeat < 1 {
 		return usagef("--repeat %d: want 1 or more", o.repeat)
 	}
+	if o.python != nil {
+		if o.rules != "none" || o.warmup != "0" {
+			return usagef("--lr-scaling and --warmup-epochs are the trainer's: a PyTorch script sets its own learning rate")
+		}
+		for _, f := range o.python[1:] {
+			if f == "--batch-size" || strings.HasPrefix(f, "--batch-size=") {
+				return usagef("%s flag %s: the sweep passes each run's --batch-size", o.python[0], f)
+			}
+		}
+	}
 	for _, f := range o.trainFlags {
 		for _, owned := range []string{"--batch-size", "--lr-scaling", "--warmup-epochs", "--ranks", "-n"} {
 			if f == owned || strings.HasPrefix(f, owned+"=") {
@@ -206,6 +224,9 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	// the train flags (--epochs, --data, --lr) or the computed
 	// --lr-base-batch.
 	programArgs := func(r sweepRun) []string {
+		if o.python != nil {
+			return append(slices.Clone(o.python), "--batch-size", strconv.Itoa(r.batch))
+		}
 		args := []string{"train", "--quiet", "--batch-size", strconv.Itoa(r.batch), "--lr-scaling", r.rule, "--warmup-epochs", r.warmup}
 		if base != "" {
 			args = append(args, base)
