@@ -298,3 +298,116 @@ func TestTorchStalledRank(t *testing.T) {
 		t.Errorf("headline straggler %d (named %v), want rank 1", s.Headline.Straggler, s.Stragglers.Named)
 	}
 }
+
+// killed has rank 1 killed (SIGKILL: no Python exit) after five
+// allreduces and a pause longer than the spool's flush interval.
+const killed = `
+import os, signal, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+for i in range(5):
+    dist.all_reduce(torch.ones(64))
+if dist.get_rank() == 1:
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+dist.all_reduce(torch.ones(64))
+`
+
+// TestTorchKilledRank: a rank killed mid-run leaves what it recorded
+// readable, and the run says which rank failed.
+func TestTorchKilledRank(t *testing.T) {
+	py := torchPython(t)
+	t.Setenv("COMMPROF_FLUSH", "100ms")
+	out := filepath.Join(t.TempDir(), "run")
+	code, _, stderr := inProcess(t, "record", "--ranks", "2", "--out", out, "--", py, writeScript(t, killed))
+	if code == 0 {
+		t.Fatalf("record of a job whose rank was killed exited 0")
+	}
+	if !strings.Contains(stderr, "rank 1") {
+		t.Errorf("stderr does not name rank 1:\n%s", stderr)
+	}
+	m, err := trace.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != trace.StatusFailed || !strings.Contains(m.Error, "rank 1") {
+		t.Errorf("manifest status %s, error %q: want failed, naming rank 1", m.Status, m.Error)
+	}
+	r, err := trace.ReadRun(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, rk := range r.Ranks {
+		if rk.Info.Rank != 1 {
+			continue
+		}
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindCollective && e.Name == "allreduce" {
+				n++
+			}
+		}
+	}
+	if n != 5 {
+		t.Errorf("rank 1's stream holds %d allreduces, want the 5 it made before it was killed", n)
+	}
+}
+
+// profiled trains the MLP of commprof train with DDP under PyTorch's own
+// profiler, each step (forward, backward, optimizer) inside
+// record_function, and writes the profiler's step durations (ns).
+const profiled = `
+import json, sys, torch, torch.distributed as dist, torch.nn as nn
+from torch.autograd import profiler
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)))
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+with profiler.profile(use_kineto=False) as prof:
+    for i in range(10):
+        opt.zero_grad()
+        with profiler.record_function("train_step"):
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+steps = sorted((e.time_range.start, e.time_range.end) for e in prof.function_events if e.name == "train_step")
+with open(sys.argv[1] + ".%d" % dist.get_rank(), "w") as f:
+    json.dump([(b - a) * 1000 for a, b in steps], f)
+`
+
+// TestTorchStepTimeAgainstProfiler: each recorded step of a DDP run lasts
+// what PyTorch's profiler measured for it (its record_function around the
+// step encloses commprof's step, from the DDP forward to the end of
+// optimizer.step, by a few microseconds).
+func TestTorchStepTimeAgainstProfiler(t *testing.T) {
+	py := torchPython(t)
+	prefix := filepath.Join(t.TempDir(), "profiler")
+	_, run := recordTorchJob(t, py, 2, writeScript(t, profiled), prefix)
+	for _, rk := range run.Ranks {
+		b, err := os.ReadFile(fmt.Sprintf("%s.%d", prefix, rk.Info.Rank))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prof []float64
+		if err := json.Unmarshal(b, &prof); err != nil {
+			t.Fatal(err)
+		}
+		var ours []float64
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindStep {
+				ours = append(ours, float64(e.Dur))
+			}
+		}
+		if len(ours) != len(prof) || len(ours) != 10 {
+			t.Fatalf("rank %d: %d steps recorded, the profiler saw %d; want 10", rk.Info.Rank, len(ours), len(prof))
+		}
+		var ratios []float64
+		for i := range ours {
+			ratios = append(ratios, ours[i]/prof[i])
+		}
+		sort.Float64s(ratios)
+		if med := ratios[len(ratios)/2]; med < 0.95 || med > 1.005 {
+			t.Errorf("rank %d: median recorded/profiler step time %.4f (recorded %v, profiler %v)", rk.Info.Rank, med, ours, prof)
+		}
+	}
+}
