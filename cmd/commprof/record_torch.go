@@ -65,6 +65,9 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 	}
 	env = append(env, tenv...)
 	launcher := "commprof"
+	if torch.IsPython(args) {
+		args = pythonWithTorch(ctx, args, o)
+	}
 	var runErr error
 	var mpi *mpiRecording
 	switch {
@@ -73,7 +76,6 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 			rd.Discard()
 			return usagef("--ranks %d: want at least 1", o.ranks)
 		}
-		args = pythonWithTorch(ctx, args, o)
 		path, err := exec.LookPath(args[0])
 		if err != nil {
 			rd.Discard()
@@ -139,6 +141,10 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 		why := fmt.Sprintf("%s: no rank called torch.distributed.init_process_group with commprof's recorder loaded, so nothing was recorded", strings.Join(args, " "))
 		if runErr != nil {
 			why = fmt.Sprintf("%s failed (%s) before any rank was recorded; its own messages above say why", args[0], exitStatus(runErr))
+			if torch.IsTorchLauncher(args) {
+				why += ". If the launcher itself failed (torchrun of PyTorch 1.13 does on Python 3.11), " +
+					"commprof record --ranks N -- python3 SCRIPT [ARGS] starts the same ranks with torchrun's environment"
+			}
 		}
 		return fmt.Errorf("%s. commprof records PyTorch jobs through a startup module it puts first on PYTHONPATH: "+
 			"check that the program imports torch.distributed and calls init_process_group, and that the interpreter is the one with torch (%s)", why, pythonOf(args))

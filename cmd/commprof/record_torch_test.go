@@ -411,3 +411,71 @@ func TestTorchStepTimeAgainstProfiler(t *testing.T) {
 		}
 	}
 }
+
+func TestTorchJobKinds(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		job   bool
+		name  string
+		local bool
+	}{
+		{[]string{"python3", "train.py", "--epochs", "1"}, true, "torch-train", true},
+		{[]string{"/usr/bin/python3.11", "-u", "examples/torch/train_ddp.py"}, true, "torch-train_ddp", true},
+		{[]string{"python", "-m", "mypkg.train"}, true, "torch-mypkg.train", true},
+		{[]string{"torchrun", "--nproc_per_node", "2", "train.py"}, true, "torch-train", false},
+		{[]string{"python3", "-m", "torch.distributed.run", "--nproc_per_node", "2", "train.py"}, true, "torch-train", false},
+		{[]string{"mpirun", "-np", "2", "python3", "train.py"}, true, "", false},
+		{[]string{"mpirun", "-np", "2", "./solver"}, false, "", false},
+		{[]string{"train", "--epochs", "1"}, false, "", false},
+		{[]string{"bench", "allreduce"}, false, "", false},
+	} {
+		if got := torchJob(tc.args); got != tc.job {
+			t.Errorf("torchJob(%q) = %v, want %v", tc.args, got, tc.job)
+		}
+		if got := torchName(tc.args); got != tc.name {
+			t.Errorf("torchName(%q) = %q, want %q", tc.args, got, tc.name)
+		}
+	}
+}
+
+// nccl has every rank all_reduce on its own GPU through NCCL.
+const nccl = `
+import os, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+r = dist.get_rank()
+torch.cuda.set_device(r)
+t = torch.ones(1 << 20, device="cuda")
+for i in range(3):
+    dist.all_reduce(t)
+w = dist.all_reduce(t, async_op=True)
+w.wait()
+torch.cuda.synchronize()
+`
+
+// TestTorchNCCL records an NCCL job, one rank per GPU: each allreduce is
+// recorded with its bytes, its completion taken from the work's future
+// (the GPU's), so no call reads shorter than the kernel it waits for.
+// It needs two GPUs and skips without them (docs/torch.md: untested where
+// commprof is developed).
+func TestTorchNCCL(t *testing.T) {
+	py := torchPython(t)
+	out, err := exec.Command(py, "-c", "import torch, torch.distributed as d; print(torch.cuda.device_count() if d.is_nccl_available() else 0)").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "0" || strings.TrimSpace(string(out)) == "1" {
+		t.Skip("needs two CUDA GPUs and a torch built with NCCL")
+	}
+	_, run := recordTorchJob(t, py, 2, writeScript(t, nccl))
+	for _, rk := range run.Ranks {
+		n := 0
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindCollective && e.Name == "allreduce" {
+				n++
+				if e.Bytes != 4<<20 || e.Dur <= 0 {
+					t.Errorf("rank %d: allreduce of %d bytes in %d ns", rk.Info.Rank, e.Bytes, e.Dur)
+				}
+			}
+		}
+		if n != 4 {
+			t.Errorf("rank %d: %d allreduces, want 4", rk.Info.Rank, n)
+		}
+	}
+}

@@ -290,14 +290,56 @@ def _patch_work(Work):
     Work.is_completed = w_is_completed
 
 
-def _on_done(work, done):
-    """Calls done(end_ns) where work completes."""
+class _GPUCompletions:
+    """NCCL's work future completes once its kernels are enqueued, not
+    when they end. Its completion is stamped here instead: where wait()
+    has ordered the current stream after NCCL's, a CUDA event is recorded
+    on it, and this thread stamps the time that event completes, events
+    in the order they were recorded."""
+
+    def __init__(self):
+        import queue
+        self.q = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="commprof-gpu", daemon=True).start()
+
+    def add(self, done):
+        import torch
+        ev = torch.cuda.Event()
+        ev.record()
+        self.q.put((ev, done))
+
+    def _run(self):
+        while True:
+            ev, done = self.q.get()
+            try:
+                ev.synchronize()
+            except Exception:
+                pass
+            done(_now())
+
+
+_gpu = None
+
+
+def _on_done(work, done, cuda=False):
+    """Calls done(end_ns) where work completes: its future's callback,
+    or, for work with no future, where wait() returns. On a GPU (NCCL)
+    the callback runs with the current stream ordered after the work's
+    kernels: an event recorded there completes when they end."""
+    if cuda:
+        global _gpu
+        if _gpu is None:
+            _gpu = _GPUCompletions()
+        g = _gpu
+        finish = lambda end: g.add(done)
+    else:
+        finish = done
     try:
         fut = work.get_future()
     except RuntimeError:
-        _pending[id(work)] = (work, done)
+        _pending[id(work)] = (work, finish)
         return
-    fut.then(lambda f: done(_now()))
+    fut.then(lambda f: finish(_now()))
 
 
 def _patch_c10d(dist):
@@ -367,7 +409,7 @@ def _patch_c10d(dist):
             def done(end):
                 R.ev(K_COLL, nm, comm, dt, label, start, end - start, nbytes, s, -1, rt, step)
 
-            _on_done(work, done)
+            _on_done(work, done, cf)
             if cf and not async_op:
                 work.wait()
                 return None
@@ -419,7 +461,7 @@ def _patch_c10d(dist):
                         p = -1
                 R.ev(kind, nm, comm, dt, label, start, end - start, nbytes, tag, int(p), -1, step)
 
-            _on_done(r, done)
+            _on_done(r, done, cuda_future[0])
             return r
 
         w.__wrapped__ = orig
@@ -584,8 +626,17 @@ def _default_hook(ddp):
         start = _now()
         fut = pg.allreduce([t]).get_future()
 
+        def record(end):
+            R.ev(K_COLL, nm, comm, dt, label, start, end - start, nb, s, -1, -1, step, idx)
+
         def done(f):
-            R.ev(K_COLL, nm, comm, dt, label, start, _now() - start, nb, s, -1, -1, step, idx)
+            if t.is_cuda:
+                global _gpu
+                if _gpu is None:
+                    _gpu = _GPUCompletions()
+                _gpu.add(record)
+            else:
+                record(_now())
             return f.value()[0]
 
         return fut.then(done)
