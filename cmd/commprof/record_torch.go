@@ -93,12 +93,16 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 			if host, err := os.Hostname(); err == nil {
 				env = append(env, torch.EnvMasterAddr+"="+host)
 			}
-			// An mpi4py program among them is recorded by the PMPI library.
-			if mpi, err = prepareMPI(ctx, o, args); err != nil {
-				rd.Discard() // made for this run, and empty
-				return err
-			} else if mpi != nil {
-				argv, extra = mpi.plan.Args, mpi.plan.Env
+			// An mpi4py program among them is recorded by the PMPI
+			// library (srun belongs to no MPI: there is none to choose).
+			if filepath.Base(args[0]) != "srun" {
+				if mpi, err = prepareMPI(ctx, o, args); err != nil {
+					rd.Discard() // made for this run, and empty
+					return err
+				}
+				if mpi != nil {
+					argv, extra = mpi.plan.Args, mpi.plan.Env
+				}
 			}
 			if f, err := pmpi.DetectFlavor(ctx, args[0]); err == nil {
 				argv, _ = passOn(argv, f, append(envNames(env), "PYTHONPATH"), os.Getenv)
