@@ -479,3 +479,32 @@ func TestTorchNCCL(t *testing.T) {
 		}
 	}
 }
+
+// TestTorchChainsSitecustomize: the user's own sitecustomize (on their
+// PYTHONPATH) still runs under commprof's, and the job is recorded.
+func TestTorchChainsSitecustomize(t *testing.T) {
+	py := torchPython(t)
+	site := t.TempDir()
+	if err := os.WriteFile(filepath.Join(site, "sitecustomize.py"), []byte("import os\nos.environ['USER_SITE_RAN'] = '1'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", site)
+	script := writeScript(t, `
+import os, torch, torch.distributed as dist
+assert os.environ.get("USER_SITE_RAN") == "1", "the user's sitecustomize did not run"
+dist.init_process_group("gloo")
+dist.broadcast(torch.ones(3), src=0)
+`)
+	_, run := recordTorchJob(t, py, 2, script)
+	for _, rk := range run.Ranks {
+		n := 0
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindCollective && e.Name == "broadcast" && e.Bytes == 12 {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("rank %d: %d broadcasts of 12 bytes, want 1", rk.Info.Rank, n)
+		}
+	}
+}

@@ -236,7 +236,7 @@ def _arg(args, kw, i, name, default=None):
 def _specs():
     A = _arg
     return {
-        "broadcast": ("broadcast", 2, 3, lambda a, k, n: (_nbytes(a[0]), a[0], A(a, k, 1, "src"))),
+        "broadcast": ("broadcast", 2, 3, lambda a, k, n: (_nbytes(A(a, k, 0, "tensor")), A(a, k, 0, "tensor"), A(a, k, 1, "src"))),
         "all_reduce": ("allreduce", 2, 3, lambda a, k, n: (_nbytes(A(a, k, 0, "tensor")), A(a, k, 0, "tensor"), None)),
         "all_reduce_coalesced": ("allreduce", 2, 3, lambda a, k, n: (_lbytes(A(a, k, 0, "tensors")), A(a, k, 0, "tensors")[0], None)),
         "reduce": ("reduce", 3, 4, lambda a, k, n: (_nbytes(A(a, k, 0, "tensor")), A(a, k, 0, "tensor"), A(a, k, 1, "dst"))),
