@@ -508,3 +508,63 @@ dist.broadcast(torch.ones(3), src=0)
 		}
 	}
 }
+
+// TestTorchSweep sweeps a DDP script over two batch sizes: each run gets
+// its --batch-size, and the sweep compares their steps.
+func TestTorchSweep(t *testing.T) {
+	py := torchPython(t)
+	script := writeScript(t, `
+import argparse, torch, torch.distributed as dist, torch.nn as nn
+p = argparse.ArgumentParser()
+p.add_argument("--batch-size", type=int, required=True)
+p.add_argument("--steps", type=int, default=5)
+a = p.parse_args()
+dist.init_process_group("gloo")
+ddp = nn.parallel.DistributedDataParallel(nn.Linear(32, 8))
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+for i in range(a.steps):
+    opt.zero_grad()
+    ddp(torch.randn(a.batch_size, 32)).sum().backward()
+    opt.step()
+`)
+	out := filepath.Join(t.TempDir(), "sweep")
+	// The binary, not this process: the sweep runs its runs with it.
+	r := commprof(t, nil, "sweep", "--out", out, "--ranks", "2", "--batch-sizes", "4,16", "--", py, script, "--steps", "6")
+	if r.code != 0 {
+		t.Fatalf("sweep exited %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var sw struct {
+		Configs []struct {
+			BatchSize     int `json:"batch_size"`
+			Failed        int `json:"failed"`
+			SamplesPerSec struct {
+				Mean float64 `json:"mean"`
+			} `json:"samples_per_sec"`
+		} `json:"configs"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "sweep.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sw); err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.Configs) != 2 {
+		t.Fatalf("%d configurations, want 2: %s", len(sw.Configs), b)
+	}
+	for i, want := range []int{4, 16} {
+		c := sw.Configs[i]
+		if c.BatchSize != want || c.Failed != 0 || c.SamplesPerSec.Mean <= 0 {
+			t.Errorf("configuration %d: %+v, want batch %d, recorded, with samples/s", i, c, want)
+		}
+	}
+	for _, bs := range []string{"4", "16"} {
+		m, err := trace.ReadManifest(filepath.Join(out, "r2-bs"+bs+"-lrnone-wu0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Config["batch_size"] != bs || m.Status != trace.StatusComplete {
+			t.Errorf("run of batch %s: batch_size %q, status %s", bs, m.Config["batch_size"], m.Status)
+		}
+	}
+}

@@ -582,11 +582,28 @@ def _forget():
 
 def _close():
     R = _R
-    if R is not None:
-        R.close()
-        # Hold no process group or work past exit: torch tears them down.
-        R.groups.clear()
-        _pending.clear()
+    if R is None:
+        return
+    R.close()
+    # Hold no process group or work past exit: torch tears them down.
+    R.groups.clear()
+    _pending.clear()
+    # torch 1.13 can abort as the interpreter exits ("terminate called
+    # without an active exception") once a DDP comm hook, its own default
+    # included, has put Python callbacks on gloo's futures: the process
+    # groups are torn down here instead, while Python is whole, as a script
+    # that calls destroy_process_group does. Not after an uncaught
+    # exception: a peer may still be waiting on this rank's work.
+    if hasattr(sys, "last_value"):
+        return
+    try:
+        import gc
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        gc.collect()
+    except Exception:
+        pass
 
 
 def _torch_version():
