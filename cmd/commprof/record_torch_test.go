@@ -170,6 +170,19 @@ func TestTorchKnownCalls(t *testing.T) {
 	if m.Config["comm world"] != "0-2" || m.Config["comm pg1"] != "0,2" || m.Status != trace.StatusComplete {
 		t.Errorf("manifest config %v, status %s", m.Config, m.Status)
 	}
+	// The report names PyTorch, the backend and the process groups.
+	if code, _, stderr := inProcess(t, "report", dir); code != 0 {
+		t.Fatalf("report: %d %s", code, stderr)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a PyTorch job through torch.distributed", "(gloo)", "comm pg1"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the report does not say %q", want)
+		}
+	}
 }
 
 // ddpBuckets trains a DDP model of three bias-free layers whose bucket
