@@ -79,8 +79,13 @@ system-deps:
 	@command -v npm >/dev/null || { echo "installing Debian packages: nodejs npm"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm; }
 
+# staticcheck, pinned, from the Go module proxy (run with `go run`, so
+# nothing is installed outside the module cache).
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 vet:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Every test, with the race detector; the launcher tests run real mpirun.

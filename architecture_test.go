@@ -35,7 +35,18 @@ type pkg struct {
 	imports      []string
 	testImports  []string
 	internalDeps []string // imports of the module's packages, without tests
+	testDeps     []string // imports of the module's packages by the tests only
 }
+
+// testHarnesses are the packages that exist for tests: any package's
+// tests may import them, and no package's code may.
+var testHarnesses = []string{"analyze/analyzetest", "trace/damage", "internal/webtest"}
+
+// testsMayAlso are what the tests of a package may import beyond its row
+// and the harnesses ("*": every package's tests), as
+// docs/architecture.md says: the names of the test suite's switches, and
+// for report's tests the importers, to draw pages of real traces.
+var testsMayAlso = map[string][]string{"*": {"internal/envnames"}, "report": {"importers"}}
 
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
@@ -59,6 +70,11 @@ func listPackages(t *testing.T) []pkg {
 		for _, imp := range p.imports {
 			if dep, ok := strings.CutPrefix(imp, module); ok {
 				p.internalDeps = append(p.internalDeps, dep)
+			}
+		}
+		for _, imp := range p.testImports {
+			if dep, ok := strings.CutPrefix(imp, module); ok && !slices.Contains(p.internalDeps, dep) && dep != p.path {
+				p.testDeps = append(p.testDeps, dep)
 			}
 		}
 		pkgs = append(pkgs, p)
@@ -155,13 +171,26 @@ func TestArchitecture(t *testing.T) {
 			t.Errorf("package %s has no row in docs/architecture.md's table", p.path)
 			continue
 		}
-		for _, dep := range p.internalDeps {
+		may := func(dep string) bool {
 			allowed := slices.Contains(r.may, "*") || under(dep, name) || under(dep, p.path)
 			for _, q := range r.may {
 				allowed = allowed || under(dep, q)
 			}
-			if !allowed {
+			return allowed
+		}
+		for _, dep := range p.internalDeps {
+			if slices.Contains(testHarnesses, dep) && !slices.Contains(testHarnesses, p.path) {
+				t.Errorf("%s imports %s, a harness only tests may import", p.path, dep)
+			} else if !may(dep) {
 				t.Errorf("%s imports %s, which its row (%s) in docs/architecture.md does not allow: %v", p.path, dep, name, r.may)
+			}
+		}
+		// Tests hold to the same rows: a test may also import the
+		// harnesses made for tests, and its own package's (an external
+		// test package imports the package it tests).
+		for _, dep := range p.testDeps {
+			if !may(dep) && !slices.Contains(testHarnesses, dep) && !slices.Contains(testsMayAlso["*"], dep) && !slices.Contains(testsMayAlso[p.path], dep) {
+				t.Errorf("the tests of %s import %s, which its row (%s) in docs/architecture.md does not allow: %v", p.path, dep, name, r.may)
 			}
 		}
 	}

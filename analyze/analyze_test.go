@@ -104,7 +104,7 @@ func TestSkewWithALateRank(t *testing.T) {
 		st.Ranks[0].WorkNS != st.Ranks[0].CostNS || st.Ranks[0].TransferNS != 0 {
 		t.Fatalf("stragglers: %+v", st)
 	}
-	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is a straggler: its slowness cost the job 270µs")) {
+	if !bytes.Contains([]byte(strings.Join(s.Findings, "\n")), []byte("rank 2 is a straggler: its slowness cost the job 270 µs")) {
 		t.Fatalf("findings: %q", s.Findings)
 	}
 }
@@ -824,5 +824,38 @@ func TestStragglersAtMostHalf(t *testing.T) {
 	st := Summarize(runOf(len(late), evs...)).Stragglers
 	if len(st.Named) == 0 || len(st.Named) > len(late)/2 || st.Named[0] != 0 {
 		t.Fatalf("named %v, want rank 0 first and at most %d: %+v", st.Named, len(late)/2, st.Ranks)
+	}
+}
+
+// The model's busbw curve is busbw as nccl-tests defines it: on a ring
+// with no latency and no reduction cost, allreduce's busbw is the link's
+// bandwidth (1/beta) at every size, on any number of ranks; a latency
+// only lowers it, most at the smallest sizes (the model's ring sends
+// large buffers in segments, so the latency's share levels off, never
+// rises).
+func TestBusBWCurveIsTheLinkOnAnIdealRing(t *testing.T) {
+	for _, p := range []int{2, 4, 16} {
+		f := Fit{BetaNSPerB: 0.1, WithinHost: true} // 10 GB/s
+		pts := f.BusBWCurve("allreduce", "ring", p, 64<<20)
+		if len(pts) == 0 || pts[len(pts)-1].Bytes < 64<<20 || pts[0].Bytes != 8 {
+			t.Fatalf("p=%d: curve %v", p, pts)
+		}
+		for _, pt := range pts {
+			// A ring splits the buffer into p chunks: sizes below p
+			// bytes are fractional chunks, still exact in the model.
+			if math.Abs(pt.GBps-10) > 1e-9 {
+				t.Errorf("p=%d, %d bytes: busbw %v GB/s, want 10", p, pt.Bytes, pt.GBps)
+			}
+		}
+		f.AlphaNS = 1000
+		lat := f.BusBWCurve("allreduce", "ring", p, 64<<20)
+		if len(lat) != len(pts) {
+			t.Fatalf("p=%d: %d points with latency, %d without", p, len(lat), len(pts))
+		}
+		for i := 1; i < len(lat); i++ {
+			if lat[i].GBps >= 10 || lat[i].GBps < lat[i-1].GBps-1e-12 {
+				t.Errorf("p=%d: with latency busbw %v at %d bytes after %v: want not falling, below the link", p, lat[i].GBps, lat[i].Bytes, lat[i-1].GBps)
+			}
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 // Diff compares two runs' summaries, A the baseline and B the new one.
@@ -47,6 +48,14 @@ const HeadlineNoise = 0.02
 
 // Change is one figure in both runs.
 type Change struct {
+	// ID names the figure for programs: stable across versions and runs
+	// ("step_time", "op.allreduce.busbw",
+	// "collective.allreduce.ring.17.mean_time", "result.loss"), where
+	// Metric is its name for people.
+	ID string `json:"id"`
+	// Def is the slug of the figure's definition in docs/metrics.md and on
+	// the pages ("step-time", "busbw"); "" for none.
+	Def     string   `json:"def"`
 	Section string   `json:"section"` // step, op, collective, skew, fit, result
 	Metric  string   `json:"metric"`
 	Unit    string   `json:"unit"` // ns, bytes, GB/s, fraction, 1/s, count, ""
@@ -133,7 +142,7 @@ func Compare(a, b *Summary) *Diff {
 		}
 		return math.Min(1, math.Max(math.Abs(va), math.Abs(vb))/whole)
 	}
-	add := func(section, metric, unit string, va, vb float64, bt better, nz noise) {
+	add := func(id, def, section, metric, unit string, va, vb float64, bt better, nz noise) {
 		if va == 0 && vb == 0 || math.IsNaN(va) || math.IsNaN(vb) {
 			return
 		}
@@ -141,19 +150,19 @@ func Compare(a, b *Summary) *Diff {
 		switch {
 		case unit == "fraction":
 			w = partOf(va, vb, 1)
-		case unit == "ns" && section == "step" && strings.HasSuffix(metric, " per sample"):
+		case unit == "ns" && section == "step" && strings.HasSuffix(id, "_per_sample"):
 			w = partOf(va, vb, stepNS/float64(max(min(a.Run.SamplesPerStep, b.Run.SamplesPerStep), 1)))
 		case unit == "ns" && (section == "step" || section == "skew") && steps:
 			w = partOf(va, vb, stepNS)
 		}
-		c := Change{Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va, weight: w}
-		if unit == "ns" && section == "step" && !strings.Contains(metric, "p95") {
+		c := Change{ID: id, Def: def, Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va, weight: w}
+		if unit == "ns" && section == "step" && id != "step_time_p95" {
 			// A per-step time moves the time per sample by its change
 			// over the samples of a step; a per-sample one by itself.
 			switch {
-			case strings.HasSuffix(metric, " per sample"):
+			case strings.HasSuffix(id, "_per_sample"):
 				c.EffectNS = vb - va
-			case d.PerSample && metric == "compute per step":
+			case d.PerSample && id == "compute_per_step":
 				// Its per-sample row carries the same effect: one is enough.
 			case d.PerSample:
 				c.EffectNS = vb/float64(b.Run.SamplesPerStep) - va/float64(a.Run.SamplesPerStep)
@@ -194,9 +203,9 @@ func Compare(a, b *Summary) *Diff {
 	}
 
 	// Outcomes: what the configuration was changed for.
-	outcome := func(metric, unit string, va, vb float64, bt better, nz noise) {
+	outcome := func(id, def, metric, unit string, va, vb float64, bt better, nz noise) {
 		n := len(d.Changes)
-		add("outcome", metric, unit, va, vb, bt, nz)
+		add(id, def, "outcome", metric, unit, va, vb, bt, nz)
 		if len(d.Changes) > n {
 			d.Outcomes = append(d.Outcomes, d.Changes[n])
 			d.Changes = d.Changes[:n]
@@ -213,26 +222,26 @@ func Compare(a, b *Summary) *Diff {
 	stepTime := fromSteps(func(s StepStats) float64 { return s.TimeNS })
 	accuracy := noise{floorAbs: LostAccuracy}
 	if steps {
-		outcome("throughput", "samples/s", a.StepSummary.SamplesPerSec, b.StepSummary.SamplesPerSec, higher, stepTime)
+		outcome("throughput", "throughput", "throughput", "samples/s", a.StepSummary.SamplesPerSec, b.StepSummary.SamplesPerSec, higher, stepTime)
 	}
 	// An epoch, and the time to an accuracy, are made of steps: they vary
 	// as much as the steps do.
-	outcome("time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower, stepTime)
-	outcome("test accuracy", "fraction", a.Run.Metrics["test_accuracy"], b.Run.Metrics["test_accuracy"], higher, accuracy)
+	outcome("epoch_time", "epoch-time", "time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower, stepTime)
+	outcome("test_accuracy", "accuracy", "test accuracy", "fraction", a.Run.Metrics[trace.MetricTestAccuracy], b.Run.Metrics[trace.MetricTestAccuracy], higher, accuracy)
 	if target := min(bestAccuracy(a), bestAccuracy(b)); target > 0 {
 		ta, oka := TimeToAccuracy(a.Epochs, target)
 		tb, okb := TimeToAccuracy(b.Epochs, target)
 		if oka && okb {
-			outcome(fmt.Sprintf("time to %.1f%% test accuracy", 100*target), "ns", float64(ta), float64(tb), lower, stepTime)
+			outcome("time_to_accuracy", "time-to-target", fmt.Sprintf("time to %s test accuracy", units.Percent(target, 1)), "ns", float64(ta), float64(tb), lower, stepTime)
 		}
 	}
 	if d.PerSample {
 		na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
 		sa, sb := a.StepSummary, b.StepSummary
-		outcome("time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower, stepTime)
-		outcome("communication bytes per sample", "bytes", stepBytes(a)/na, stepBytes(b)/nb, lower,
+		outcome("time_per_sample", "time-per-sample", "time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower, stepTime)
+		outcome("comm_bytes_per_sample", "bytes-per-sample", "communication bytes per sample", "bytes", stepBytes(a)/na, stepBytes(b)/nb, lower,
 			fromSteps(func(s StepStats) float64 { return s.CommBytes }))
-		outcome("exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower,
+		outcome("exposed_per_sample", "exposed", "exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower,
 			fromSteps(func(s StepStats) float64 { return s.ExposedNS }))
 	}
 
@@ -240,30 +249,30 @@ func Compare(a, b *Summary) *Diff {
 	if steps {
 		sa, sb := a.StepSummary, b.StepSummary
 		compute := fromSteps(func(s StepStats) float64 { return s.ComputeNS })
-		add("step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, perStepTime(), stepTime)
-		add("step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), perStepTime(),
+		add("step_time", "step-time", "step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, perStepTime(), stepTime)
+		add("step_time_p95", "step-time", "step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), perStepTime(),
 			sampled("steps", stepP95Spread(a), stepP95Spread(b)))
-		add("step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, perStepTime(), compute)
-		add("step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, perStepTime(),
+		add("compute_per_step", "compute", "step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, perStepTime(), compute)
+		add("exposed_per_step", "exposed", "step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, perStepTime(),
 			fromSteps(func(s StepStats) float64 { return s.ExposedNS }))
-		add("step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral,
+		add("overlapped_per_step", "overlapped", "step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral,
 			fromSteps(func(s StepStats) float64 { return s.OverlappedNS }))
-		add("step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.IdleNS }))
-		add("step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.WaitNS }))
+		add("idle_per_step", "idle", "step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.IdleNS }))
+		add("wait_per_step", "wait", "step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.WaitNS }))
 		if d.PerSample {
 			na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
-			add("step", "compute per sample", "ns", sa.ComputeNS/na, sb.ComputeNS/nb, lower, compute)
+			add("compute_per_sample", "compute", "step", "compute per sample", "ns", sa.ComputeNS/na, sb.ComputeNS/nb, lower, compute)
 		}
 	}
 	// The fractions vary as their parts do over the steps (the headline's
 	// figures are over ranks and the run; the steps' ratios measure how
 	// much they move).
 	comm := func(s StepStats) float64 { return s.ExposedNS + s.OverlappedNS }
-	add("step", "communication fraction", "fraction", a.Headline.CommFraction, b.Headline.CommFraction, lower,
+	add("comm_fraction", "communication", "step", "communication fraction", "fraction", a.Headline.CommFraction, b.Headline.CommFraction, lower,
 		fromStepRatio(comm, func(s StepStats) float64 { return s.TimeNS }))
-	add("step", "exposed fraction of communication", "fraction", a.Headline.ExposedFrac, b.Headline.ExposedFrac, lower,
+	add("exposed_fraction", "exposed", "step", "exposed fraction of communication", "fraction", a.Headline.ExposedFrac, b.Headline.ExposedFrac, lower,
 		fromStepRatio(func(s StepStats) float64 { return s.ExposedNS }, comm))
-	add("step", "arrival wait fraction of communication", "fraction", a.Headline.WaitFraction, b.Headline.WaitFraction, lower,
+	add("wait_fraction", "wait", "step", "arrival wait fraction of communication", "fraction", a.Headline.WaitFraction, b.Headline.WaitFraction, lower,
 		fromStepRatio(func(s StepStats) float64 { return s.WaitNS }, comm))
 
 	// Ops.
@@ -287,11 +296,11 @@ func Compare(a, b *Summary) *Diff {
 			section, pa, pb, unit, bt = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch", lower
 		}
 		opTime := ofCalls(opSpread(a, op, false), opSpread(b, op, false))
-		add(section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt, opTime)
-		add(section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral, noise{})
-		add(section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral, noise{})
-		add(section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower, opTime)
-		add(section, op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher,
+		add("op."+op+".time", "op-time", section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt, opTime)
+		add("op."+op+".calls", "calls", section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral, noise{})
+		add("op."+op+".bytes", "coll-bytes", section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral, noise{})
+		add("op."+op+".mean_time", "latency", section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower, opTime)
+		add("op."+op+".busbw", "busbw", section, op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher,
 			ofCalls(opSpread(a, op, true), opSpread(b, op, true)))
 	}
 
@@ -308,6 +317,7 @@ func Compare(a, b *Summary) *Diff {
 	for _, k := range unionKeys(ca, cb, cmpColl) {
 		x, y := ca[k], cb[k]
 		name := fmt.Sprintf("%s %s %s", k.Op, k.Algo, units.Bucket(k.Bucket))
+		id := fmt.Sprintf("collective.%s.%s.%d", k.Op, k.Algo, k.Bucket)
 		weight = share(x.Time.Sum, a, y.Time.Sum, b, steps)
 		// A group called less than once every other step in both runs is
 		// counted per epoch, as its op is.
@@ -317,40 +327,44 @@ func Compare(a, b *Summary) *Diff {
 		}
 		// busbw is bytes per call over the mean time: it varies as that does.
 		group := ofCalls(x.TimeSpread, y.TimeSpread)
-		add(section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower, group)
-		add(section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher, group)
-		add(section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral, noise{})
+		add(id+".mean_time", "latency", section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower, group)
+		add(id+".busbw", "busbw", section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher, group)
+		add(id+".calls", "calls", section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral, noise{})
 	}
 
 	// Skew, fit, results.
 	weight = 1
 	skewA, skewB := skewSeries(a), skewSeries(b)
-	add("skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower,
+	add("skew_mean", "skew", "skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower,
 		sampled("skew", BlockSpread(skewA), BlockSpread(skewB)))
-	add("skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower,
+	add("skew_p95", "skew", "skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower,
 		sampled("skew", BlockQuantileSpread(skewA, 0.95), BlockQuantileSpread(skewB, 0.95)))
 	// The replay names a straggler only above its own noise floor; the
 	// share a rank costs varies by that floor's share of the run.
-	add("skew", "the costliest straggler's share of the run", "fraction", topShare(a), topShare(b), lower,
+	add("straggler_share", "straggler", "skew", "the costliest straggler's share of the run", "fraction", topShare(a), topShare(b), lower,
 		noise{from: "replay", floorAbs: math.Hypot(replayNoise(a), replayNoise(b))})
 	if a.Fit.Usable && b.Fit.Usable {
 		// A model without the signal to be shown has nothing to compare.
-		add("fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher, noise{})
-		add("fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower, noise{})
-		add("fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower, noise{})
+		add("link_gbps", "link", "fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher, noise{})
+		add("alpha", "model", "fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower, noise{})
+		add("gamma", "model", "fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower, noise{})
 	}
 	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics, strings.Compare) {
 		bt, nz := neutral, noise{}
 		switch m {
-		case "test_accuracy", "train_accuracy":
+		case trace.MetricTestAccuracy, trace.MetricTrainAccuracy:
 			bt, nz = higher, accuracy
-		case "images_per_second":
+		case trace.MetricImagesPerSecond:
 			// The trainer's own throughput, over the same steps.
 			bt, nz = higher, stepTime
-		case "loss":
+		case trace.MetricLoss:
 			bt = lower
 		}
-		add("result", m, "", a.Run.Metrics[m], b.Run.Metrics[m], bt, nz)
+		def := "result"
+		if m == trace.MetricTestAccuracy {
+			def = "accuracy"
+		}
+		add("result."+m, def, "result", m, "", a.Run.Metrics[m], b.Run.Metrics[m], bt, nz)
 	}
 	for _, k := range unionKeys(a.Run.Config, b.Run.Config, strings.Compare) {
 		if a.Run.Config[k] != b.Run.Config[k] {
@@ -360,7 +374,7 @@ func Compare(a, b *Summary) *Diff {
 	if ia, ib := strings.Join(a.Run.Injected, "; "), strings.Join(b.Run.Injected, "; "); ia != ib {
 		d.Config = append(d.Config, ConfigChange{Key: "injected", A: ia, B: ib})
 	}
-	if a.Run.WorldSize != b.Run.WorldSize && a.Run.Config["ranks"] == b.Run.Config["ranks"] {
+	if a.Run.WorldSize != b.Run.WorldSize && a.Run.Config[trace.ConfigRanks] == b.Run.Config[trace.ConfigRanks] {
 		d.Config = append(d.Config, ConfigChange{Key: "world_size", A: fmt.Sprint(a.Run.WorldSize), B: fmt.Sprint(b.Run.WorldSize)})
 	}
 	sort.SliceStable(d.Changes, func(i, j int) bool {
@@ -380,32 +394,32 @@ func Compare(a, b *Summary) *Diff {
 func headlineChanges(a, b *Summary, d *Diff) []Change {
 	verdicts := map[string]string{}
 	for _, c := range append(slices.Clone(d.Outcomes), d.Changes...) {
-		verdicts[c.Metric] = c.Verdict
+		verdicts[c.ID] = c.Verdict
 	}
 	ha, hb := a.Headline, b.Headline
 	busbw := "" // the op the bus bandwidth is of, when the runs agree
 	if ha.BusBWOp == hb.BusBWOp && ha.BusBWOp != "" {
-		busbw = ha.BusBWOp + " busbw"
+		busbw = "op." + ha.BusBWOp + ".busbw"
 	}
 	out := []Change{}
 	for _, f := range []struct {
-		metric, unit string
-		va, vb       float64
-		bt           better
-		same         string // the figure in the diff, "" for none
+		id, def, metric, unit string
+		va, vb                float64
+		bt                    better
+		same                  string // the ID of the figure in the diff, "" for none
 	}{
-		{"step time", "ns", ha.StepNS, hb.StepNS, lower, "step time"},
-		{"throughput", "samples/s", ha.SamplesPerSec, hb.SamplesPerSec, higher, "throughput"},
-		{"communication", "fraction", ha.CommFraction, hb.CommFraction, lower, "communication fraction"},
-		{"exposed communication", "ns", ha.ExposedNS, hb.ExposedNS, lower, "exposed communication per step"},
-		{"bus bandwidth", "GB/s", ha.BusBWGBps, hb.BusBWGBps, higher, busbw},
-		{"arrival wait", "fraction", ha.WaitFraction, hb.WaitFraction, lower, "arrival wait fraction of communication"},
-		{"test accuracy", "fraction", float64(ha.Accuracy), float64(hb.Accuracy), higher, "test accuracy"},
+		{"headline.step_time", "step-time", "step time", "ns", ha.StepNS, hb.StepNS, lower, "step_time"},
+		{"headline.throughput", "throughput", "throughput", "samples/s", ha.SamplesPerSec, hb.SamplesPerSec, higher, "throughput"},
+		{"headline.comm_fraction", "communication", "communication", "fraction", ha.CommFraction, hb.CommFraction, lower, "comm_fraction"},
+		{"headline.exposed", "exposed", "exposed communication", "ns", ha.ExposedNS, hb.ExposedNS, lower, "exposed_per_step"},
+		{"headline.busbw", "busbw", "bus bandwidth", "GB/s", ha.BusBWGBps, hb.BusBWGBps, higher, busbw},
+		{"headline.wait_fraction", "wait", "arrival wait", "fraction", ha.WaitFraction, hb.WaitFraction, lower, "wait_fraction"},
+		{"headline.test_accuracy", "accuracy", "test accuracy", "fraction", float64(ha.Accuracy), float64(hb.Accuracy), higher, "test_accuracy"},
 	} {
 		if f.va == 0 && f.vb == 0 || math.IsNaN(f.va) || math.IsNaN(f.vb) {
 			continue
 		}
-		c := Change{Section: "headline", Metric: f.metric, Unit: f.unit, A: f.va, B: f.vb, Delta: f.vb - f.va}
+		c := Change{ID: f.id, Def: f.def, Section: "headline", Metric: f.metric, Unit: f.unit, A: f.va, B: f.vb, Delta: f.vb - f.va}
 		if f.va == 0 {
 			out = append(out, c)
 			continue
@@ -456,7 +470,7 @@ func bestAccuracy(s *Summary) float64 {
 // titleKeys are the configuration keys a diff's title names, as users
 // call them; keys derived from these (global_batch) are left out.
 var titleKeys = []struct{ key, name string }{
-	{"program", "program"}, {"model", "model"}, {"data", "data"}, {"batch_size", "batch"}, {"ranks", "ranks"},
+	{"program", "program"}, {"model", "model"}, {"data", "data"}, {trace.ConfigBatchSize, "batch"}, {trace.ConfigRanks, "ranks"},
 	{"lr", "lr"}, {"lr_scaling", "lr-scaling"}, {"warmup_epochs", "warm-up"}, {"optimizer", "optimizer"},
 	{"sync", "sync"}, {"algo", "algo"}, {"bucket_mb", "bucket"}, {"overlap", "overlap"}, {"epochs", "epochs"},
 	{"op", "op"}, {"hidden", "hidden"}, {"injected", "injected"},

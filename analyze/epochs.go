@@ -27,7 +27,7 @@ type Epoch struct {
 
 // epochMarks are the marks an epoch's end carries, in the order the
 // trainer records them; "epoch" closes the set.
-var epochMarks = map[string]bool{"loss": true, "train_accuracy": true, "test_accuracy": true, "lr": true, "epoch": true}
+var epochMarks = map[string]bool{trace.MetricLoss: true, trace.MetricTrainAccuracy: true, trace.MetricTestAccuracy: true, trace.MetricLR: true, trace.MetricEpoch: true}
 
 // epochs builds the epochs from one rank's marks. Runs recorded before
 // the "epoch" mark existed close an epoch at each test_accuracy mark.
@@ -38,7 +38,7 @@ func epochs(marks []Mark, steps []StepStats, first int64, samplesPerStep int) []
 		if epochMarks[m.Name] && (rank < 0 || m.Rank < rank) {
 			rank = m.Rank
 		}
-		hasEpoch = hasEpoch || m.Name == "epoch"
+		hasEpoch = hasEpoch || m.Name == trace.MetricEpoch
 	}
 	out := []Epoch{}
 	if rank < 0 {
@@ -51,16 +51,16 @@ func epochs(marks []Mark, steps []StepStats, first int64, samplesPerStep int) []
 			continue
 		}
 		switch m.Name {
-		case "loss":
+		case trace.MetricLoss:
 			cur.Loss = m.Value
-		case "train_accuracy":
+		case trace.MetricTrainAccuracy:
 			cur.TrainAccuracy = m.Value
-		case "test_accuracy":
+		case trace.MetricTestAccuracy:
 			cur.TestAccuracy = m.Value
-		case "lr":
+		case trace.MetricLR:
 			cur.LR = m.Value
 		}
-		if m.Name == "epoch" || (!hasEpoch && m.Name == "test_accuracy") {
+		if m.Name == trace.MetricEpoch || (!hasEpoch && m.Name == trace.MetricTestAccuracy) {
 			cur.Epoch = len(out) + 1
 			cur.EndNS = m.AtNS - first
 			out = append(out, cur)

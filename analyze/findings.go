@@ -8,7 +8,7 @@ import (
 	"github.com/commprof/commprof/trace"
 )
 
-func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
+func pct(x float64) string { return units.Percent(x, 0) }
 
 func headline(s *Summary) Headline {
 	h := Headline{Straggler: -1, Steps: s.StepSummary.Steps}
@@ -71,7 +71,7 @@ func headline(s *Summary) Headline {
 			}
 		}
 	}
-	h.Accuracy = trace.Number(s.Run.Metrics["test_accuracy"])
+	h.Accuracy = trace.Number(s.Run.Metrics[trace.MetricTestAccuracy])
 	if s.IsUnknown("communication") {
 		h.CommFraction = 0 // the source cannot give it (Summary.Unknown)
 	}
@@ -97,7 +97,7 @@ func findings(s *Summary) []string {
 			out = append(out, fmt.Sprintf("communication is %s of the step, %s of it exposed (%s per step not hidden behind compute)",
 				pct(h.CommFraction), pct(h.ExposedFrac), units.Duration(h.ExposedNS)))
 		}
-	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && s.Run.Config["program"] != "bench" && !s.IsUnknown("communication") {
+	} else if len(s.Ranks) > 0 && s.Run.SpanNS > 0 && trace.ParseConfig(s.Run.Config).Program != "bench" && !s.IsUnknown("communication") {
 		// (A benchmark is all communication by design.)
 		f := fmt.Sprintf("communication takes %s of the run's %s on an average rank", pct(h.CommFraction), units.Duration(float64(s.Run.SpanNS)))
 		if s.IsUnknown("exposed") {
@@ -163,7 +163,7 @@ func findings(s *Summary) []string {
 }
 
 // stragglerFinding says what the what-if replay found about stragglers.
-// It states the rule that was applied (analyze/whatif.go): a rank named
+// It states the rule that was applied (analyze/stragglers.go): a rank named
 // costs more than the run's noise bound and 5% of the run.
 func stragglerFinding(s *Summary) []string {
 	st := s.Stragglers
@@ -174,8 +174,8 @@ func stragglerFinding(s *Summary) []string {
 	if st.Basis != "step" {
 		unit = "call"
 	}
-	noise := fmt.Sprintf("the run's noise (a rank with no slowness of its own would cost up to %s, at %.0f%% confidence)",
-		units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
+	noise := fmt.Sprintf("the run's noise (a rank with no slowness of its own would cost up to %s, at %s confidence)",
+		units.Duration(float64(st.NoiseBoundNS)), units.Percent(st.Confidence, 0))
 	var out []string
 	for k, r := range st.Named {
 		var rc RankCost
@@ -219,9 +219,9 @@ func stragglerFinding(s *Summary) []string {
 				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), st.Why, noise)
 		case len(rs) > 0:
 			f = fmt.Sprintf("no rank stands out above the run's noise: the costliest, rank %d, cost %s (%s of the run), %s more than the median rank, "+
-				"under the %s a rank with no slowness of its own would be seen to cost (%.0f%% confidence)",
+				"under the %s a rank with no slowness of its own would be seen to cost (%s confidence)",
 				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), units.Duration(float64(max(rs[0].CostNS-st.NoiseNS, 0))),
-				units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
+				units.Duration(float64(st.NoiseBoundNS)), units.Percent(st.Confidence, 0))
 		default:
 			f = "no rank stands out above " + noise
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/commprof/commprof/internal/busbw"
+
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
@@ -661,6 +663,29 @@ func (f Fit) betaAt(m float64) float64 {
 // idle cores.
 func (f Fit) Predict(op, algo string, p int, n float64) (float64, bool) {
 	return f.PredictOn(op, algo, p, n, Contention{})
+}
+
+// CurvePoint is one point of the model's busbw curve: at Bytes per call,
+// the model's busbw in GB/s.
+type CurvePoint struct {
+	Bytes int64
+	GBps  float64
+}
+
+// BusBWCurve returns the model's busbw for op with algo on p ranks at each
+// power of two from 8 bytes to at least upTo (and at least 1 MiB): bytes
+// over the predicted time, times the op's nccl-tests factor, as the
+// measured busbw is. Sizes where the model predicts no time are left out.
+func (f Fit) BusBWCurve(op, algo string, p int, upTo int64) []CurvePoint {
+	var out []CurvePoint
+	for n := int64(8); n <= max(upTo, 1<<20); n *= 2 {
+		t, _ := f.Predict(op, algo, p, float64(n))
+		if t <= 0 {
+			continue
+		}
+		out = append(out, CurvePoint{Bytes: n, GBps: float64(n) / t * busbw.Factor(op, p)})
+	}
+	return out
 }
 
 // PredictOn returns the model's time in ns for op with algo on p ranks

@@ -342,7 +342,7 @@ func replayNoise(s *Summary) float64 {
 	return float64(s.Stragglers.NoiseNS) / float64(s.Stragglers.TotalNS)
 }
 
-// A straggler is named only above its run's own noise (whatif.go): the
+// A straggler is named only above its run's own noise (stragglers.go): the
 // bound below is what the costliest of the ranks would be seen to cost
 // if none were slow of its own.
 

@@ -65,6 +65,9 @@ type RunInfo struct {
 	FirstNS   int64 `json:"first_ns"`
 	Events    int64 `json:"events"`
 	DiskBytes int64 `json:"disk_bytes"`
+	// BatchSize is the batch per rank the configuration names
+	// (trace.ConfigBatchSize), else 0.
+	BatchSize int `json:"batch_size"`
 	// SamplesPerStep is the global batch (batch_size x world size) when
 	// the configuration names one, else 0.
 	SamplesPerStep int    `json:"samples_per_step"`

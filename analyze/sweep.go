@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 // Sweep compares a series of training runs that differ in batch size,
@@ -172,9 +175,8 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 		if s == nil {
 			continue
 		}
-		c := s.Run.Config
-		b, _ := strconv.Atoi(c["batch_size"])
-		k := key{batch: b, ranks: s.Run.WorldSize, rule: c["lr_scaling"], warm: c["warmup_epochs"], lr: c["lr"]}
+		c := trace.ParseConfig(s.Run.Config)
+		k := key{batch: c.BatchSize, ranks: s.Run.WorldSize, rule: c.LRScaling, warm: c.WarmupEpochs, lr: c.LR}
 		if _, ok := by[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -401,15 +403,15 @@ func (sw *Sweep) findings() {
 		if base.GlobalBatch == 0 || at.GlobalBatch <= base.GlobalBatch {
 			continue
 		}
-		sw.Findings = append(sw.Findings, fmt.Sprintf("at global batch %d, %s reaches %.2f%% test accuracy (%+.1f points against batch %d without a rule)",
-			at.GlobalBatch, g, 100*at.Accuracy.Mean, 100*(at.Accuracy.Mean-base.Accuracy.Mean), base.GlobalBatch))
+		sw.Findings = append(sw.Findings, fmt.Sprintf("at global batch %d, %s reaches %s test accuracy (%+.1f points against batch %d without a rule)",
+			at.GlobalBatch, g, units.Percent(at.Accuracy.Mean, 2), 100*(at.Accuracy.Mean-base.Accuracy.Mean), base.GlobalBatch))
 		if at.LRScaling != "none" && (at.GlobalBatch > best.GlobalBatch || at.GlobalBatch == best.GlobalBatch && at.Accuracy.Mean > best.Accuracy.Mean) {
 			best = at
 		}
 	}
 	if best.Group != "" {
-		sw.Findings = append(sw.Findings, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %.2f%%",
-			best.Group, best.GlobalBatch, 100*best.Accuracy.Mean))
+		sw.Findings = append(sw.Findings, fmt.Sprintf("of the learning-rate rules, %s keeps the most accuracy at global batch %d: %s",
+			best.Group, best.GlobalBatch, units.Percent(best.Accuracy.Mean, 2)))
 	}
 }
 

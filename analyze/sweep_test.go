@@ -131,10 +131,10 @@ func TestSweepRulesAndFindings(t *testing.T) {
 		t.Fatalf("no rule: %+v", e)
 	}
 	for _, want := range []string{
-		"at global batch 2048, lr none reaches 81.00% test accuracy (-6.0 points against batch 64 without a rule)",
-		"at global batch 2048, lr sqrt reaches 85.00% test accuracy (-2.0 points against batch 64 without a rule)",
-		"at global batch 2048, lr linear, warm-up 1 reaches 83.00% test accuracy (-4.0 points against batch 64 without a rule)",
-		"of the learning-rate rules, lr sqrt keeps the most accuracy at global batch 2048: 85.00%",
+		"at global batch 2048, lr none reaches 81% test accuracy (-6.0 points against batch 64 without a rule)",
+		"at global batch 2048, lr sqrt reaches 85% test accuracy (-2.0 points against batch 64 without a rule)",
+		"at global batch 2048, lr linear, warm-up 1 reaches 83% test accuracy (-4.0 points against batch 64 without a rule)",
+		"of the learning-rate rules, lr sqrt keeps the most accuracy at global batch 2048: 85%",
 	} {
 		if !slices.Contains(sw.Findings, want) {
 			t.Errorf("findings lack %q:\n%q", want, sw.Findings)
@@ -190,10 +190,10 @@ func TestSweepFindingsByRanks(t *testing.T) {
 		mk(2, 16, "none", 0.95), mk(2, 64, "none", 0.70), mk(2, 64, "sqrt", 0.85),
 	}, 0.8, nil, 0)
 	for _, want := range []string{
-		"at global batch 64, 1 rank, lr none reaches 80.00% test accuracy (-10.0 points against batch 16 without a rule)",
-		"at global batch 128, 2 ranks, lr none reaches 70.00% test accuracy (-25.0 points against batch 32 without a rule)",
-		"at global batch 128, 2 ranks, lr sqrt reaches 85.00% test accuracy (-10.0 points against batch 32 without a rule)",
-		"of the learning-rate rules, 2 ranks, lr sqrt keeps the most accuracy at global batch 128: 85.00%",
+		"at global batch 64, 1 rank, lr none reaches 80% test accuracy (-10.0 points against batch 16 without a rule)",
+		"at global batch 128, 2 ranks, lr none reaches 70% test accuracy (-25.0 points against batch 32 without a rule)",
+		"at global batch 128, 2 ranks, lr sqrt reaches 85% test accuracy (-10.0 points against batch 32 without a rule)",
+		"of the learning-rate rules, 2 ranks, lr sqrt keeps the most accuracy at global batch 128: 85%",
 	} {
 		if !slices.Contains(sw.Findings, want) {
 			t.Errorf("findings lack %q:\n%q", want, sw.Findings)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/commprof/commprof/internal/busbw"
 	"io"
 	"math"
 	"strconv"
@@ -51,18 +52,6 @@ type Result struct {
 	AlgBW  float64 `json:"algbw_gbs"`
 	BusBW  float64 `json:"busbw_gbs"`
 	Wrong  int64   `json:"wrong"` // wrong elements over the ranks; -1 when not checked
-}
-
-// BusFactor is the nccl-tests factor that turns algorithm bandwidth into
-// bus bandwidth for op on n ranks.
-func BusFactor(op collectives.Op, n int) float64 {
-	switch op {
-	case collectives.OpAllReduce:
-		return 2 * float64(n-1) / float64(n)
-	case collectives.OpAllGather, collectives.OpReduceScatter:
-		return float64(n-1) / float64(n)
-	}
-	return 1
 }
 
 // Validate checks a spec before any rank starts.
@@ -243,7 +232,7 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 		}
 		if sec > 0 {
 			res.AlgBW = float64(res.Bytes) / sec / 1e9
-			res.BusBW = res.AlgBW * BusFactor(s.Op, n)
+			res.BusBW = res.AlgBW * busbw.Factor(s.Op.String(), n)
 		}
 		each(res)
 	}

@@ -18,31 +18,10 @@ import (
 	"github.com/commprof/commprof/internal/envnames"
 )
 
-// Environment variables read by JobFromEnv. The local launcher sets the
-// COMMPROF_ ones; external launchers set their own.
-const (
-	EnvRank          = "COMMPROF_RANK"
-	EnvSize          = "COMMPROF_SIZE"
-	EnvLocalRank     = "COMMPROF_LOCAL_RANK"
-	EnvLocalSize     = "COMMPROF_LOCAL_SIZE"
-	EnvCoord         = "COMMPROF_COORD"
-	EnvCoordFD       = "COMMPROF_COORD_FD"
-	EnvRendezvousDir = "COMMPROF_RENDEZVOUS_DIR"
-	EnvJobID         = "COMMPROF_JOB_ID"
-	EnvSecret        = "COMMPROF_SECRET"
-	EnvPeerTimeout   = "COMMPROF_PEER_TIMEOUT"
-	EnvJoinTimeout   = envnames.JoinTimeout // the PMPI library reads it too
-	EnvAdvertise     = "COMMPROF_ADVERTISE"
-	EnvRawIO         = "COMMPROF_RAW_IO"
-	EnvCongestion    = "COMMPROF_TCP_CONGESTION"
-	EnvTransport     = "COMMPROF_TRANSPORT" // auto, shm or tcp: how ranks on one machine talk
-	EnvShmSpin       = "COMMPROF_SHM_SPIN"  // how long an idle rank polls its shared-memory links before it sleeps
-)
-
 // launchers lists the rank and size variables of the launchers commprof
 // recognises, in the order they are tried.
 var launchers = []struct{ name, rank, size, localSize string }{
-	{"commprof", EnvRank, EnvSize, EnvLocalSize},
+	{"commprof", envnames.Rank, envnames.Size, envnames.LocalSize},
 	{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
 	{"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
 	{"slurm", "SLURM_PROCID", "SLURM_NTASKS", ""},
@@ -78,31 +57,31 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
 			return job, true, fmt.Errorf("%s launched this process with %s=%q and %s=%q: not a rank of a world", l.name, l.rank, rs, l.size, ss)
 		}
-		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(EnvSecret), Advertise: getenv(EnvAdvertise)}}
+		job = Job{Launcher: l.name, JoinConfig: JoinConfig{Rank: rank, Size: size, Secret: getenv(envnames.Secret), Advertise: getenv(envnames.Advertise)}}
 		switch {
 		case job.Secret != "":
-			job.SecretFrom = EnvSecret
+			job.SecretFrom = envnames.Secret
 		case size == 1:
 			// No other rank to prove anything to.
 		default:
 			if job.Secret, job.SecretFrom, err = UserSecret(); err != nil {
-				return job, true, fmt.Errorf("%s started this process as rank %d of %d without %s: %w", l.name, rank, size, EnvSecret, err)
+				return job, true, fmt.Errorf("%s started this process as rank %d of %d without %s: %w", l.name, rank, size, envnames.Secret, err)
 			}
 		}
 		if l.localSize != "" {
 			job.LocalSize, _ = strconv.Atoi(getenv(l.localSize))
 		}
-		job.JobID = firstOf(getenv, EnvJobID, "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_JOBID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+		job.JobID = firstOf(getenv, envnames.JobID, "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_JOBID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
 		if id := getenv("SLURM_STEP_ID"); id != "" && job.JobID == getenv("SLURM_JOB_ID") {
 			job.JobID += "." + id
 		}
 		switch {
-		case getenv(EnvCoord) != "":
-			job.Coord = getenv(EnvCoord)
+		case getenv(envnames.Coord) != "":
+			job.Coord = getenv(envnames.Coord)
 		case getenv("MASTER_ADDR") != "" && getenv("MASTER_PORT") != "":
 			job.Coord = net.JoinHostPort(getenv("MASTER_ADDR"), getenv("MASTER_PORT"))
-		case getenv(EnvRendezvousDir) != "":
-			job.RendezvousDir = getenv(EnvRendezvousDir)
+		case getenv(envnames.RendezvousDir) != "":
+			job.RendezvousDir = getenv(envnames.RendezvousDir)
 		case size == 1:
 			job.Coord = "127.0.0.1:0"
 		case l.localSize != "" && getenv(l.localSize) == ss && job.JobID != "":
@@ -111,12 +90,12 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 				return job, true, fmt.Errorf("creating the rendezvous directory: %w", err)
 			}
 		default:
-			return job, true, fmt.Errorf("%s started this process as rank %d of %d, but nothing says where rank 0 is: set %s=host:port (a port free on rank 0's host), MASTER_ADDR and MASTER_PORT, or %s to a directory every rank can read", l.name, rank, size, EnvCoord, EnvRendezvousDir)
+			return job, true, fmt.Errorf("%s started this process as rank %d of %d, but nothing says where rank 0 is: set %s=host:port (a port free on rank 0's host), MASTER_ADDR and MASTER_PORT, or %s to a directory every rank can read", l.name, rank, size, envnames.Coord, envnames.RendezvousDir)
 		}
-		if fd := getenv(EnvCoordFD); fd != "" && rank == 0 {
+		if fd := getenv(envnames.CoordFD); fd != "" && rank == 0 {
 			n, err := strconv.Atoi(fd)
 			if err != nil || n < 3 {
-				return job, true, fmt.Errorf("%s=%q is not an inherited file descriptor", EnvCoordFD, fd)
+				return job, true, fmt.Errorf("%s=%q is not an inherited file descriptor", envnames.CoordFD, fd)
 			}
 			ln, err := net.FileListener(os.NewFile(uintptr(n), "coordinator"))
 			if err != nil {
@@ -124,22 +103,22 @@ func JobFromEnv(getenv func(string) string) (job Job, ok bool, err error) {
 			}
 			job.CoordListener = ln
 		}
-		if job.TCP.PeerTimeout, err = duration(getenv, EnvPeerTimeout); err != nil {
+		if job.TCP.PeerTimeout, err = duration(getenv, envnames.PeerTimeout); err != nil {
 			return job, true, err
 		}
-		if job.Timeout, err = duration(getenv, EnvJoinTimeout); err != nil {
+		if job.Timeout, err = duration(getenv, envnames.JoinTimeout); err != nil {
 			return job, true, err
 		}
-		if job.TCP.RawIO, err = rawIO(getenv(EnvRawIO), job.LocalSize, runtime.NumCPU()); err != nil {
+		if job.TCP.RawIO, err = rawIO(getenv(envnames.RawIO), job.LocalSize, runtime.NumCPU()); err != nil {
 			return job, true, err
 		}
-		if job.TCP.Congestion, err = congestionName(getenv(EnvCongestion)); err != nil {
+		if job.TCP.Congestion, err = congestionName(getenv(envnames.TCPCongestion)); err != nil {
 			return job, true, err
 		}
-		if job.Transport, err = ParseTransportMode(getenv(EnvTransport)); err != nil {
+		if job.Transport, err = ParseTransportMode(getenv(envnames.Transport)); err != nil {
 			return job, true, err
 		}
-		if job.Shm.Spin, err = shmSpin(getenv(EnvShmSpin)); err != nil {
+		if job.Shm.Spin, err = shmSpin(getenv(envnames.ShmSpin)); err != nil {
 			return job, true, err
 		}
 		return job, true, nil
@@ -179,7 +158,7 @@ func shmSpin(v string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s=%q: want a duration such as 50us, or off", EnvShmSpin, v)
+		return 0, fmt.Errorf("%s=%q: want a duration such as 50us, or off", envnames.ShmSpin, v)
 	}
 	if d == 0 {
 		return -1, nil
@@ -196,7 +175,7 @@ func congestionName(v string) (string, error) {
 		ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-')
 	}
 	if !ok {
-		return "", fmt.Errorf("%s=%q: want a TCP congestion control algorithm such as reno or cubic, or system", EnvCongestion, v)
+		return "", fmt.Errorf("%s=%q: want a TCP congestion control algorithm such as reno or cubic, or system", envnames.TCPCongestion, v)
 	}
 	return v, nil
 }
@@ -222,7 +201,7 @@ func rawIO(v string, localSize, cores int) (RawIO, error) {
 			return RawIO(m), nil
 		}
 	}
-	return RawOff, fmt.Errorf("%s=%q: want on, large, off, or unset to decide by ranks per core", EnvRawIO, v)
+	return RawOff, fmt.Errorf("%s=%q: want on, large, off, or unset to decide by ranks per core", envnames.RawIO, v)
 }
 
 // UserSecret returns the user's own job secret: a random key in a file
@@ -235,7 +214,7 @@ func rawIO(v string, localSize, cores int) (RawIO, error) {
 func UserSecret() (secret, path string, err error) {
 	noFile := func(why error) error {
 		return fmt.Errorf("no job secret: the per-user secret file cannot be made (%w); set %s to the same random value on every rank "+
-			"(export %s=$(openssl rand -hex 32), passed on by the launcher: mpirun -x %s), or set XDG_CONFIG_HOME to a private directory every rank can write", why, EnvSecret, EnvSecret, EnvSecret)
+			"(export %s=$(openssl rand -hex 32), passed on by the launcher: mpirun -x %s), or set XDG_CONFIG_HOME to a private directory every rank can write", why, envnames.Secret, envnames.Secret, envnames.Secret)
 	}
 	dir, err := os.UserConfigDir()
 	if err != nil {
@@ -280,7 +259,7 @@ func readSecretFile(path string) (string, error) {
 		return "", err
 	}
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("the job secret %s can be read by others (mode %v): chmod 600 it, or set %s", path, st.Mode(), EnvSecret)
+		return "", fmt.Errorf("the job secret %s can be read by others (mode %v): chmod 600 it, or set %s", path, st.Mode(), envnames.Secret)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -288,7 +267,7 @@ func readSecretFile(path string) (string, error) {
 	}
 	s := strings.TrimSpace(string(b))
 	if len(s) < 32 {
-		return "", fmt.Errorf("the job secret %s is too short (%d characters): remove it to have a new one made, or set %s", path, len(s), EnvSecret)
+		return "", fmt.Errorf("the job secret %s is too short (%d characters): remove it to have a new one made, or set %s", path, len(s), envnames.Secret)
 	}
 	return s, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 func TestJobFromEnvRawIO(t *testing.T) {
@@ -26,9 +28,9 @@ func TestJobFromEnvRawIO(t *testing.T) {
 		{name: "nonsense", raw: "sometimes", localSize: 1, err: `COMMPROF_RAW_IO="sometimes"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvRawIO: tc.raw}
+			env := map[string]string{envnames.Rank: "0", envnames.Size: "2", envnames.Coord: "127.0.0.1:1", envnames.RawIO: tc.raw}
 			if tc.localSize > 0 {
-				env["COMMPROF_LOCAL_SIZE"] = strconv.Itoa(tc.localSize)
+				env[envnames.LocalSize] = strconv.Itoa(tc.localSize)
 			}
 			job, ok, err := JobFromEnv(func(k string) string { return env[k] })
 			if !ok {
@@ -44,7 +46,7 @@ func TestJobFromEnvRawIO(t *testing.T) {
 				t.Fatal(err)
 			}
 			if job.TCP.RawIO != tc.want {
-				t.Errorf("RawIO %v with %d local ranks on %d cores and %s=%q, want %v", job.TCP.RawIO, tc.localSize, cores, EnvRawIO, tc.raw, tc.want)
+				t.Errorf("RawIO %v with %d local ranks on %d cores and %s=%q, want %v", job.TCP.RawIO, tc.localSize, cores, envnames.RawIO, tc.raw, tc.want)
 			}
 		})
 	}
@@ -52,15 +54,15 @@ func TestJobFromEnvRawIO(t *testing.T) {
 
 func TestJobFromEnvCongestion(t *testing.T) {
 	for v, want := range map[string]string{"": "", "cubic": "cubic", "system": "system", "reno; rm -rf": "error", "averyveryverylongname": "error"} {
-		env := map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvCongestion: v}
+		env := map[string]string{envnames.Rank: "0", envnames.Size: "2", envnames.Coord: "127.0.0.1:1", envnames.TCPCongestion: v}
 		job, _, err := JobFromEnv(func(k string) string { return env[k] })
 		switch {
 		case want == "error":
-			if err == nil || !strings.Contains(err.Error(), EnvCongestion) {
-				t.Errorf("%s=%q: %v, want an error naming the variable", EnvCongestion, v, err)
+			if err == nil || !strings.Contains(err.Error(), envnames.TCPCongestion) {
+				t.Errorf("%s=%q: %v, want an error naming the variable", envnames.TCPCongestion, v, err)
 			}
 		case err != nil || job.TCP.Congestion != want:
-			t.Errorf("%s=%q: Congestion %q, %v", EnvCongestion, v, job.TCP.Congestion, err)
+			t.Errorf("%s=%q: Congestion %q, %v", envnames.TCPCongestion, v, job.TCP.Congestion, err)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // The user's secret file is made on first use, private to the user, and
@@ -104,16 +106,16 @@ func TestNoSecretWithoutAHome(t *testing.T) {
 			for k, v := range env {
 				t.Setenv(k, v)
 			}
-			if s, _, err := UserSecret(); err == nil || s != "" || !strings.Contains(err.Error(), "no job secret") || !strings.Contains(err.Error(), EnvSecret) {
+			if s, _, err := UserSecret(); err == nil || s != "" || !strings.Contains(err.Error(), "no job secret") || !strings.Contains(err.Error(), envnames.Secret) {
 				t.Fatalf("UserSecret: %q, %v", s, err)
 			}
-			launcher := map[string]string{"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4", EnvCoord: "127.0.0.1:1"}
-			if _, ok, err := JobFromEnv(mapEnv(launcher)); !ok || err == nil || !strings.Contains(err.Error(), "rank 1 of 4 without "+EnvSecret) {
+			launcher := map[string]string{"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4", envnames.Coord: "127.0.0.1:1"}
+			if _, ok, err := JobFromEnv(mapEnv(launcher)); !ok || err == nil || !strings.Contains(err.Error(), "rank 1 of 4 without "+envnames.Secret) {
 				t.Fatalf("a rank of 4: %v", err)
 			}
-			launcher[EnvSecret] = "given"
-			if job, _, err := JobFromEnv(mapEnv(launcher)); err != nil || job.Secret != "given" || job.SecretFrom != EnvSecret {
-				t.Fatalf("a rank of 4 given %s: %+v, %v", EnvSecret, job, err)
+			launcher[envnames.Secret] = "given"
+			if job, _, err := JobFromEnv(mapEnv(launcher)); err != nil || job.Secret != "given" || job.SecretFrom != envnames.Secret {
+				t.Fatalf("a rank of 4 given %s: %+v, %v", envnames.Secret, job, err)
 			}
 			alone := map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1"}
 			if _, _, err := JobFromEnv(mapEnv(alone)); err != nil {

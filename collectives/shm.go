@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // TransportMode says how the ranks of one machine reach each other
@@ -47,7 +49,7 @@ func ParseTransportMode(v string) (TransportMode, error) {
 	case "shm":
 		return TransportShm, nil
 	}
-	return TransportAuto, fmt.Errorf("%s=%q: want auto, shm or tcp", EnvTransport, v)
+	return TransportAuto, fmt.Errorf("%s=%q: want auto, shm or tcp", envnames.Transport, v)
 }
 
 // ShmConfig tunes the shared-memory links.
@@ -229,7 +231,7 @@ func (m *Mesh) ShmFallback() error {
 	if m.fallback == nil {
 		return nil
 	}
-	return fmt.Errorf("TCP instead of shared memory: %w (%s=tcp chooses TCP without this warning)", m.fallback, EnvTransport)
+	return fmt.Errorf("TCP instead of shared memory: %w (%s=tcp chooses TCP without this warning)", m.fallback, envnames.Transport)
 }
 
 func peersN(n int) string {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // TestJobFromEnvTransport: COMMPROF_TRANSPORT and COMMPROF_SHM_SPIN are
@@ -27,8 +29,8 @@ func TestJobFromEnvTransport(t *testing.T) {
 		{spin: "-5ms", err: `COMMPROF_SHM_SPIN="-5ms"`},
 		{spin: "briefly", err: `COMMPROF_SHM_SPIN="briefly"`},
 	} {
-		env := map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s",
-			EnvTransport: tc.transport, EnvShmSpin: tc.spin}
+		env := map[string]string{envnames.Rank: "0", envnames.Size: "2", envnames.Coord: "127.0.0.1:1", envnames.Secret: "s",
+			envnames.Transport: tc.transport, envnames.ShmSpin: tc.spin}
 		job, ok, err := JobFromEnv(func(k string) string { return env[k] })
 		if !ok {
 			t.Fatal("the commprof launcher's variables were not recognised")

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // Shared memory between ranks is implemented on Linux only
@@ -39,7 +41,7 @@ func joinShm(_ context.Context, cfg JoinConfig, peers []Peer, _ []*net.TCPConn, 
 	for _, p := range peers {
 		if p.Rank != cfg.Rank && p.Host == peers[cfg.Rank].Host {
 			if cfg.Transport == TransportShm {
-				return nil, fmt.Errorf("rank %d: %s=shm: %w", cfg.Rank, EnvTransport, errNoShm)
+				return nil, fmt.Errorf("rank %d: %s=shm: %w", cfg.Rank, envnames.Transport, errNoShm)
 			}
 			return &shmTransport{fallback: errNoShm}, nil
 		}

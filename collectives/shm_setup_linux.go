@@ -18,6 +18,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"golang.org/x/sys/unix"
 )
 
@@ -210,7 +211,7 @@ func joinShm(ctx context.Context, cfg JoinConfig, peers []Peer, conns []*net.TCP
 			}
 		}
 		t.bell.Close()
-		return nil, fmt.Errorf("%w (%s=shm asks for shared memory between the ranks of a machine; %s=auto falls back to TCP)", failed, EnvTransport, EnvTransport)
+		return nil, fmt.Errorf("%w (%s=shm asks for shared memory between the ranks of a machine; %s=auto falls back to TCP)", failed, envnames.Transport, envnames.Transport)
 	}
 	for _, p := range pairs {
 		if l := links[p]; l != nil {
@@ -263,7 +264,7 @@ func unknownMachine(cfg JoinConfig, peers []Peer) (*shmTransport, error) {
 	}
 	err := fmt.Errorf("this rank cannot tell which ranks share its machine (%s on host %q may): %w", who, me.Host, why)
 	if cfg.Transport == TransportShm {
-		return nil, fmt.Errorf("rank %d: %s=shm: %w", cfg.Rank, EnvTransport, err)
+		return nil, fmt.Errorf("rank %d: %s=shm: %w", cfg.Rank, envnames.Transport, err)
 	}
 	return &shmTransport{fallback: err}, nil
 }

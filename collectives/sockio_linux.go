@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // sockIO reads and writes one connection's socket, through the net package
@@ -218,7 +220,7 @@ func congestionError(name string, err error) error {
 	case syscall.EPERM:
 		why = "this host does not allow it to this user (it allows those in /proc/sys/net/ipv4/tcp_allowed_congestion_control)"
 	}
-	return fmt.Errorf("TCP congestion control %q (%s): %s", name, EnvCongestion, why)
+	return fmt.Errorf("TCP congestion control %q (%s): %s", name, envnames.TCPCongestion, why)
 }
 
 // hostCongestion returns the host's default congestion control, or "".

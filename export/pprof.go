@@ -2,8 +2,8 @@ package export
 
 import (
 	"fmt"
+	"github.com/commprof/commprof/analyze"
 	"io"
-	"math/bits"
 	"strconv"
 
 	"github.com/google/pprof/profile"
@@ -66,7 +66,7 @@ func PProf(w io.Writer, run *trace.Run) error {
 		rank   int
 		kind   trace.Kind
 		peer   int32
-		bucket int8 // size bucket; -1 for empty messages
+		bucket int // analyze.SizeBucket: 0 for empty messages
 		name   string
 		algo   string
 	}
@@ -87,7 +87,7 @@ func PProf(w io.Writer, run *trace.Run) error {
 			if e.Kind != trace.KindSend && e.Kind != trace.KindRecv {
 				continue
 			}
-			k := key{rank: rk.Info.Rank, kind: e.Kind, peer: e.Peer, bucket: sizeBucket(e.Bytes), name: e.Name, algo: e.Algo}
+			k := key{rank: rk.Info.Rank, kind: e.Kind, peer: e.Peer, bucket: analyze.SizeBucket(e.Bytes), name: e.Name, algo: e.Algo}
 			s := samples[k]
 			if s == nil {
 				s = &profile.Sample{
@@ -119,7 +119,7 @@ type pprofBuilder struct {
 }
 
 // stack returns a sample's locations, leaf first as pprof has them.
-func (b *pprofBuilder) stack(rank int, kind trace.Kind, peer int32, bucket int8, name, algo string) []*profile.Location {
+func (b *pprofBuilder) stack(rank int, kind trace.Kind, peer int32, bucket int, name, algo string) []*profile.Location {
 	dir := "send to peer "
 	if kind == trace.KindRecv {
 		dir = "recv from peer "
@@ -131,7 +131,7 @@ func (b *pprofBuilder) stack(rank int, kind trace.Kind, peer int32, bucket int8,
 		algo = "(no algorithm)"
 	}
 	return []*profile.Location{
-		b.loc(sizeLabel(bucket)),
+		b.loc(units.Bucket(bucket)),
 		b.loc(dir + strconv.Itoa(int(peer))),
 		b.loc(algo),
 		b.loc(name),
@@ -151,17 +151,3 @@ func (b *pprofBuilder) loc(frame string) *profile.Location {
 	b.locs[frame] = l
 	return l
 }
-
-// sizeBucket returns k for a size in [2^k, 2^(k+1)), and -1 for sizes
-// below 1.
-func sizeBucket(n int64) int8 {
-	if n < 1 {
-		return -1
-	}
-	return int8(bits.Len64(uint64(n)) - 1)
-}
-
-// sizeLabel names a size bucket as every table does: "64KiB-128KiB"
-// holds sizes from 64 KiB up to, not including, 128 KiB (sizeBucket's k
-// is the table buckets' k-1).
-func sizeLabel(k int8) string { return units.Bucket(int(k) + 1) }

@@ -15,6 +15,9 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/envnames"
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -120,7 +123,7 @@ func TestExportSizeLabel(t *testing.T) {
 		{65536, "64KiB-128KiB"}, {131071, "64KiB-128KiB"}, {1 << 20, "1MiB-2MiB"}, {3 << 30, "2GiB-4GiB"},
 		{1 << 40, "1TiB-2TiB"}, {math.MaxInt64, "4EiB-8EiB"},
 	} {
-		if got := sizeLabel(sizeBucket(tc.n)); got != tc.want {
+		if got := units.Bucket(analyze.SizeBucket(tc.n)); got != tc.want { // the labels of every table
 			t.Errorf("%d bytes: %s, want %s", tc.n, got, tc.want)
 		}
 	}
@@ -153,7 +156,7 @@ func hasTrace(out string, frames ...string) bool {
 func TestExportPProfTool(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") == "1" {
+		if os.Getenv(envnames.RequireDeps) == "1" {
 			t.Fatal("go is not on PATH, and COMMPROF_REQUIRE_DEPS=1")
 		}
 		t.Skip("go is not on PATH: cannot run go tool pprof")

@@ -2,13 +2,10 @@ package importers
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -136,8 +133,6 @@ func ParseFormat(s string) (string, error) {
 	return "", fmt.Errorf("unknown format %q (want auto, %s)", s, strings.Join(Formats, ", "))
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
 // DefaultName returns a run name made from an input's file name.
 func DefaultName(path string) string {
 	base := filepath.Base(filepath.Clean(path))
@@ -145,7 +140,7 @@ func DefaultName(path string) string {
 		base = strings.TrimSuffix(base, ext)
 	}
 	base = strings.TrimSuffix(base, ".pt.trace")
-	name := strings.Trim(unsafeName.ReplaceAllString(base, "-"), "-.")
+	name := rundir.SafeName(base)
 	if len(name) > 48 {
 		name = name[:48]
 	}
@@ -224,9 +219,7 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 	if name == "" {
 		name = DefaultName(files[0])
 	}
-	id := make([]byte, 6)
-	_, _ = rand.Read(id)
-	runID := name + "-" + hex.EncodeToString(id)
+	runID := rundir.NewID(name)
 
 	s := newSink(opt.Out, opt.Codec, runID)
 	r := newRun(format)

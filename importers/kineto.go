@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -651,7 +652,7 @@ func kinetoFinish(files []*kinetoFile, r *run) error {
 		r.missingf("the GPU kernels of %d collectives called on the CPU: they lie outside the profiled window, so those calls are not imported", lostKernels)
 	}
 	if orphanKernels > 0 {
-		r.missingf("the op and size of %d collectives (%.1f%% of the collectives' time): their NCCL kernels' CPU calls are not in the trace (outside the profiled window, or no record_param_comms), so they are collectives of op \"unknown\" and unknown size, labelled with the kernel's name", orphanKernels, 100*float64(orphanTime)/float64(max(collTime, 1)))
+		r.missingf("the op and size of %d collectives (%s of the collectives' time): their NCCL kernels' CPU calls are not in the trace (outside the profiled window, or no record_param_comms), so they are collectives of op \"unknown\" and unknown size, labelled with the kernel's name", orphanKernels, units.Percent(float64(orphanTime)/float64(max(collTime, 1)), 1))
 	}
 	r.missingf("the messages of NCCL inside each collective: not in the trace")
 	r.summaryf("%d ranks, %d collectives (%d timed by their GPU kernel, %d by their CPU call), %d waits", len(files), totalCalls, gpuCalls, cpuCalls, waits)

@@ -232,7 +232,7 @@ func TestImportKinetoKernelWithoutCall(t *testing.T) {
 	if strings.Join(sortedCopy(got), "; ") != want {
 		t.Errorf("collectives %q, want %q", got, want)
 	}
-	if !hasMissing(res.Manifest, "the op and size of 1 collectives (75.0% of the collectives' time)") {
+	if !hasMissing(res.Manifest, "the op and size of 1 collectives (75% of the collectives' time)") {
 		t.Errorf("missing %q", res.Manifest.Source.Missing)
 	}
 }

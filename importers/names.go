@@ -129,9 +129,6 @@ func dtypeSize(dtype string) int64 {
 // them (nccl.h: ncclInt8 = 0 ... ncclFloat8e5m2 = 11).
 var ncclDataTypes = []string{"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"}
 
-// ncclRedOps are ncclRedOp_t's values.
-var ncclRedOps = []string{"sum", "prod", "max", "min", "avg"}
-
 // mulBytes returns n*size, or 0 when it would overflow.
 func mulBytes(n, size int64) int64 {
 	if n < 0 || size <= 0 || n > (1<<62)/size {

@@ -59,9 +59,6 @@ const maxSearch = 64 << 20
 // ncclAlgos are NCCL_ALGO's values, for older logs that print numbers.
 var ncclAlgos = []string{"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"}
 
-// ncclProtos are NCCL_PROTO's values.
-var ncclProtos = []string{"ll", "ll128", "simple"}
-
 type nlCall struct {
 	op      string
 	opCount int64
@@ -126,7 +123,6 @@ type ncclLog struct {
 	lines   int64
 	other   int64
 	damaged int64
-	cutLine int64
 	withTS  int64
 	calls   int64
 	dups    int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/commprof/commprof/internal/busbw"
 	"io"
 	"math"
 	"path/filepath"
@@ -362,7 +363,7 @@ func ntOp(testName, given string, rows []ntRow, n int, path string) (op, how str
 			best, ratio = rw.algbw, rw.busbw/rw.algbw
 		}
 	}
-	fAR, fAG := 2*float64(n-1)/float64(n), float64(n-1)/float64(n)
+	fAR, fAG := busbw.Factor("allreduce", n), busbw.Factor("allgather", n)
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 0.02*b }
 	last := rows[len(rows)-1]
 	per := float64(0)

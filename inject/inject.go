@@ -19,9 +19,6 @@ import (
 	"time"
 )
 
-// Env carries the faults of a job to its ranks, in Parse's syntax.
-const Env = "COMMPROF_INJECT"
-
 // Kind is what a fault does.
 type Kind string
 

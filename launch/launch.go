@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // Spec describes a job to start.
@@ -113,17 +113,17 @@ func Run(ctx context.Context, s Spec) error {
 		cmd := exec.Command(s.Path, s.Args...)
 		cmd.Env = append(os.Environ(), s.Env...)
 		cmd.Env = append(cmd.Env,
-			collectives.EnvRank+"="+strconv.Itoa(i),
-			collectives.EnvSize+"="+strconv.Itoa(s.Ranks),
-			collectives.EnvLocalRank+"="+strconv.Itoa(i),
-			collectives.EnvLocalSize+"="+strconv.Itoa(s.Ranks),
-			collectives.EnvCoord+"="+lnAddr(lf),
-			collectives.EnvSecret+"="+hex.EncodeToString(secret),
-			collectives.EnvJobID+"="+jobID,
+			envnames.Rank+"="+strconv.Itoa(i),
+			envnames.Size+"="+strconv.Itoa(s.Ranks),
+			envnames.LocalRank+"="+strconv.Itoa(i),
+			envnames.LocalSize+"="+strconv.Itoa(s.Ranks),
+			envnames.Coord+"="+lnAddr(lf),
+			envnames.Secret+"="+hex.EncodeToString(secret),
+			envnames.JobID+"="+jobID,
 		)
 		if i == 0 {
 			cmd.ExtraFiles = []*os.File{lf}
-			cmd.Env = append(cmd.Env, collectives.EnvCoordFD+"=3")
+			cmd.Env = append(cmd.Env, envnames.CoordFD+"=3")
 		}
 		cmd.SysProcAttr = rankAttr()
 		r := &rank{n: i, cmd: cmd, done: make(chan struct{})}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -66,9 +67,8 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A run whose recorder was killed: clear what it left, and show a
-	// run that says it is running with no recorder left as abandoned.
-	rundir.Tidy(dir)
+	// A run that says it is running with no recorder left is shown
+	// abandoned (what the killed recorder left stays: load only reads).
 	if m := rf.Manifest; m != nil {
 		if st := rundir.Status(dir, m); st != m.Status {
 			shown := *m
@@ -258,29 +258,44 @@ type ReadCount struct {
 	Events    int64
 	DiskBytes int64
 	Cut       int // streams that were cut; their complete batches are counted
+	// Status is the run's status as run.json says it (with a recorder
+	// gone, abandoned), "" without a manifest.
+	Status string
+	// Problems are what was wrong but not fatal: cut streams, streams
+	// that are not traces, what opening the run found.
+	Problems []error
 }
 
 // Read reads every stream of the run in dir as Summary does, decoding the
-// columns cols names (nil for all), and only counts the events: the
-// reader's own speed, which `commprof bench read` measures.
+// columns cols names (nil for all), and only counts the events: what
+// `commprof record` says it recorded, and the reader's own speed, which
+// `commprof bench read` measures.
 func Read(ctx context.Context, dir string, cols []string) (ReadCount, error) {
 	rf, err := trace.OpenRun(dir)
 	if err != nil {
 		return ReadCount{}, err
 	}
-	c := ReadCount{Streams: len(rf.Streams)}
+	c := ReadCount{Streams: len(rf.Streams), Problems: rf.Problems}
+	if m := rf.Manifest; m != nil {
+		c.Status = rundir.Status(dir, m)
+	}
 	for _, s := range rf.Streams {
 		c.DiskBytes += s.Bytes
 	}
 	events := make([]int64, len(rf.Streams))
-	cut, _, err := scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { events[i] += int64(b.Len) })
+	cut, bad, err := scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { events[i] += int64(b.Len) })
 	if err != nil {
 		return c, err
 	}
 	for i, n := range events {
 		c.Events += n
-		if cut[i] != nil {
+		var te *trace.TruncatedError
+		switch {
+		case errors.As(cut[i], &te):
 			c.Cut++
+			c.Problems = append(c.Problems, fmt.Errorf("rank %d (%s): %w", rf.Streams[i].Rank, filepath.Base(rf.Streams[i].Path), te))
+		case bad[i] != nil:
+			c.Problems = append(c.Problems, fmt.Errorf("%w; ignored", bad[i]))
 		}
 	}
 	return c, nil

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // TestEChartsIsTheNpmBundle: the ECharts committed in report/assets/echarts
@@ -25,7 +27,7 @@ func TestEChartsIsTheNpmBundle(t *testing.T) {
 	}
 	npmPkg, err := os.ReadFile(filepath.Join(root, "echarts", "package.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("node_modules/echarts is not installed (make web-deps)")
 		}
 		t.Skip("node_modules/echarts is not installed (make web-deps)")

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/analyze/analyzetest"
 	"github.com/commprof/commprof/internal/webtest"
 	"github.com/commprof/commprof/trace"
 )

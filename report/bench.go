@@ -7,6 +7,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 // isBench reports whether a run is a benchmark of collectives (commprof
@@ -14,15 +15,15 @@ import (
 // its report leads with bandwidth by size, and figures such as the
 // communication share of a step say nothing.
 func isBench(s *analyze.Summary) bool {
-	return s.Run.Config["program"] == "bench" || (s.Run.Source != nil && s.Run.Source.Format == "nccl-tests")
+	return trace.ParseConfig(s.Run.Config).Program == "bench" || (s.Run.Source != nil && s.Run.Source.Format == "nccl-tests")
 }
 
 // benchWhat says what a benchmark run measured (bench allreduce), for
 // its page's subtitle: the run's name is its title, as on every page of
 // a run. "" when the run does not say.
 func benchWhat(s *analyze.Summary) string {
-	if s.Run.Config["program"] == "bench" && s.Run.Config["op"] != "" {
-		return "bench " + s.Run.Config["op"]
+	if c := trace.ParseConfig(s.Run.Config); c.Program == "bench" && c.Op != "" {
+		return "bench " + c.Op
 	}
 	return ""
 }
@@ -54,7 +55,7 @@ func benchTable(s *analyze.Summary) *Table {
 			perCall = units.Duration(c.CallNS)
 		}
 		t.Rows = append(t.Rows, []string{c.Op, units.Bytes(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), perCall,
-			fmt.Sprintf("%.3f", c.AlgBWGBps), fmt.Sprintf("%.3f", c.BusBWGBps), fmt.Sprintf("%.1f%%", 100*c.WaitFraction)})
+			fmt.Sprintf("%.3f", c.AlgBWGBps), fmt.Sprintf("%.3f", c.BusBWGBps), units.Percent(c.WaitFraction, 1)})
 		t.Keys = append(t.Keys, []string{c.Op, fmt.Sprint(size), c.Algo, fmt.Sprint(c.Ranks), fmt.Sprint(c.Calls), fmt.Sprint(c.CallNS),
 			fmt.Sprint(c.AlgBWGBps), fmt.Sprint(c.BusBWGBps), fmt.Sprint(c.WaitFraction)})
 	}
@@ -89,7 +90,7 @@ func benchCards(s *analyze.Summary) []card {
 		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
 		if h := s.Headline; h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
-			c.Detail = fmt.Sprintf("%.0f%% of the run", 100*h.StragglerShare)
+			c.Detail = fmt.Sprintf("%s of the run", units.Percent(h.StragglerShare, 0))
 		}
 		cs = append(cs, c)
 	}

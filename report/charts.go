@@ -428,12 +428,8 @@ func busbwChart(s *analyze.Summary) (chartSpec, bool) {
 		line := charts.NewLine()
 		for _, algo := range analyze.AllreduceAlgos {
 			var data []opts.LineData
-			for n := int64(8); n <= max(maxB*2, 1<<20); n *= 2 {
-				t, _ := s.Fit.Predict("allreduce", algo, p, float64(n))
-				if t <= 0 {
-					continue
-				}
-				data = append(data, opts.LineData{Value: []interface{}{n, round(float64(n) / t * 2 * float64(p-1) / float64(p))}, Symbol: "none"})
+			for _, pt := range s.Fit.BusBWCurve("allreduce", algo, p, maxB*2) {
+				data = append(data, opts.LineData{Value: []interface{}{pt.Bytes, round(pt.GBps)}, Symbol: "none"})
 			}
 			line.AddSeries("allreduce "+algo+" (model)", data, charts.WithLineChartOpts(opts.LineChart{Smooth: opts.Bool(false)}),
 				charts.WithLineStyleOpts(opts.LineStyle{Type: "dashed", Width: 1.5}))

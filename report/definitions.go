@@ -54,7 +54,7 @@ func init() {
 		{"skew", "arrival skew", "How much later than the first rank each rank arrived at a collective.", secSkew},
 		{"last", "last arrivals", "How many calls the rank arrived at last (strictly later than the earliest).", secSkew},
 		{"late", "lateness", "The rank's start minus the mean start of the other ranks of a call, averaged over its calls (negative: early).", secSkew},
-		{"straggler", "straggler", "A rank the others lose time waiting for, found by replaying the run with each rank's own work held to the typical: named when that saves at least 5% of the run and 3× what holding any other rank saves, in at least 3 steps.", secSkew},
+		{"straggler", "straggler", "A rank the others lose time waiting for, found by replaying the run with each rank's own work held to the typical: named when what that saves stands above the noise measured in the same run (at 99% confidence) and is at least 5% of the run.", secSkew},
 		{"critical-path", "critical path", "The chain of work and waits, across ranks, that set the slowest step's length in the replay of the run.", secSkew},
 		{"accuracy", "test accuracy", "The test-set accuracy at the end of the last epoch, as the trainer recorded it.", secEpochs},
 		{"calls", "calls", "Collective calls matched across ranks by communicator and sequence number.", secEvents},
@@ -120,76 +120,9 @@ var columnDefs = map[string]map[string]string{
 	"peer": {"bytes": "matrix", "messages": "matrix", "recv time": "matrix", "GB/s": "matrix"},
 }
 
-// changeDef is the definition of the figure a diff's change is of.
-func changeDef(c analyze.Change) string {
-	m := c.Metric
-	has := func(suffixes ...string) bool {
-		for _, x := range suffixes {
-			if strings.HasSuffix(m, x) {
-				return true
-			}
-		}
-		return false
-	}
-	switch c.Section {
-	case "outcome", "headline":
-		switch {
-		case strings.HasPrefix(m, "time to "):
-			return "time-to-target"
-		case m == "communication bytes per sample":
-			return "bytes-per-sample"
-		}
-		return map[string]string{"throughput": "throughput", "time per epoch": "epoch-time", "test accuracy": "accuracy",
-			"time per sample": "time-per-sample", "exposed communication per sample": "exposed", "step time": "step-time",
-			"communication": "communication", "exposed communication": "exposed", "bus bandwidth": "busbw", "arrival wait": "wait"}[m]
-	case "step":
-		switch {
-		case strings.HasPrefix(m, "step time"):
-			return "step-time"
-		case strings.HasPrefix(m, "compute"):
-			return "compute"
-		case strings.HasPrefix(m, "exposed"):
-			return "exposed"
-		case strings.HasPrefix(m, "overlapped"):
-			return "overlapped"
-		case strings.HasPrefix(m, "idle"):
-			return "idle"
-		case strings.HasPrefix(m, "arrival wait"):
-			return "wait"
-		case m == "communication fraction":
-			return "communication"
-		}
-	case "op", "epoch", "collective":
-		switch {
-		case has(" mean time per call", " mean time"):
-			return "latency"
-		case has(" busbw"):
-			return "busbw"
-		case strings.Contains(m, " calls per "):
-			return "calls"
-		case strings.Contains(m, " bytes per "):
-			return "coll-bytes"
-		case strings.Contains(m, " time per "):
-			return "op-time"
-		}
-	case "skew":
-		if strings.Contains(m, "straggler") {
-			return "straggler"
-		}
-		return "skew"
-	case "fit":
-		if strings.HasPrefix(m, "link") {
-			return "link"
-		}
-		return "model"
-	case "result":
-		if m == "test_accuracy" {
-			return "accuracy"
-		}
-		return "result"
-	}
-	return ""
-}
+// changeDef is the definition of the figure a diff's change is of: the
+// slug analyze gave it.
+func changeDef(c analyze.Change) string { return c.Def }
 
 // glossary collects the definitions a page links to, in order of first
 // use, for its definitions section.

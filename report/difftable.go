@@ -18,13 +18,9 @@ func FormatValue(v float64, unit string) string {
 	case "bytes":
 		return units.Bytes(int64(v))
 	case "GB/s":
-		if v != 0 && math.Abs(v) < 0.01 {
-			// Not 0.00 GB/s: small enough to read in MB/s.
-			return fmt.Sprintf("%.3g MB/s", 1000*v)
-		}
 		return units.GBps(v)
 	case "fraction":
-		return fmt.Sprintf("%.1f%%", 100*v)
+		return units.Percent(v, 1)
 	case "samples/s":
 		return fmt.Sprintf("%.0f/s", v)
 	case "count":

@@ -2,7 +2,7 @@
 // a page is made of: the text and CSV tables of `commprof stats`,
 // `commprof diff` and `commprof sweep`; the self-contained HTML report of
 // a run, of a diff and of a sweep; the list of runs, the live page and
-// the error page of `commprof serve` (and their models, RunInfo and Live,
+// the error page of `commprof serve` (and their models, RunEntry and Live,
 // built from what the server read); the timeline's page model (Timeline),
 // built from a run's events; each figure's definition, which every card,
 // column and figure row links to; and the templates, scripts, stylesheet

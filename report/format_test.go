@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // TestFormatJS runs format.js, the formatters of the pages' scripts, in
@@ -12,7 +14,7 @@ import (
 func TestFormatJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("node not found (make system-deps installs it)")
 		}
 		t.Skip("node not found")
@@ -20,22 +22,25 @@ func TestFormatJS(t *testing.T) {
 	type call struct {
 		Fn   string    `json:"fn"`
 		Args []float64 `json:"args"`
-		want string
+		Want string    `json:"want"`
 	}
-	cases := []call{
-		{"duration", []float64{0}, "0 ns"}, {"duration", []float64{850}, "850 ns"}, {"duration", []float64{999.6}, "1 µs"},
-		{"duration", []float64{12_345}, "12.3 µs"}, {"duration", []float64{999_700}, "1 ms"}, {"duration", []float64{4_560_000}, "4.56 ms"},
-		{"duration", []float64{2e6}, "2 ms"}, {"duration", []float64{2.1e9}, "2.1 s"}, {"duration", []float64{-12_345}, "-12.3 µs"},
-		{"bytes", []float64{8}, "8 B"}, {"bytes", []float64{1000}, "1,000 B"}, {"bytes", []float64{1536}, "1.5 KiB"},
-		{"bytes", []float64{262_144}, "256 KiB"}, {"bytes", []float64{129_500_000}, "124 MiB"}, {"bytes", []float64{-2048}, "-2 KiB"},
-		{"bytes", []float64{1 << 30}, "1 GiB"},
-		{"gbps", []float64{8.123}, "8.12 GB/s"}, {"gbps", []float64{0.512}, "0.51 GB/s"}, {"gbps", []float64{0.005}, "5 MB/s"},
-		{"gbps", []float64{1234.5}, "1,235 GB/s"}, {"gbps", []float64{0}, "0 GB/s"}, {"bandwidth", []float64{1e9, 1e8}, "10 GB/s"},
-		{"percent", []float64{0.125}, "12.5%"}, {"percent", []float64{0.5}, "50%"},
-		{"int", []float64{1_234_567.4}, "1,234,567"}, {"number", []float64{2.456}, "2.46"}, {"number", []float64{1024}, "1,024"},
-		{"elapsed", []float64{4.2e9}, "4.2s"}, {"elapsed", []float64{42e9}, "42s"}, {"elapsed", []float64{65e9}, "1m 5s"},
-		{"elapsed", []float64{3725e9}, "1h 2m"},
+	// The cases internal/units holds Go's formatters to: the pages
+	// print every one alike.
+	b, err := os.ReadFile("../internal/units/testdata/format.json")
+	if err != nil {
+		t.Fatal(err)
 	}
+	var cases []call
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	// The pages' own: elapsed time, numbers with decimals.
+	cases = append(cases, []call{
+		{Fn: "number", Args: []float64{2.456}, Want: "2.46"}, {Fn: "number", Args: []float64{1024}, Want: "1,024"},
+		{Fn: "bandwidth", Args: []float64{1e9, 1e8}, Want: "10 GB/s"}, {Fn: "percent", Args: []float64{0.125}, Want: "12.5%"},
+		{Fn: "elapsed", Args: []float64{4.2e9}, Want: "4.2s"}, {Fn: "elapsed", Args: []float64{42e9}, Want: "42s"},
+		{Fn: "elapsed", Args: []float64{65e9}, Want: "1m 5s"}, {Fn: "elapsed", Args: []float64{3725e9}, Want: "1h 2m"},
+	}...)
 	calls, err := json.Marshal(cases)
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +59,8 @@ process.stdout.write(JSON.stringify(out));
 		t.Fatalf("node printed %s: %v", out, err)
 	}
 	for i, c := range cases {
-		if got[i] != c.want {
-			t.Errorf("CommprofFormat.%s%v = %q, want %q", c.Fn, c.Args, got[i], c.want)
+		if got[i] != c.Want {
+			t.Errorf("CommprofFormat.%s%v = %q, want %q", c.Fn, c.Args, got[i], c.Want)
 		}
 	}
 }

@@ -11,12 +11,13 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"dur":   units.Duration,
 	"bytes": units.Bytes,
-	"pct":   func(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) },
+	"pct":   func(x float64) string { return units.Percent(x, 0) },
 	"value": FormatValue,
 	"rel":   FormatRel,
 }).Parse(pageHTML))
@@ -32,29 +33,29 @@ type card struct {
 
 // page is what the template draws: a run report or a diff report.
 type page struct {
-	Title     string
-	Subtitle  string
-	Kind      string // "run" or "diff"
-	Cards     []card
-	Findings  []string
-	Problems  []string
-	Injected  []string // faults injected on purpose, as the manifest lists them
-	Notes     []string // what the page cannot show about this run, and why
-	Config    [][2]string
-	ConfigA   [][2]string // diff: keys that differ, A and B
-	ConfigB   [][2]string
-	Lead      []section // sections before the timeline: a benchmark's table
-	Sections  []section
-	Timeline  template.JS // the timeline's data, JSON; empty for none
-	TLNote    string
-	DetailURL string
-	SummaryJS template.JS // the summary (or diff) JSON, for scripts reading the page
-	ECharts   template.JS
-	Format    template.JS
-	Script    template.JS
-	Timeln    template.JS
-	Extra     template.JS // scripts of sections that bring their own (waiting.js)
-	CSS       template.CSS
+	Title      string
+	Subtitle   string
+	Kind       string // "run" or "diff"
+	Cards      []card
+	Findings   []string
+	Problems   []string
+	Injected   []string // faults injected on purpose, as the manifest lists them
+	Notes      []string // what the page cannot show about this run, and why
+	Config     [][2]string
+	ConfigA    [][2]string // diff: keys that differ, A and B
+	ConfigB    [][2]string
+	Lead       []section // sections before the timeline: a benchmark's table
+	Sections   []section
+	Timeline   template.JS // the timeline's data, JSON; empty for none
+	TLNote     string
+	DetailURL  string
+	SummaryJS  template.JS // the summary (or diff) JSON, for scripts reading the page
+	ECharts    template.JS
+	Format     template.JS
+	Script     template.JS
+	TimelineJS template.JS
+	Extra      template.JS // scripts of sections that bring their own (waiting.js)
+	CSS        template.CSS
 	// Defs are the definitions the page's figures link to, drawn at its
 	// end; MetricsURL has them all.
 	Defs       []definition
@@ -103,7 +104,7 @@ func assets(p *page) {
 	p.ECharts = template.JS(echartsJS)
 	p.Format = template.JS(formatJS)
 	p.Script = template.JS(reportJS)
-	p.Timeln = template.JS(timelineJS)
+	p.TimelineJS = template.JS(timelineJS)
 	p.Extra = template.JS(waitingJS)
 	p.CSS = template.CSS(reportCSSText)
 }
@@ -264,14 +265,14 @@ func runCards(s *analyze.Summary) []card {
 		cs = append(cs, card{Label: "run span", Value: units.Duration(float64(s.Run.SpanNS)), Detail: "no training steps recorded", Def: "span"})
 	}
 	cls := map[bool]string{true: "bad"}[h.CommHigh]
-	cs = append(cs, card{Label: "communication", Value: fmt.Sprintf("%.0f%%", 100*h.CommFraction), Class: cls, Def: "communication",
+	cs = append(cs, card{Label: "communication", Value: units.Percent(h.CommFraction, 0), Class: cls, Def: "communication",
 		Detail: map[bool]string{true: "of the step", false: "of the run, per rank"}[h.Steps > 0]})
 	cls = map[bool]string{true: "bad"}[h.ExposedHigh]
 	if s.IsUnknown("exposed") {
 		cs = append(cs, card{Label: "exposed communication", Value: "unknown", Def: "exposed",
 			Detail: "the source does not record when the program waited"})
 	} else {
-		cs = append(cs, card{Label: "exposed communication", Value: fmt.Sprintf("%.0f%%", 100*h.ExposedFrac), Class: cls, Def: "exposed",
+		cs = append(cs, card{Label: "exposed communication", Value: units.Percent(h.ExposedFrac, 0), Class: cls, Def: "exposed",
 			Detail: units.Duration(h.ExposedNS) + map[bool]string{true: " per step", false: " per rank"}[h.Steps > 0] + " not hidden by compute"})
 	}
 	if h.BusBWGBps > 0 {
@@ -280,22 +281,22 @@ func runCards(s *analyze.Summary) []card {
 			d += " · " + units.GBps(h.TransferBusBWGBps) + " after the last arrival"
 		}
 		if h.LinkGBps > 0 {
-			d += fmt.Sprintf(" · %.0f%% of the modelled link (%s)", 100*h.BusBWOfLink, units.GBps(h.LinkGBps))
+			d += fmt.Sprintf(" · %s of the modelled link (%s)", units.Percent(h.BusBWOfLink, 0), units.GBps(h.LinkGBps))
 		}
 		cs = append(cs, card{Label: "bus bandwidth", Value: units.GBps(h.BusBWGBps), Detail: d, Def: "busbw"})
 	}
 	if st := s.Stragglers; st.Replayed {
-		// The analyzer's verdict (analyze/whatif.go), not a re-derivation.
+		// The analyzer's verdict (analyze/stragglers.go), not a re-derivation.
 		unit := map[bool]string{true: "step", false: "call"}[st.Basis == "step"]
 		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
-		noise := fmt.Sprintf("noise bound %s at %.0f%%", units.Duration(float64(st.NoiseBoundNS)), 100*st.Confidence)
+		noise := fmt.Sprintf("noise bound %s at %s", units.Duration(float64(st.NoiseBoundNS)), units.Percent(st.Confidence, 0))
 		if st.Undecided != "" {
 			c.Value, noise = "no verdict", st.Undecided
 		}
 		if len(st.Ranks) > 0 {
 			rc := st.Ranks[0]
-			c.Detail = fmt.Sprintf("by cost: rank %d costliest, %s (%.1f%% of the run) · %s", rc.Rank,
-				units.Duration(float64(rc.CostNS)), 100*rc.Share, noise)
+			c.Detail = fmt.Sprintf("by cost: rank %d costliest, %s (%s of the run) · %s", rc.Rank,
+				units.Duration(float64(rc.CostNS)), units.Percent(rc.Share, 1), noise)
 			if st.Why != "" {
 				c.Detail += " · not named: " + st.Why
 			}
@@ -307,8 +308,8 @@ func runCards(s *analyze.Summary) []card {
 		}
 		if h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
-			c.Detail = fmt.Sprintf("costs %s per %s (%.0f%% of the run, above the %s); without it a %s takes %s, not %s",
-				units.Duration(h.StragglerCostNS), unit, 100*h.StragglerShare, noise, unit,
+			c.Detail = fmt.Sprintf("costs %s per %s (%s of the run, above the %s); without it a %s takes %s, not %s",
+				units.Duration(h.StragglerCostNS), unit, units.Percent(h.StragglerShare, 0), noise, unit,
 				units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
 			for _, rc := range st.Ranks {
 				switch {
@@ -318,15 +319,15 @@ func runCards(s *analyze.Summary) []card {
 				case st.WorkOnly:
 					c.Detail += " · all in its own work between calls (its part of transfers is not judged: the trace does not say when messages arrived)"
 				default:
-					c.Detail += fmt.Sprintf(" · slow in its own work %.0f%%, in its part of transfers %.0f%%",
-						100*float64(rc.WorkNS)/float64(rc.CostNS), 100*float64(rc.TransferNS)/float64(rc.CostNS))
+					c.Detail += fmt.Sprintf(" · slow in its own work %s, in its part of transfers %s",
+						units.Percent(float64(rc.WorkNS)/float64(rc.CostNS), 0), units.Percent(float64(rc.TransferNS)/float64(rc.CostNS), 0))
 				}
 			}
 		}
 		cs = append(cs, c)
 	}
-	if acc, ok := s.Run.Metrics["test_accuracy"]; ok {
-		cs = append(cs, card{Label: "test accuracy", Value: fmt.Sprintf("%.2f%%", 100*acc), Detail: "final epoch", Def: "accuracy"})
+	if acc, ok := s.Run.Metrics[trace.MetricTestAccuracy]; ok {
+		cs = append(cs, card{Label: "test accuracy", Value: units.Percent(acc, 2), Detail: "final epoch", Def: "accuracy"})
 	}
 	return cs
 }
@@ -575,8 +576,8 @@ func modelIntro(f analyze.Fit) string {
 	default:
 		from = "the calibration " + f.Source
 	}
-	return fmt.Sprintf("Model from %s (%d calls of %d sizes on %v ranks): α %s per step, β %.4g ns/byte (%s; by message size where calibrated), γ %.4g ns/byte from %s; R² %.2f, median error %.0f%%. docs/metrics.md gives the formulas and what the model leaves out.",
-		from, f.Calls, f.Sizes, f.RankCounts, units.Duration(f.AlphaNS), f.BetaNSPerB, units.GBps(f.LinkGBps), f.GammaNSPerB, f.GammaFrom, f.CallR2, 100*f.MedianError)
+	return fmt.Sprintf("Model from %s (%d calls of %d sizes on %v ranks): α %s per step, β %.4g ns/byte (%s; by message size where calibrated), γ %.4g ns/byte from %s; R² %.2f, median error %s. docs/metrics.md gives the formulas and what the model leaves out.",
+		from, f.Calls, f.Sizes, f.RankCounts, units.Duration(f.AlphaNS), f.BetaNSPerB, units.GBps(f.LinkGBps), f.GammaNSPerB, f.GammaFrom, f.CallR2, units.Percent(f.MedianError, 0))
 }
 
 // criticalPathTable lists the slowest window's critical path.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/trace"
 )
 
 // WriteOverview prints a run's identity, headline numbers and findings.
@@ -45,8 +46,8 @@ func WriteOverview(w io.Writer, s *analyze.Summary) {
 		}
 		fmt.Fprintf(w, "config: %s\n", strings.Join(kv, " "))
 	}
-	if acc, ok := r.Metrics["test_accuracy"]; ok {
-		fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*acc)
+	if acc, ok := r.Metrics[trace.MetricTestAccuracy]; ok {
+		fmt.Fprintf(w, "test accuracy: %s\n", units.Percent(acc, 2))
 	}
 	for _, f := range s.Findings {
 		fmt.Fprintf(w, "  - %s\n", f)

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/analyze/analyzetest"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )
@@ -131,9 +131,9 @@ func TestSweepPage(t *testing.T) {
 	for _, want := range []string{
 		"Sweep: global batch 64 → 2048, lr none / sqrt / linear",
 		"6 configurations, 6 runs",
-		"best test accuracy", "86.80%",
-		"fastest to 80.0%", "8s",
-		"-5.5 points", "81.30% at global batch 2048 against 86.80% at 64",
+		"best test accuracy", "86.8%",
+		"fastest to 80%", "8 s",
+		"-5.5 points", "81.3% at global batch 2048 against 86.8% at 64",
 		"a finding of the analysis", "highest throughput", "512000/s",
 		"76.8 → 86.8", // accuracy per epoch
 		`<a href="r4-bs512-lrlinear-wu0/report.html">report</a>`,
@@ -269,5 +269,33 @@ func TestSweepOfOneEpoch(t *testing.T) {
 	if strings.Contains(page, `id="chart-sweep-epochs"`) || !strings.Contains(page, "No chart of the accuracy epoch by epoch") ||
 		!strings.Contains(page, `id="chart-sweep-accuracy"`) {
 		t.Error("a sweep of one-epoch runs draws the epoch chart, or does not say why it has none")
+	}
+}
+
+// Every change of a diff carries an ID of its own and the slug of a
+// definition the pages have, so that nothing matches a change by its
+// English name.
+func TestDiffChangesHaveIDsAndDefinitions(t *testing.T) {
+	ctx := context.Background()
+	for _, dir := range []string{"../testdata/runs/train", "../testdata/runs/bench"} {
+		s, err := load.Summary(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := analyze.Compare(s, s)
+		seen := map[string]bool{}
+		all := append(append(slices.Clone(d.Outcomes), d.Changes...), d.Headline...)
+		if len(all) < 10 {
+			t.Fatalf("%s: %d changes", dir, len(all))
+		}
+		for _, c := range all {
+			if c.ID == "" || seen[c.ID] {
+				t.Errorf("%s: %q has ID %q (empty or seen before)", dir, c.Metric, c.ID)
+			}
+			seen[c.ID] = true
+			if _, ok := definitions[c.Def]; !ok {
+				t.Errorf("%s: %q (%s) has definition %q, which the pages do not have", dir, c.Metric, c.ID, c.Def)
+			}
+		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/analyze/analyzetest"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -120,7 +120,7 @@ func TestStragglerCard(t *testing.T) {
 		t.Fatal("no straggler card")
 		return card{}
 	}
-	if c := get(true); c.Value != "rank 3" || c.Class != "bad" || !strings.Contains(c.Detail, "costs 10ms per step") || !strings.Contains(c.Detail, "takes 20ms, not 30ms") {
+	if c := get(true); c.Value != "rank 3" || c.Class != "bad" || !strings.Contains(c.Detail, "costs 10 ms per step") || !strings.Contains(c.Detail, "takes 20 ms, not 30 ms") {
 		t.Errorf("a named straggler: %+v", c)
 	}
 	if c := get(false); c.Value != "none stands out" || c.Class == "bad" || !strings.Contains(c.Detail, "rank 3 costliest") {
@@ -133,20 +133,20 @@ func TestStragglerCard(t *testing.T) {
 func TestDiffCardsShowTheVerdicts(t *testing.T) {
 	rel := func(r float64) *float64 { return &r }
 	d := &analyze.Diff{Headline: []analyze.Change{
-		{Section: "headline", Metric: "step time", Unit: "ns", A: 1e6, B: 2e6, Rel: rel(1)},
-		{Section: "headline", Metric: "bus bandwidth", Unit: "GB/s", A: 1, B: 2, Rel: rel(1), Verdict: "better"},
-		{Section: "headline", Metric: "arrival wait", Unit: "fraction", A: 0.1, B: 0.2, Rel: rel(1), Verdict: "worse"},
-		{Section: "headline", Metric: "test accuracy", Unit: "fraction", A: 0, B: 0.9},
+		{ID: "headline.step_time", Def: "step-time", Section: "headline", Metric: "step time", Unit: "ns", A: 1e6, B: 2e6, Rel: rel(1)},
+		{ID: "headline.busbw", Def: "busbw", Section: "headline", Metric: "bus bandwidth", Unit: "GB/s", A: 1, B: 2, Rel: rel(1), Verdict: "better"},
+		{ID: "headline.wait_fraction", Def: "wait", Section: "headline", Metric: "arrival wait", Unit: "fraction", A: 0.1, B: 0.2, Rel: rel(1), Verdict: "worse"},
+		{ID: "headline.test_accuracy", Def: "accuracy", Section: "headline", Metric: "test accuracy", Unit: "fraction", A: 0, B: 0.9},
 	}}
 	cs := diffCards(d)
 	if len(cs) != 4 {
 		t.Fatalf("%d cards for 4 figures", len(cs))
 	}
 	for i, want := range []struct{ label, value, detail, class string }{
-		{"step time", "2ms", "A 1ms · +100.0%", ""},
-		{"bus bandwidth", "2.00 GB/s", "A 1.00 GB/s · +100.0%", "good"},
-		{"arrival wait", "20.0%", "A 10.0% · +100.0%", "bad"},
-		{"test accuracy", "90.0%", "A: none", ""},
+		{"step time", "2 ms", "A 1 ms · +100.0%", ""},
+		{"bus bandwidth", "2 GB/s", "A 1 GB/s · +100.0%", "good"},
+		{"arrival wait", "20%", "A 10% · +100.0%", "bad"},
+		{"test accuracy", "90%", "A: none", ""},
 	} {
 		if c := cs[i]; c.Label != want.label || c.Value != want.value || c.Detail != want.detail || c.Class != want.class || c.Def == "" {
 			t.Errorf("card %d: %+v, want %+v with a definition", i, c, want)
@@ -167,7 +167,7 @@ func TestDiffFindingsLeadWithEffect(t *testing.T) {
 	if err := WriteDiffHTML(&b, s, s, d); err != nil {
 		t.Fatal(err)
 	}
-	if page := b.String(); !strings.Contains(page, "compute per step: 1ms → 3ms (&#43;200.0%), &#43;2µs per sample") || strings.Contains(page, "communication fraction: 10.0%") {
+	if page := b.String(); !strings.Contains(page, "compute per step: 1 ms → 3 ms (&#43;200.0%), &#43;2 µs per sample") || strings.Contains(page, "communication fraction: 10%") {
 		t.Errorf("findings with an effect: %s", regexp.MustCompile(`(?s)<ul class="cp-findings".*?</ul>`).FindString(page))
 	}
 	d.Changes[0].EffectNS = 0
@@ -175,7 +175,7 @@ func TestDiffFindingsLeadWithEffect(t *testing.T) {
 	if err := WriteDiffHTML(&b, s, s, d); err != nil {
 		t.Fatal(err)
 	}
-	if page := b.String(); !strings.Contains(page, "communication fraction: 10.0% → 20.0% (&#43;100.0%)") {
+	if page := b.String(); !strings.Contains(page, "communication fraction: 10% → 20% (&#43;100.0%)") {
 		t.Errorf("findings without effects: %s", regexp.MustCompile(`(?s)<ul class="cp-findings".*?</ul>`).FindString(page))
 	}
 }

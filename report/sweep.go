@@ -99,7 +99,7 @@ func sweepSubtitle(sw *analyze.Sweep) string {
 		runs += len(c.Runs)
 	}
 	parts := []string{fmt.Sprintf("%d configurations, %d runs", len(sw.Configs), runs),
-		fmt.Sprintf("target test accuracy %.1f%%", 100*sw.Target)}
+		fmt.Sprintf("target test accuracy %s", units.Percent(sw.Target, 1))}
 	if b := distinct(sw, func(c analyze.SweepConfig) int { return c.BatchSize }); len(b) > 0 {
 		parts = append(parts, fmt.Sprintf("batch %d–%d per rank", b[0], b[len(b)-1]))
 	}
@@ -124,12 +124,12 @@ func sweepCards(sw *analyze.Sweep) []card {
 		return sw.Configs[*i], true
 	}
 	if c, ok := at(sw.BestAccuracy); ok {
-		cs = append(cs, card{Label: "best test accuracy", Value: fmt.Sprintf("%.2f%%", 100*c.Accuracy.Median), Detail: sweepName(c), Def: "accuracy"})
+		cs = append(cs, card{Label: "best test accuracy", Value: units.Percent(c.Accuracy.Median, 2), Detail: sweepName(c), Def: "accuracy"})
 	}
 	if c, ok := at(sw.FastestToTarget); ok {
-		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: units.Duration(c.TimeToTargetNS.Median), Detail: sweepName(c), Def: "time-to-target"})
+		cs = append(cs, card{Label: fmt.Sprintf("fastest to %s", units.Percent(sw.Target, 1)), Value: units.Duration(c.TimeToTargetNS.Median), Detail: sweepName(c), Def: "time-to-target"})
 	} else if len(sw.Configs) > 0 {
-		cs = append(cs, card{Label: fmt.Sprintf("fastest to %.1f%%", 100*sw.Target), Value: "none reached it", Class: "bad", Def: "time-to-target"})
+		cs = append(cs, card{Label: fmt.Sprintf("fastest to %s", units.Percent(sw.Target, 1)), Value: "none reached it", Class: "bad", Def: "time-to-target"})
 	}
 	if c, ok := at(sw.HighestThroughput); ok {
 		cs = append(cs, card{Label: "highest throughput", Value: fmt.Sprintf("%.0f/s", c.SamplesPerSec.Median), Detail: sweepName(c), Def: "throughput"})
@@ -139,7 +139,7 @@ func sweepCards(sw *analyze.Sweep) []card {
 		hi, okh := at(&e.Largest)
 		if okl && okh {
 			c := card{Label: "largest batch, no lr rule", Value: fmt.Sprintf("%+.1f points", 100*e.AccuracyChange), Def: "accuracy",
-				Detail: fmt.Sprintf("%.2f%% at global batch %d against %.2f%% at %d", 100*hi.Accuracy.Mean, hi.GlobalBatch, 100*lo.Accuracy.Mean, lo.GlobalBatch),
+				Detail: fmt.Sprintf("%s at global batch %d against %s at %d", units.Percent(hi.Accuracy.Mean, 2), hi.GlobalBatch, units.Percent(lo.Accuracy.Mean, 2), lo.GlobalBatch),
 				Class:  verdictClass(e.Verdict)}
 			cs = append(cs, c)
 		}
@@ -199,7 +199,7 @@ func sweepSections(sw *analyze.Sweep) []section {
 		Variants: []chartVariant{variant("test accuracy", "pct", "", line("pct", func(c analyze.SweepConfig) (float64, bool) {
 			return c.Accuracy.Mean, c.Accuracy.N > 0
 		}))}}
-	ttt := chartSpec{ID: "chart-sweep-ttt", Title: fmt.Sprintf("Time to %.1f%% test accuracy", 100*sw.Target), Height: 340,
+	ttt := chartSpec{ID: "chart-sweep-ttt", Title: fmt.Sprintf("Time to %s test accuracy", units.Percent(sw.Target, 1)), Height: 340,
 		Note: "from the run's start to the first epoch end at the target; a gap where no repeat reached it",
 		Variants: []chartVariant{variant("time", "ns", "", line("ns", func(c analyze.SweepConfig) (float64, bool) {
 			return c.TimeToTargetNS.Mean, c.Reached > 0
@@ -324,7 +324,7 @@ func scalingChart(sw *analyze.Sweep, ranks []int) chartSpec {
 // differ reads "median (min–max)"; a time to target some repeats did not
 // reach says how many did.
 func SweepTable(sw *analyze.Sweep) *Table {
-	t := &Table{Title: fmt.Sprintf("Every configuration (target test accuracy %.1f%%)", 100*sw.Target), Full: true, Columns: []Column{{Name: "ranks", Numeric: true}, {Name: "lr"}, {Name: "warm-up", Numeric: true},
+	t := &Table{Title: fmt.Sprintf("Every configuration (target test accuracy %s)", units.Percent(sw.Target, 1)), Full: true, Columns: []Column{{Name: "ranks", Numeric: true}, {Name: "lr"}, {Name: "warm-up", Numeric: true},
 		{Name: "batch", Numeric: true}, {Name: "global", Numeric: true}, {Name: "accuracy", Numeric: true}, {Name: "per epoch"},
 		{Name: "epoch", Numeric: true}, {Name: "samples/s", Numeric: true}, {Name: "to target", Numeric: true},
 		{Name: "bytes/sample", Numeric: true}, {Name: "exposed/sample", Numeric: true}, {Name: "busbw", Numeric: true},
@@ -346,7 +346,7 @@ func SweepTable(sw *analyze.Sweep) *Table {
 		}
 		return f(r.Median)
 	}
-	pct := func(v float64) string { return fmt.Sprintf("%.2f%%", 100*v) }
+	pct := func(v float64) string { return units.Percent(v, 2) }
 	dur := func(v float64) string { return units.Duration(v) }
 	for _, c := range sw.Configs {
 		var epochs []string
@@ -359,7 +359,7 @@ func SweepTable(sw *analyze.Sweep) *Table {
 		}
 		eff := "—"
 		if c.ScalingEfficiency > 0 {
-			eff = fmt.Sprintf("%.0f%%", 100*c.ScalingEfficiency)
+			eff = units.Percent(c.ScalingEfficiency, 0)
 		}
 		row := []string{strconv.Itoa(c.Ranks), c.LRScaling, c.Warmup, strconv.Itoa(c.BatchSize), strconv.Itoa(c.GlobalBatch),
 			rng(c.Accuracy, pct), strings.Join(epochs, " → "), rng(c.EpochNS, dur), rng(c.SamplesPerSec, func(v float64) string { return fmt.Sprintf("%.0f", v) }),

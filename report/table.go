@@ -98,7 +98,7 @@ func (f formatter) frac(x float64) string {
 	if f.raw {
 		return fmt.Sprintf("%.4f", x)
 	}
-	return fmt.Sprintf("%.1f%%", 100*x)
+	return units.Percent(x, 1)
 }
 
 func (f formatter) int(n int64) string { return fmt.Sprintf("%d", n) }

@@ -115,7 +115,7 @@ func newTimeline(s *analyze.Summary, opt TimelineOptions) *timelineBuilder {
 		opt.Bins = min(1500, max(100, 300_000/(5*max(1, s.Run.Ranks))))
 	}
 	if opt.Detail <= 0 {
-		opt.Detail = 100_000
+		opt.Detail = DefaultDetail
 	}
 	b := &timelineBuilder{sum: s, opt: opt, t0: s.Run.FirstNS, ranks: map[int]*timelineRank{}}
 	b.w = max(1, (s.Run.SpanNS+int64(opt.Bins)-1)/int64(opt.Bins))

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/internal/analyzetest"
+	"github.com/commprof/commprof/analyze/analyzetest"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )

@@ -82,8 +82,8 @@ func TestUntimedSourcePage(t *testing.T) {
 // source cannot give its communication share as unknown, as its report
 // does, not as 0%; a run with a known share keeps it.
 func TestIndexUnknownCommunication(t *testing.T) {
-	unknown := newRunRow(RunInfo{Name: "imported", Events: 100, CommUnknown: true}, false)
-	known := newRunRow(RunInfo{Name: "recorded", Events: 100, CommFraction: 0.25}, false)
+	unknown := newRunRow(RunEntry{Name: "imported", Events: 100, CommUnknown: true}, false)
+	known := newRunRow(RunEntry{Name: "recorded", Events: 100, CommFraction: 0.25}, false)
 	if unknown.CommText != "unknown" || unknown.VComm != "" {
 		t.Errorf("unknown share: %q (sort key %v)", unknown.CommText, unknown.VComm)
 	}

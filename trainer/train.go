@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/trace"
 )
 
 // Recorder receives the trainer's compute spans, steps and marks; the
@@ -421,11 +422,11 @@ func (t *Trainer) Run(ctx context.Context, progress io.Writer, each func(Epoch))
 		if el := time.Since(start); el > 0 {
 			e.CommShare = waited.Seconds() / el.Seconds()
 		}
-		t.rec.Mark("loss", e.Loss)
-		t.rec.Mark("train_accuracy", e.TrainAcc)
-		t.rec.Mark("test_accuracy", e.TestAcc)
-		t.rec.Mark("lr", lr)
-		t.rec.Mark("epoch", float64(ep+1)) // last: the epoch's figures are all in
+		t.rec.Mark(trace.MetricLoss, e.Loss)
+		t.rec.Mark(trace.MetricTrainAccuracy, e.TrainAcc)
+		t.rec.Mark(trace.MetricTestAccuracy, e.TestAcc)
+		t.rec.Mark(trace.MetricLR, lr)
+		t.rec.Mark(trace.MetricEpoch, float64(ep+1)) // last: the epoch's figures are all in
 		if each != nil {
 			each(e)
 		}

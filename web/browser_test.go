@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/internal/webtest"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
@@ -236,14 +237,14 @@ func TestServeListInBrowser(t *testing.T) {
 		t.Errorf("columns %q", got.Heads)
 	}
 	wantSolo := map[string]string{"batch": "128", "global": fmt.Sprint(solo.Run.SamplesPerStep), "ranks": "4", "rule": "sqrt",
-		"sps": fmt.Sprintf("%.0f", solo.StepSummary.SamplesPerSec), "acc": fmt.Sprintf("%.2f%%", 100*solo.Run.Metrics["test_accuracy"]), "status": "complete"}
+		"sps": fmt.Sprintf("%.0f", solo.StepSummary.SamplesPerSec), "acc": units.Percent(solo.Run.Metrics["test_accuracy"], 2), "status": "complete"}
 	if fmt.Sprint(got.Solo) != fmt.Sprint(wantSolo) {
 		t.Errorf("solo's row %v, want %v", got.Solo, wantSolo)
 	}
 	if got.Gone["status"] != "abandoned" || got.Gone["rule"] != "linear, warm-up 2" || got.Gone["batch"] != "32" || got.Gone["global"] != "64" {
 		t.Errorf("the abandoned run's row %v", got.Gone)
 	}
-	if got.Bs["batch"] != "64–256" || got.Bs["global"] != "128–512" || got.Bs["acc"] != "60.00–90.00%" || got.Bs["rule"] != "none; linear, warm-up 1" {
+	if got.Bs["batch"] != "64–256" || got.Bs["global"] != "128–512" || got.Bs["acc"] != "60–90%" || got.Bs["rule"] != "none; linear, warm-up 1" {
 		t.Errorf("the sweep's row %v", got.Bs)
 	}
 	// By batch, largest first, then smallest first; entries without one

@@ -129,7 +129,7 @@ func TestServeBuildLimit(t *testing.T) {
 		t.Errorf("answered 503 after %v, before BuildWait", waited)
 	}
 	// The list answers, with the run it cannot read now marked.
-	var list struct{ Runs []report.RunInfo }
+	var list struct{ Runs []report.RunEntry }
 	must(t, json.Unmarshal([]byte(body(t, get(t, s, "/api/runs"))), &list))
 	pending := map[string]bool{}
 	for _, r := range list.Runs {
@@ -151,7 +151,7 @@ func TestServeBuildLimit(t *testing.T) {
 			t.Errorf("GET %s after: %d", p, res.StatusCode)
 		}
 	}
-	var after struct{ Runs []report.RunInfo } // not list: json would keep its fields that are now omitted
+	var after struct{ Runs []report.RunEntry } // not list: json would keep its fields that are now omitted
 	must(t, json.Unmarshal([]byte(body(t, get(t, s, "/api/runs"))), &after))
 	for _, r := range after.Runs {
 		if r.Pending || r.Events == 0 {

@@ -238,7 +238,7 @@ func (s *server) load(ctx context.Context, r *run, keep *load.Keep) (sum *analyz
 // listed is a run or a sweep as the index lists it, with the time it is
 // sorted by.
 type listed struct {
-	info     report.RunInfo
+	info     report.RunEntry
 	sortTime time.Time
 }
 
@@ -258,7 +258,7 @@ func runURL(id string) string {
 // figures, and not kept.
 func (s *server) info(ctx context.Context, r *run) (listed, error) {
 	l, err := s.infos.get(ctx, r.name+"\x00"+r.fp.key, func(ctx context.Context) (listed, error) {
-		l := listed{info: report.RunInfo{Name: r.name, Kind: report.KindRun, Title: r.name, Report: runURL(r.name), Stats: runURL(r.name) + "stats.json"},
+		l := listed{info: report.RunEntry{Name: r.name, Kind: report.KindRun, Title: r.name, Report: runURL(r.name), Stats: runURL(r.name) + "stats.json"},
 			sortTime: r.fp.modTime}
 		ri := &l.info
 		if sweep, _, _ := splitID(r.name); sweep != "" {
@@ -311,7 +311,7 @@ func (s *server) info(ctx context.Context, r *run) (listed, error) {
 
 // runs lists the runs and sweeps directly under the runs directory,
 // newest first, each sweep with its runs.
-func (s *server) runs(ctx context.Context) ([]report.RunInfo, error) {
+func (s *server) runs(ctx context.Context) ([]report.RunEntry, error) {
 	ents, err := os.ReadDir(s.root)
 	if err != nil {
 		return nil, fmt.Errorf("listing the runs in %s: %w", s.cfg.RunsDir, err)
@@ -345,7 +345,7 @@ func (s *server) runs(ctx context.Context) ([]report.RunInfo, error) {
 		}
 		top = append(top, s.sweepInfo(ctx, sd, ls))
 	}
-	infos := make([]report.RunInfo, len(top))
+	infos := make([]report.RunEntry, len(top))
 	for i, l := range newestFirst(top) {
 		infos[i] = l.info
 	}

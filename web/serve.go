@@ -399,11 +399,11 @@ func (s *server) handleAPIRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if runs == nil {
-		runs = []report.RunInfo{}
+		runs = []report.RunEntry{}
 	}
 	writeJSON(w, struct {
-		RunsDir string           `json:"runs_dir"`
-		Runs    []report.RunInfo `json:"runs"`
+		RunsDir string            `json:"runs_dir"`
+		Runs    []report.RunEntry `json:"runs"`
 	}{s.cfg.RunsDir, runs})
 }
 
@@ -452,22 +452,17 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		opt := report.TimelineOptions{Detail: s.cfg.ReportDetail}
-		var tl *report.Timeline
-		if read != nil {
-			tl, err = report.BuildTimeline(ctx, read, opt)
-		} else {
-			tl, err = report.ReadTimeline(ctx, run.dir, sum, opt)
-		}
+		page, err := report.NewRunPage(ctx, run.dir, sum, read, report.RunPageOptions{
+			Timeline: report.TimelineOptions{Detail: s.cfg.ReportDetail}, Page: report.Options{DetailURL: "timeline.json"}})
 		if err != nil {
 			return nil, err
 		}
 		var buf bytes.Buffer
-		if err := report.WriteHTML(&buf, sum, tl, report.Options{DetailURL: "timeline.json"}); err != nil {
+		if err := page.Write(&buf); err != nil {
 			return nil, err
 		}
 		how := "read once"
-		if read == nil || read.Reread() {
+		if page.Reread {
 			how = "its timeline read again"
 		}
 		s.logf("report of %s: %s in %s (%s)", run.name, units.Bytes(int64(buf.Len())), time.Since(start).Round(time.Millisecond), how)

@@ -148,7 +148,7 @@ func TestServeIndexListsAndEscapes(t *testing.T) {
 
 	res = get(t, s, "/api/runs")
 	var list struct {
-		Runs []report.RunInfo `json:"runs"`
+		Runs []report.RunEntry `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(body(t, res)), &list); err != nil || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/api/runs: %v (%s)", err, res.Header.Get("Content-Type"))
@@ -474,7 +474,7 @@ func TestServeReportIsCached(t *testing.T) {
 	m.Metrics = map[string]float64{"test_accuracy": 0.5}
 	must(t, trace.WriteManifest(filepath.Join(runs, "alpha"), m))
 	must(t, os.Chtimes(filepath.Join(runs, "alpha", trace.ManifestFile), time.Now().Add(time.Minute), time.Now().Add(time.Minute)))
-	if page := body(t, get(t, s, "/runs/alpha/")); count("alpha") != 2 || !strings.Contains(page, "50.00%") {
+	if page := body(t, get(t, s, "/runs/alpha/")); count("alpha") != 2 || !strings.Contains(page, "50%") {
 		t.Fatalf("after a change: drawn %d times", count("alpha"))
 	}
 	// The cache stays within its size.

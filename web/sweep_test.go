@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
@@ -69,7 +70,7 @@ func writeSweep(t *testing.T, dir string, runs []trainRun) *analyze.Sweep {
 	sw := analyze.NewSweep(srs, 0.8, nil, 0)
 	b, err := json.MarshalIndent(sw, "", " ")
 	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, SweepFile), b, 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, rundir.SweepFile), b, 0o644))
 	return sw
 }
 
@@ -94,7 +95,7 @@ func sweepFixture(t *testing.T) (runs string, sw *analyze.Sweep) {
 		{ranks: 2, batch: 64, rule: "none", warm: "0", acc: [2]float64{0.8, 0.9}, started: now.Add(-5 * time.Hour)},
 		{ranks: 2, batch: 512, rule: "none", warm: "0", acc: [2]float64{0.3, 0.4}, started: now.Add(-5 * time.Hour)},
 	})
-	f := filepath.Join(runs, "bs-broken", SweepFile)
+	f := filepath.Join(runs, "bs-broken", rundir.SweepFile)
 	b, err := os.ReadFile(f)
 	must(t, err)
 	must(t, os.WriteFile(f, b[:len(b)/2], 0o644))
@@ -105,12 +106,12 @@ func sweepFixture(t *testing.T) (runs string, sw *analyze.Sweep) {
 	return runs, sw
 }
 
-func apiRuns(t *testing.T, s http.Handler) map[string]report.RunInfo {
+func apiRuns(t *testing.T, s http.Handler) map[string]report.RunEntry {
 	t.Helper()
-	var list struct{ Runs []report.RunInfo }
+	var list struct{ Runs []report.RunEntry }
 	res := get(t, s, "/api/runs")
 	must(t, json.Unmarshal([]byte(body(t, res)), &list))
-	out := map[string]report.RunInfo{}
+	out := map[string]report.RunEntry{}
 	for _, r := range list.Runs {
 		out[r.Name] = r
 		for _, c := range r.Runs {
@@ -264,9 +265,9 @@ func TestServeSweepConfinement(t *testing.T) {
 	// A sweep whose sweep.json links outside, and one whose sweep.json
 	// is a FIFO: reading it would block forever.
 	writeRun(t, filepath.Join(runs, "linked", "r1"), 1, trace.Manifest{Name: "r1"}, 2)
-	must(t, os.Symlink(filepath.Join(outside, "sweep.json"), filepath.Join(runs, "linked", SweepFile)))
+	must(t, os.Symlink(filepath.Join(outside, "sweep.json"), filepath.Join(runs, "linked", rundir.SweepFile)))
 	writeRun(t, filepath.Join(runs, "fifo", "r1"), 1, trace.Manifest{Name: "r1"}, 2)
-	must(t, syscall.Mkfifo(filepath.Join(runs, "fifo", SweepFile), 0o644))
+	must(t, syscall.Mkfifo(filepath.Join(runs, "fifo", rundir.SweepFile), 0o644))
 
 	s := newTestServer(t, Config{RunsDir: runs})
 	for _, target := range []string{

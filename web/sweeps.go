@@ -17,16 +17,12 @@ import (
 	"github.com/commprof/commprof/trace"
 )
 
-// SweepFile is the file `commprof sweep` writes in its directory, beside
-// the directories of its runs.
-const SweepFile = "sweep.json"
-
 // maxSweepFile bounds what the server reads of a sweep.json: a sweep of
 // thousands of configurations is a few MB.
 const maxSweepFile = 32 << 20
 
 // errNoSweepFile is a sweep directory without its sweep.json yet.
-var errNoSweepFile = errors.New("no " + SweepFile)
+var errNoSweepFile = errors.New("no " + rundir.SweepFile)
 
 // sweepDir is a sweep's directory directly under the runs directory: it
 // is not a run, and holds sweep.json or runs (a sweep being recorded has
@@ -68,15 +64,15 @@ func (s *server) lookupSweep(name string) (*sweepDir, error) {
 	sd := &sweepDir{name: name, dir: real, show: filepath.Join(s.cfg.RunsDir, name)}
 	for _, e := range ents {
 		n := e.Name()
-		if n == SweepFile {
+		if n == rundir.SweepFile {
 			fi, ok, err := s.member(real, e)
 			switch {
 			case err != nil:
-				sd.bad = fmt.Errorf("%s links outside the runs directory", filepath.Join(sd.show, SweepFile))
+				sd.bad = fmt.Errorf("%s links outside the runs directory", filepath.Join(sd.show, rundir.SweepFile))
 			case ok:
 				sd.file = fi
 			case fi != nil:
-				sd.bad = fmt.Errorf("%s is not a regular file (%s)", filepath.Join(sd.show, SweepFile), fi.Mode().Type())
+				sd.bad = fmt.Errorf("%s is not a regular file (%s)", filepath.Join(sd.show, rundir.SweepFile), fi.Mode().Type())
 			}
 			continue
 		}
@@ -103,11 +99,11 @@ func (s *server) readSweep(ctx context.Context, sd *sweepDir) (*analyze.Sweep, e
 		return nil, errNoSweepFile
 	}
 	return s.sweeps.get(ctx, sd.name+"\x00"+sd.key(), func(context.Context) (*analyze.Sweep, error) {
-		path := filepath.Join(sd.show, SweepFile)
+		path := filepath.Join(sd.show, rundir.SweepFile)
 		if sd.file.Size() > maxSweepFile {
 			return nil, fmt.Errorf("%s is %d bytes; a sweep's is far smaller", path, sd.file.Size())
 		}
-		b, err := os.ReadFile(filepath.Join(sd.dir, SweepFile))
+		b, err := os.ReadFile(filepath.Join(sd.dir, rundir.SweepFile))
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
@@ -134,10 +130,10 @@ func sweepProblem(sd *sweepDir, err error, running int) string {
 	switch {
 	case errors.Is(err, errNoSweepFile) && running > 0:
 		return fmt.Sprintf("This sweep is being recorded: %d of its runs so far, %d recording now. `commprof sweep` writes %s, and this page, when its last run ends; until then its runs are listed with it.",
-			len(sd.runs), running, SweepFile)
+			len(sd.runs), running, rundir.SweepFile)
 	case errors.Is(err, errNoSweepFile):
 		return fmt.Sprintf("%s has no %s: the sweep was stopped before it could write it, or this is not a sweep's directory. Run the same `commprof sweep --out %s ...` command again: it keeps the finished runs and writes %s. Its %d runs are listed with it.",
-			sd.show, SweepFile, sd.show, SweepFile, len(sd.runs))
+			sd.show, rundir.SweepFile, sd.show, rundir.SweepFile, len(sd.runs))
 	default:
 		return fmt.Sprintf("%v. Run the same `commprof sweep --out %s ...` command again to write it anew (it keeps the finished runs). Its %d runs are listed with it.",
 			err, sd.show, len(sd.runs))
@@ -147,7 +143,7 @@ func sweepProblem(sd *sweepDir, err error, running int) string {
 // sweepInfo is a sweep as the index lists it: one row with its
 // configurations, and its runs.
 func (s *server) sweepInfo(ctx context.Context, sd *sweepDir, runs []listed) listed {
-	l := listed{info: report.RunInfo{Name: sd.name, Kind: report.KindSweep, Title: sd.name, Report: runURL(sd.name)}}
+	l := listed{info: report.RunEntry{Name: sd.name, Kind: report.KindSweep, Title: sd.name, Report: runURL(sd.name)}}
 	ri := &l.info
 	// A sweep started when its first run did.
 	running := 0
@@ -167,7 +163,7 @@ func (s *server) sweepInfo(ctx context.Context, sd *sweepDir, runs []listed) lis
 	if err != nil {
 		ri.Error = sweepProblem(sd, err, running)
 	} else {
-		ri.Stats = runURL(sd.name) + SweepFile
+		ri.Stats = runURL(sd.name) + rundir.SweepFile
 		ri.Status = trace.StatusComplete
 		ri.Configs = len(sw.Configs)
 		ri.Range = report.NewSweepRange(sw)
@@ -228,7 +224,7 @@ func (s *server) handleSweepJSON(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	sd, err := s.lookupSweep(name)
 	if err != nil {
-		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no sweep %q here: a sweep is a directory directly under the runs directory holding %s and its runs.", name, SweepFile))
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no sweep %q here: a sweep is a directory directly under the runs directory holding %s and its runs.", name, rundir.SweepFile))
 		return
 	}
 	sw, err := s.readSweep(r.Context(), sd)
@@ -247,7 +243,7 @@ func (s *server) handleSweepJSON(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", " ")
 	if err := enc.Encode(sw); err != nil {
-		s.failErr(w, r, "encoding "+SweepFile, err)
+		s.failErr(w, r, "encoding "+rundir.SweepFile, err)
 		return
 	}
 	serveBytes(w, r, "application/json", `"sweepjson-`+s.boot+"-"+sd.key()+`"`, sd.file.ModTime(), buf.Bytes())

@@ -208,7 +208,7 @@ func TestPredict(t *testing.T) {
 	a := modelRun(t, filepath.Join(base, "a"), 2, alpha, beta, gamma)
 	b := modelRun(t, filepath.Join(base, "b"), 4, alpha, beta, gamma)
 	r := commprof(t, nil, "predict", a, b, "--ranks", "8,4096", "--check", b, "--format", "json")
-	var p predictResult
+	var p analyze.Prediction
 	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 {
 		t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}

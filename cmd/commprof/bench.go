@@ -9,9 +9,10 @@ import (
 
 	"github.com/commprof/commprof/bench"
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
-	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/rankrun"
 )
 
 type benchOptions struct {
@@ -83,7 +84,7 @@ func (o *benchOptions) spec(opName string) (bench.Spec, collectives.Config, erro
 	var cfg collectives.Config
 	op, err := collectives.ParseOp(opName)
 	if err != nil {
-		return s, cfg, usageError{err}
+		return s, cfg, usageError{Err: err}
 	}
 	min, err := collectives.ParseSize(o.min)
 	if err != nil {
@@ -125,7 +126,7 @@ func (o *benchOptions) spec(opName string) (bench.Spec, collectives.Config, erro
 	s = bench.Spec{Op: op, Min: min, Max: max, Factor: o.factor, Iters: o.iters, Warmup: o.warmup, DType: dt, Reduce: rop, Root: o.root,
 		NoCheck: o.check == 0}
 	if err := s.Validate(); err != nil {
-		return s, cfg, usageError{err}
+		return s, cfg, usageError{Err: err}
 	}
 	return s, cfg, nil
 }
@@ -135,7 +136,7 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	if err != nil {
 		return err
 	}
-	faults, err := faultsOf(o.inject)
+	faults, err := driver.FaultsOf(o.inject)
 	if err != nil {
 		return err
 	}
@@ -148,7 +149,7 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 			return usagef("--root %d is not one of the %d ranks", o.root, o.ranks)
 		}
 		if err := inject.Check(faults, o.ranks); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.stderr, o.tty)
 	}

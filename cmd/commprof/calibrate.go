@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -16,9 +13,9 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
-	"github.com/commprof/commprof/load"
 )
 
 type calibrateOptions struct {
@@ -88,64 +85,16 @@ func runCalibrate(ctx context.Context, ios *iostreams.IOStreams, o *calibrateOpt
 		return usagef("--min %s --max %s --factor %d --iters %d: want sizes spanning 16x or more, a factor of 2 or more and at least 1 iteration",
 			o.min, o.max, o.factor, o.iters)
 	}
-	dir := o.keep
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "commprof-calibrate-")
-		if err != nil {
-			return fmt.Errorf("calibrate: %w", err)
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("calibrate: %w", err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("calibrate: finding the commprof binary: %w", err)
-	}
-	var sums []*analyze.Summary
-	var runs []string
-	var cons []analyze.Contention
 	start := time.Now()
-	for _, n := range ranks {
-		for _, a := range algos {
-			run := filepath.Join(dir, fmt.Sprintf("allreduce-%s-%dr", a, n))
-			fmt.Fprintf(stderr, "calibrate: %d ranks, %s, %s to %s ...\n", n, a, o.min, o.max)
-			args := []string{"record", "--ranks", strconv.Itoa(n), "--out", run, "--", "bench", "allreduce",
-				"--min", o.min, "--max", o.max, "--factor", strconv.FormatInt(o.factor, 10), "--iters", strconv.Itoa(o.iters), "--algo", a}
-			if err := runSelf(ctx, exe, args); err != nil {
-				return fmt.Errorf("calibrate: %d ranks, %s: %w", n, a, err)
-			}
-			s, err := load.Summary(ctx, run)
-			if err != nil {
-				return fmt.Errorf("calibrate: %w", err)
-			}
-			sums = append(sums, s)
-			runs = append(runs, run)
-			cons = append(cons, s.Run.Contention)
-		}
-	}
-	fit := analyze.PooledFit(sums...)
-	if !fit.Usable {
-		return fmt.Errorf("calibrate: the measurements gave no usable model: %s", fit.Reason)
-	}
-	fit.Source = "calibration"
-	host, _ := os.Hostname()
-	m := analyze.ModelFile{Format: analyze.ModelFormat, Version: 1, Fit: fit, Host: host, Contention: cons, Runs: runs,
-		Algos: algos, MinBytes: lo, MaxBytes: hi, Created: time.Now().UTC().Format(time.RFC3339), CommprofVersion: versionString()}
-	if o.keep == "" {
-		m.Runs = nil
-	}
-	b, err := json.MarshalIndent(m, "", " ")
+	m, err := driver.Calibrate(ctx, driver.CalibrateOptions{Ranks: ranks, Algos: algos, Min: o.min, Max: o.max, MinBytes: lo, MaxBytes: hi,
+		Factor: o.factor, Iters: o.iters, Out: o.out, Keep: o.keep, Version: versionString()}, stderr)
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
-	if _, err := writeFileAtomic(ctx, o.out, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
-		return fmt.Errorf("calibrate: writing %s: %w", o.out, err)
-	}
-	fmt.Fprintf(stdout, "wrote %s in %s: alpha %s, beta %.4g ns/byte (%s), gamma %.4g ns/byte, over %d calls of %d sizes on %v ranks; R² %.3f, median error %.0f%%\n",
+	fit := m.Fit
+	fmt.Fprintf(stdout, "wrote %s in %s: alpha %s, beta %.4g ns/byte (%s), gamma %.4g ns/byte, over %d calls of %d sizes on %v ranks; R² %.3f, median error %s\n",
 		o.out, time.Since(start).Round(time.Second), units.Duration(fit.AlphaNS), fit.BetaNSPerB, units.GBps(fit.LinkGBps), fit.GammaNSPerB,
-		fit.Calls, fit.Sizes, fit.RankCounts, fit.CallR2, 100*fit.MedianError)
+		fit.Calls, fit.Sizes, fit.RankCounts, fit.CallR2, units.Percent(fit.MedianError, 0))
 	fmt.Fprintf(stdout, "use it: commprof predict RUN --model %s, commprof report RUN --model %s\n", o.out, o.out)
 	return nil
 }
@@ -160,26 +109,12 @@ func validFor(op collectives.Op, algo collectives.Algo) bool {
 	return false
 }
 
-// runSelf runs this binary with args, its output discarded unless it fails.
-func runSelf(ctx context.Context, exe string, args []string) error {
-	var out strings.Builder
-	c := exec.CommandContext(ctx, exe, args...)
-	c.Stdout, c.Stderr = &out, &out
-	if err := c.Run(); err != nil {
-		msg := strings.TrimSpace(out.String())
-		if i := strings.LastIndex(msg, "\n"); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return fmt.Errorf("%w: %s", err, msg)
-	}
-	return nil
-}
-
 // readModel reads a model file for --model.
 func readModel(path string) (*analyze.ModelFile, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	m, err := driver.ReadModel(path)
+	var pe *fs.PathError
+	if errors.As(err, &pe) { // the file could not be read
 		return nil, usagef("--model: %v", err)
 	}
-	return analyze.ParseModel(path, b)
+	return m, err
 }

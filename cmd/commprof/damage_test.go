@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/commprof/commprof/internal/damage"
+	"github.com/commprof/commprof/trace/damage"
 )
 
 // Limits every command that reads a damaged run works under: its address

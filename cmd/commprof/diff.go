@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/atomicfile"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/load"
@@ -86,7 +87,7 @@ func runDiff(ctx context.Context, ios *iostreams.IOStreams, o *diffOptions, dirA
 	}
 	d := analyze.Compare(a, b)
 	if o.html != "" {
-		n, err := writeFileAtomic(ctx, o.html, func(w io.Writer) error { return report.WriteDiffHTML(w, a, b, d) })
+		n, err := atomicfile.Write(ctx, o.html, func(w io.Writer) error { return report.WriteDiffHTML(w, a, b, d) })
 		if err != nil {
 			return fmt.Errorf("writing the diff report %s: %w", o.html, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/bench"
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // bin is the commprof binary the end-to-end tests run, built once.
@@ -177,9 +178,9 @@ func TestBenchHeaderNamesTransport(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"COMMPROF_TRANSPORT=tcp"}, "# rank 0's links: 1 peer through TCP (congestion control reno, raw I/O "},
-		{[]string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=off", "COMMPROF_TCP_CONGESTION=reno"}, "# rank 0's links: 1 peer through TCP (congestion control reno, raw I/O off)\n"},
-		{[]string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=on", "COMMPROF_TCP_CONGESTION=system"}, "# rank 0's links: 1 peer through TCP (congestion control the host's default"},
+		{[]string{envnames.Transport + "=tcp"}, "# rank 0's links: 1 peer through TCP (congestion control reno, raw I/O "},
+		{[]string{envnames.Transport + "=tcp", envnames.RawIO + "=off", envnames.TCPCongestion + "=reno"}, "# rank 0's links: 1 peer through TCP (congestion control reno, raw I/O off)\n"},
+		{[]string{envnames.Transport + "=tcp", envnames.RawIO + "=on", envnames.TCPCongestion + "=system"}, "# rank 0's links: 1 peer through TCP (congestion control the host's default"},
 	} {
 		r := commprof(t, tc.env, "bench", "allreduce", "--ranks", "2", "--max", "8", "--iters", "2")
 		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
@@ -358,7 +359,7 @@ func rankPIDs(t *testing.T, parent, n int) map[int]int {
 		}
 		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte("COMMPROF_RANK=")); ok {
+			if v, ok := bytes.CutPrefix(kv, []byte(envnames.Rank+"=")); ok {
 				r, _ := strconv.Atoi(string(v))
 				pids[r] = pid
 			}
@@ -395,10 +396,10 @@ var transports = []struct {
 	name string
 	env  []string
 }{
-	{"tcp/raw_io=off", []string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=off"}},
-	{"tcp/raw_io=large", []string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=large"}},
-	{"tcp/raw_io=on", []string{"COMMPROF_TRANSPORT=tcp", "COMMPROF_RAW_IO=on"}},
-	{"shm", []string{"COMMPROF_TRANSPORT=shm"}},
+	{"tcp/raw_io=off", []string{envnames.Transport + "=tcp", envnames.RawIO + "=off"}},
+	{"tcp/raw_io=large", []string{envnames.Transport + "=tcp", envnames.RawIO + "=large"}},
+	{"tcp/raw_io=on", []string{envnames.Transport + "=tcp", envnames.RawIO + "=on"}},
+	{"shm", []string{envnames.Transport + "=shm"}},
 }
 
 // TestKilledRankStopsTheJob kills rank 2 mid-collective: the other ranks
@@ -413,7 +414,7 @@ func TestKilledRankStopsTheJob(t *testing.T) {
 }
 
 func killedRankStopsTheJob(t *testing.T, env []string) {
-	cmd, stderr, pids := startLong(t, append([]string{"COMMPROF_PEER_TIMEOUT=5s"}, env...))
+	cmd, stderr, pids := startLong(t, append([]string{envnames.PeerTimeout + "=5s"}, env...))
 	if err := syscall.Kill(pids[2], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +461,7 @@ func TestStoppedRankTimesOut(t *testing.T) {
 }
 
 func stoppedRankTimesOut(t *testing.T, env []string) {
-	cmd, stderr, pids := startLong(t, append([]string{"COMMPROF_PEER_TIMEOUT=2s"}, env...))
+	cmd, stderr, pids := startLong(t, append([]string{envnames.PeerTimeout + "=2s"}, env...))
 	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +502,7 @@ func shmSegments(t *testing.T, pid int) (int, []string) {
 // segment is left: nothing new in /dev/shm, and no process maps one.
 func TestShmLeavesNothingBehind(t *testing.T) {
 	before, _ := os.ReadDir("/dev/shm")
-	cmd, _, pids := startLong(t, []string{"COMMPROF_TRANSPORT=shm"})
+	cmd, _, pids := startLong(t, []string{envnames.Transport + "=shm"})
 	for r, pid := range pids {
 		n, names := shmSegments(t, pid)
 		if n != 3 {
@@ -605,10 +606,10 @@ func TestExternalLaunchers(t *testing.T) {
 			return []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}
 		}},
 		{"slurm", func(r int) []string {
-			return []string{"SLURM_PROCID=" + strconv.Itoa(r), "SLURM_NTASKS=3", "SLURM_JOB_ID=42", "COMMPROF_RENDEZVOUS_DIR=" + dir}
+			return []string{"SLURM_PROCID=" + strconv.Itoa(r), "SLURM_NTASKS=3", "SLURM_JOB_ID=42", envnames.RendezvousDir + "=" + dir}
 		}},
 		{"pmi", func(r int) []string {
-			return []string{"PMI_RANK=" + strconv.Itoa(r), "PMI_SIZE=3", "COMMPROF_COORD=127.0.0.1:" + port}
+			return []string{"PMI_RANK=" + strconv.Itoa(r), "PMI_SIZE=3", envnames.Coord + "=127.0.0.1:" + port}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -669,12 +670,12 @@ func checkTable(t *testing.T, out string, rows int) {
 func TestUnderMpirun(t *testing.T) {
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("mpirun not found; `make test` installs openmpi-bin")
 		}
 		t.Skip("mpirun not installed")
 	}
-	for _, extra := range [][]string{nil, {"-x", "COMMPROF_COORD=127.0.0.1:" + strconv.Itoa(freePort(t))}} {
+	for _, extra := range [][]string{nil, {"-x", envnames.Coord + "=127.0.0.1:" + strconv.Itoa(freePort(t))}} {
 		args := append([]string{"--allow-run-as-root", "--oversubscribe", "-np", "4"}, extra...)
 		args = append(args, bin, "bench", "allreduce", "--min", "8", "--max", "4M", "--iters", "3", "--warmup", "1", "--json")
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

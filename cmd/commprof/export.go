@@ -110,7 +110,7 @@ func runExport(ctx context.Context, ios *iostreams.IOStreams, o *exportOptions, 
 		}
 		n = cw.N
 		stdout = stderr // the summary must not mix with the data
-	} else if n, err = writeFileAtomic(ctx, out, func(w io.Writer) error { return format.write(w, run) }); err != nil {
+	} else if n, err = atomicfile.Write(ctx, out, func(w io.Writer) error { return format.write(w, run) }); err != nil {
 		return fmt.Errorf("exporting %s as %s: %w", dir, format.name, err)
 	}
 
@@ -127,9 +127,4 @@ func displayPath(p string) string {
 		return "standard output"
 	}
 	return p
-}
-
-// writeFileAtomic writes path whole or not at all (internal/atomicfile).
-func writeFileAtomic(ctx context.Context, path string, write func(io.Writer) error) (int64, error) {
-	return atomicfile.Write(ctx, path, write)
 }

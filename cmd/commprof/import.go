@@ -13,6 +13,7 @@ import (
 
 	"github.com/commprof/commprof/importers"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
@@ -70,11 +71,11 @@ func runImport(ctx context.Context, ios *iostreams.IOStreams, o *importOptions, 
 	}
 	format, err := importers.ParseFormat(o.format)
 	if err != nil {
-		return usageError{fmt.Errorf("--format: %w", err)}
+		return usageError{Err: fmt.Errorf("--format: %w", err)}
 	}
 	codec, err := trace.ParseCodec(o.codec)
 	if err != nil {
-		return usageError{fmt.Errorf("--codec: %w", err)}
+		return usageError{Err: fmt.Errorf("--codec: %w", err)}
 	}
 	name := o.name
 	if name == "" {
@@ -83,7 +84,7 @@ func runImport(ctx context.Context, ios *iostreams.IOStreams, o *importOptions, 
 	started := time.Now()
 	out := o.out
 	if out == "" {
-		out = filepath.Join("runs", fmt.Sprintf("%s-%s", name, started.Format("20060102-150405")))
+		out = rundir.DefaultDir(name, started)
 	}
 	prog := &importProgress{w: stderr, start: started, done: map[string]int64{}, total: map[string]int64{}}
 	res, err := importers.Import(ctx, args, importers.Options{
@@ -156,11 +157,11 @@ func (p *importProgress) update(file string, done, total int64) {
 		d += n
 		t += p.total[f]
 	}
-	pct := 0.0
+	share := 0.0
 	if t > 0 {
-		pct = 100 * float64(d) / float64(t)
+		share = float64(d) / float64(t)
 	}
-	fmt.Fprintf(p.w, "\rimporting %s: %.0f%% (%s of %s)   ", filepath.Base(file), pct, units.Bytes(d), units.Bytes(t))
+	fmt.Fprintf(p.w, "\rimporting %s: %s (%s of %s)   ", filepath.Base(file), units.Percent(share, 0), units.Bytes(d), units.Bytes(t))
 	p.printed = true
 }
 

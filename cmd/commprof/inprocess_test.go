@@ -127,7 +127,7 @@ func TestInProcessPredictFromAModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := inProcess(t, "predict", trainRun, "--model", model, "--ranks", "8,64", "--algo", "ring", "--format", "json")
-	var p predictResult
+	var p analyze.Prediction
 	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || p.Projection == nil {
 		t.Fatalf("predict: exit %d\n%s%s", code, out, errOut)
 	}

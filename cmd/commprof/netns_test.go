@@ -24,7 +24,7 @@ func netns(t *testing.T) (a, b string) {
 		t.Skip("network namespaces need root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("ip not found; `make test` installs iproute2")
 		}
 		t.Skip("iproute2 not installed")
@@ -113,7 +113,7 @@ func TestTruthModelOverAShapedLink(t *testing.T) {
 		}
 	}
 	r := commprof(t, nil, "predict", local, across, "--ranks", "4", "--check", held, "--format", "json")
-	var p predictResult
+	var p analyze.Prediction
 	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
 		t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
@@ -151,7 +151,7 @@ func TestTwoHosts(t *testing.T) {
 			}
 			cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin, "bench"}, args...)...)
 			cmd.Env = append(cleanEnv(), "RANK="+strconv.Itoa(r), "WORLD_SIZE=4", "MASTER_ADDR="+master, "MASTER_PORT=29500",
-				envnames.JoinTimeout+"=30s", "COMMPROF_TRANSPORT="+transport)
+				envnames.JoinTimeout+"=30s", envnames.Transport+"="+transport)
 			return cmd
 		})
 		return outs[0].String()

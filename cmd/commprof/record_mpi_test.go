@@ -5,34 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func TestMPIName(t *testing.T) {
-	dir := t.TempDir()
-	prog := filepath.Join(dir, "solver.x")
-	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(dir, "train.py")
-	if err := os.WriteFile(script, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"mpirun", "-np", "4", prog}, "mpi-solver"},
-		{[]string{"mpirun", "--hostfile", "hosts", "-x", "FOO", "-np", "2", "/bin/sh", script, "--epochs", "1"}, "mpi-train"},
-		{[]string{"mpiexec", "-n", "2", "sh", "-c", "true"}, "mpi-sh"},
-		{[]string{"mpirun", "-np", "2", "commprof", "bench", "allreduce"}, ""}, // commprof's own ranks
-		{[]string{"train", "--epochs", "1"}, ""},
-		{[]string{"mpirun", "-np", "2", "no-such-program-here"}, ""},
-	} {
-		if got := mpiName(tc.args); got != tc.want {
-			t.Errorf("mpiName(%q) = %q, want %q", tc.args, got, tc.want)
-		}
-	}
-}
+	"github.com/commprof/commprof/internal/envnames"
+)
 
 // TestLauncherFailure: a launcher that fails before any rank is recorded
 // (Open MPI's mpirun run as root, a python3 without mpi4py) is named
@@ -57,7 +32,7 @@ func TestLauncherFailure(t *testing.T) {
 	if err := os.WriteFile(lib, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + tools + ":/usr/bin:/bin", "COMMPROF_PMPI_LIB=" + lib}
+	env := []string{"PATH=" + tools + ":/usr/bin:/bin", envnames.PMPILibrary + "=" + lib}
 	prog := filepath.Join(t.TempDir(), "train.py")
 	if err := os.WriteFile(prog, []byte("from mpi4py import MPI\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/internal/envnames"
-	"github.com/commprof/commprof/interpose/pmpi"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -147,7 +146,7 @@ func TestRecordArrowJS(t *testing.T) {
 	node, err := exec.LookPath("node")
 	tool, _ := filepath.Abs("../../tools/read-trace.mjs")
 	if _, serr := os.Stat("../../node_modules/apache-arrow"); err != nil || serr != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("node or node_modules missing; `make test` installs them")
 		}
 		t.Skip("node or node_modules missing (make web-deps)")
@@ -295,7 +294,7 @@ func TestRecordInterrupt(t *testing.T) {
 func TestRecordUnderMpirun(t *testing.T) {
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("mpirun not found")
 		}
 		t.Skip("mpirun not installed")
@@ -375,52 +374,6 @@ func TestRecordOnAFullDisk(t *testing.T) {
 	}
 }
 
-func TestDefaultName(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"bench", "allreduce", "--max", "1M"}, "bench-allreduce"},
-		{[]string{"train", "--epochs", "1"}, "train"},
-		{[]string{"mpirun", "-np", "4", "commprof", "bench", "broadcast"}, "bench-broadcast"},
-		{[]string{"srun", "-n", "16", "/usr/local/bin/commprof", "train", "--epochs", "3"}, "train"},
-		{[]string{"./my job.sh", "x"}, "my-job.sh-x"},
-	} {
-		if got := defaultName(tc.args); got != tc.want {
-			t.Errorf("defaultName(%q) = %q, want %q", tc.args, got, tc.want)
-		}
-	}
-}
-
-// Under Open MPI's or MPICH's mpirun, record has the launcher pass the
-// job's variables, its secret among them, on to the ranks of every host:
-// by name, so that the secret's value never shows on a command line.
-func TestPassOnToTheRanks(t *testing.T) {
-	args := []string{"mpirun", "-H", "a,b", "-np", "4", "commprof", "train"}
-	names := []string{envnames.TraceDir, "COMMPROF_SECRET"}
-	none := func(string) string { return "" }
-	for _, tc := range []struct {
-		flavor  pmpi.Flavor
-		getenv  func(string) string
-		argv    []string
-		envWant []string
-	}{
-		{pmpi.OpenMPI, none, []string{"mpirun", "-x", envnames.TraceDir, "-x", "COMMPROF_SECRET", "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
-		{pmpi.MPICH, none, []string{"mpirun", "-genvlist", envnames.TraceDir + ",COMMPROF_SECRET", "-H", "a,b", "-np", "4", "commprof", "train"}, nil},
-		{pmpi.OpenMPI, func(k string) string {
-			if k == "OMPI_MCA_mca_base_env_list" {
-				return "MINE"
-			}
-			return ""
-		}, args, []string{"OMPI_MCA_mca_base_env_list=MINE;COMMPROF_TRACE_DIR;COMMPROF_SECRET"}},
-	} {
-		argv, env := passOn(args, tc.flavor, names, tc.getenv)
-		if !slices.Equal(argv, tc.argv) || !slices.Equal(env, tc.envWant) {
-			t.Errorf("%s: %q %q\nwant %q %q", tc.flavor, argv, env, tc.argv, tc.envWant)
-		}
-	}
-}
-
 // A recording of commprof's ranks under an Open MPI mpirun (here a stand-
 // in that says it is one and notes its command line and environment)
 // starts it with -x COMMPROF_SECRET, the secret in its environment and
@@ -448,7 +401,7 @@ func TestRecordUnderMpirunPassesTheSecretOn(t *testing.T) {
 	if len(s) < 32 {
 		t.Fatalf("the launcher's environment holds the secret %q", s)
 	}
-	i := slices.Index(argv, "COMMPROF_SECRET")
+	i := slices.Index(argv, envnames.Secret)
 	if i < 1 || argv[i-1] != "-x" || !slices.Contains(argv, envnames.TraceDir) {
 		t.Errorf("the launcher's command line does not pass the secret on: %q", argv)
 	}

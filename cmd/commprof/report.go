@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/atomicfile"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
-	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 )
 
@@ -61,10 +60,10 @@ needs), and report says so.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.out, "output", "o", "", "HTML file to write (default RUN/report.html)")
 	f.BoolVar(&o.open, "open", false, "open the report in the default browser")
-	f.IntVar(&o.detail, "detail", 100_000, "most events the timeline shows one by one")
+	f.IntVar(&o.detail, "detail", report.DefaultDetail, "most events the timeline shows one by one")
 	f.StringVar(&o.model, "model", "", "a model file from commprof calibrate, for the model and projection")
 	f.IntVar(&o.bins, "bins", 0, "occupancy bins across the run in the timeline (0: 1500, fewer for more than 40 ranks)")
-	f.StringVar(&o.memory, "timeline-memory", "64M", "memory for the events the timeline is built from, read with the summary; a run whose events need more is read a second time (K, M, G suffixes)")
+	f.StringVar(&o.memory, "timeline-memory", fmt.Sprintf("%dM", report.DefaultTimelineMemory>>20), "memory for the events the timeline is built from, read with the summary; a run whose events need more is read a second time (K, M, G suffixes)")
 	return cmd
 }
 
@@ -78,44 +77,37 @@ func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, 
 		return usagef("--timeline-memory %q: want a size such as 64M or 1G", o.memory)
 	}
 	start := time.Now()
-	var model *analyze.ModelFile
+	po := report.RunPageOptions{Timeline: report.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins}, Memory: max(memory, 1)}
 	if o.model != "" {
 		m, err := readModel(o.model)
 		if err != nil {
 			return err
 		}
-		model = m
+		f := m.Fit
+		f.Source = o.model
+		po.Fit = &f
 	}
 	// One read for the summary and the timeline's events, unless they
 	// need more than --timeline-memory.
-	run, err := load.Load(ctx, dir, report.TimelineKeep(max(memory, 1)))
+	page, err := report.LoadRunPage(ctx, dir, po)
 	if err != nil {
 		return err
 	}
-	s := run.Summary
-	if model != nil {
-		f := model.Fit
-		f.Source = o.model
-		s.UseFit(f)
-	}
+	s := page.Summary
 	for _, p := range s.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
 	}
-	tl, err := report.BuildTimeline(ctx, run, report.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins})
-	if err != nil {
-		return err
-	}
 	out := o.out
 	if out == "" {
-		out = filepath.Join(dir, "report.html")
+		out = filepath.Join(dir, rundir.ReportFile)
 	}
-	n, err := writeFileAtomic(ctx, out, func(w io.Writer) error { return report.WriteHTML(w, s, tl, report.Options{}) })
+	n, err := atomicfile.Write(ctx, out, page.Write)
 	if err != nil {
 		return fmt.Errorf("writing the report %s: %w", out, err)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %s, %d events (%d in the timeline's detail), in %s\n", out, units.Bytes(n), s.Run.Events,
-		len(tl.Events.Rank), time.Since(start).Round(time.Millisecond))
-	if run.Reread() {
+		len(page.Timeline.Events.Rank), time.Since(start).Round(time.Millisecond))
+	if page.Reread {
 		fmt.Fprintf(stdout, "the timeline's events needed more than --timeline-memory %s, so the run was read a second time for them\n", o.memory)
 	}
 	if o.open {

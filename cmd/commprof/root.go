@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/launch"
@@ -27,12 +28,9 @@ const (
 )
 
 // usageError marks errors in how the command was called.
-type usageError struct{ err error }
+type usageError = driver.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+func usagef(format string, a ...any) error { return driver.Usagef(format, a...) }
 
 // run builds the command tree, runs it and maps its error to an exit
 // status. Errors are printed here, once.
@@ -87,7 +85,7 @@ tables and diffs.`,
 		if s := suggestFlags(c, err); len(s) > 0 {
 			return usagef("%v\nDid you mean %s?", err, strings.Join(s, " or "))
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	})
 	root.AddCommand(newVersionCmd(ios), newBenchCmd(args, ios), newRecordCmd(args, ios), newDumpCmd(ios), newTrainCmd(args, ios),
 		newStatsCmd(ios), newDiffCmd(ios), newPredictCmd(ios), newReportCmd(ios), newExportCmd(ios), newServeCmd(ios),

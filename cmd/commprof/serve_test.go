@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // startServe starts `commprof serve args...` and returns it, the URL it
@@ -190,7 +192,7 @@ func TestServeBadInvocations(t *testing.T) {
 // one (`commprof record --ranks 4 --out DIR -- bench allreduce -n 5100
 // --max 64K`, 1,001,384 events).
 func BenchmarkServeTimelineLoad(b *testing.B) {
-	dir := os.Getenv("COMMPROF_LOAD_RUN")
+	dir := os.Getenv(envnames.LoadRun)
 	if dir == "" {
 		dir = filepath.Join(b.TempDir(), "runs", "bench1m")
 		out, err := exec.Command(bin, "record", "--ranks", "4", "--out", dir, "--", "bench", "allreduce", "-n", "5100", "--max", "64K").CombinedOutput()
@@ -499,8 +501,19 @@ func TestServeListMatchesStats(t *testing.T) {
 	if checked != 5 {
 		t.Errorf("checked %d runs, want 5: %v", checked, byName)
 	}
-	// The killed recording's report says so too, and its readers have
-	// cleared what the recorder left (the space it set aside, its locks).
+	// The killed recording's report says so too, and its readers change
+	// nothing in it, not even what the recorder left (the space it set
+	// aside, its locks): the next recording into it takes those.
+	own := func() (names []string) {
+		ents, _ := os.ReadDir(killed)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".commprof-") {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	before := own()
 	if r := commprof(t, nil, "stats", killed); !strings.Contains(r.stdout, "abandoned") {
 		t.Errorf("stats of the killed run:\n%s", r.stdout)
 	}
@@ -510,11 +523,8 @@ func TestServeListMatchesStats(t *testing.T) {
 	} else if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("abandoned")) {
 		t.Errorf("the killed run's report does not say abandoned (%v)", err)
 	}
-	ents, _ := os.ReadDir(killed)
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".commprof-") {
-			t.Errorf("the killed recording's %s is still there after its readers", e.Name())
-		}
+	if after := own(); len(before) == 0 || !slices.Equal(before, after) {
+		t.Errorf("the killed recording left %v; after its readers %v", before, after)
 	}
 	var sw struct {
 		Configs []json.RawMessage `json:"configs"`

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // TestAutoTransportInAJob: a job of 4 local ranks with no
@@ -22,8 +24,8 @@ func TestAutoTransportInAJob(t *testing.T) {
 		want, not string
 	}{
 		{nil, "# rank 0's links: 3 peers through shared memory (", "TCP"},
-		{[]string{"COMMPROF_TRANSPORT=tcp"}, "# rank 0's links: 3 peers through TCP (congestion control reno, raw I/O ", "shared memory"},
-		{[]string{"COMMPROF_TRANSPORT=shm"}, "# rank 0's links: 3 peers through shared memory (", "TCP"},
+		{[]string{envnames.Transport + "=tcp"}, "# rank 0's links: 3 peers through TCP (congestion control reno, raw I/O ", "shared memory"},
+		{[]string{envnames.Transport + "=shm"}, "# rank 0's links: 3 peers through shared memory (", "TCP"},
 	} {
 		r := commprof(t, tc.env, "bench", "allreduce", "--ranks", "4", "--max", "64K", "--factor", "8", "--iters", "2")
 		if r.code != 0 || !strings.Contains(r.stdout, tc.want) || strings.Contains(header(r.stdout), tc.not) {
@@ -85,8 +87,8 @@ func TestUnknownMachine(t *testing.T) {
 		t.Errorf("auto: the warnings do not say what could not be read:\n%s", r.stderr)
 	}
 
-	r = commprofWrapped(t, hide, []string{"COMMPROF_TRANSPORT=shm"}, args...)
-	if want := "COMMPROF_TRANSPORT=shm: " + why; r.code == 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, boot) {
+	r = commprofWrapped(t, hide, []string{envnames.Transport + "=shm"}, args...)
+	if want := envnames.Transport + "=shm: " + why; r.code == 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, boot) {
 		t.Errorf("shm: exit %d, want a failure saying %q and %q:\n%s%s", r.code, want, boot, r.stdout, r.stderr)
 	}
 }

@@ -12,9 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
-	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/rankrun"
+	"github.com/commprof/commprof/trace"
 	"github.com/commprof/commprof/trainer"
 )
 
@@ -118,7 +121,7 @@ func (o *trainOptions) config() (trainer.Config, collectives.Config, error) {
 	check := cfg
 	check.Servers = min(check.Servers, 1) // the rank count is not known yet
 	if err := check.Validate(1, 1<<31); err != nil {
-		return cfg, ccfg, usageError{err}
+		return cfg, ccfg, usageError{Err: err}
 	}
 	return cfg, ccfg, nil
 }
@@ -128,7 +131,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if err != nil {
 		return err
 	}
-	faults, err := faultsOf(o.inject)
+	faults, err := driver.FaultsOf(o.inject)
 	if err != nil {
 		return err
 	}
@@ -138,7 +141,7 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	}
 	if !isRank {
 		if err := inject.Check(faults, o.ranks); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		return rankrun.Start(ctx, o.ranks, o.argv, nil, o.stdout, o.errw, o.tty)
 	}
@@ -158,11 +161,11 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if data == "" {
 		data = fmt.Sprintf("synthetic-%d", o.synthetic)
 	}
-	config := map[string]string{"program": "train", "model": o.model, "hidden": o.hidden, "batch_size": strconv.Itoa(o.batch),
-		"global_batch": strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), "lr": fmt.Sprint(o.lr),
-		"momentum": fmt.Sprint(o.momentum), "lr_scaling": o.scaling, "warmup_epochs": fmt.Sprint(o.warmup),
+	config := map[string]string{trace.ConfigProgram: "train", "model": o.model, "hidden": o.hidden, trace.ConfigBatchSize: strconv.Itoa(o.batch),
+		trace.ConfigGlobalBatch: strconv.Itoa(o.batch * job.Size), "epochs": strconv.Itoa(o.epochs), trace.ConfigLR: fmt.Sprint(o.lr),
+		"momentum": fmt.Sprint(o.momentum), trace.ConfigLRScaling: o.scaling, trace.ConfigWarmupEpochs: fmt.Sprint(o.warmup),
 		"data": data, "seed": fmt.Sprint(o.seed), "bucket_mb": fmt.Sprint(o.bucketMB), "overlap": strconv.FormatBool(o.overlap),
-		"algo": o.algo, "ranks": strconv.Itoa(job.Size), "sync": o.sync,
+		"algo": o.algo, trace.ConfigRanks: strconv.Itoa(job.Size), "sync": o.sync,
 		"optimizer": o.optimizer, "decay": o.decay}
 	if o.lrBase > 0 {
 		config["lr_base_batch"] = strconv.Itoa(o.lrBase)
@@ -195,17 +198,17 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 		err = tr.Run(ctx, progress, func(e trainer.Epoch) {
 			last = e
 			if rank0 {
-				fmt.Fprintf(o.stdout, "epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %.0f images/s  lr %.4g  waiting for gradients %.0f%%\n",
-					e.Epoch, e.Loss, e.TrainAcc, e.TestAcc, float64(e.Images)/e.Seconds, e.LR, 100*e.CommShare)
+				fmt.Fprintf(o.stdout, "epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %.0f images/s  lr %.4g  waiting for gradients %s\n",
+					e.Epoch, e.Loss, e.TrainAcc, e.TestAcc, float64(e.Images)/e.Seconds, e.LR, units.Percent(e.CommShare, 0))
 			}
 		})
 		if err != nil {
 			return err
 		}
-		tools.SetMetric("test_accuracy", last.TestAcc)
-		tools.SetMetric("train_accuracy", last.TrainAcc)
-		tools.SetMetric("loss", last.Loss)
-		tools.SetMetric("images_per_second", float64(last.Images)/last.Seconds)
+		tools.SetMetric(trace.MetricTestAccuracy, last.TestAcc)
+		tools.SetMetric(trace.MetricTrainAccuracy, last.TrainAcc)
+		tools.SetMetric(trace.MetricLoss, last.Loss)
+		tools.SetMetric(trace.MetricImagesPerSecond, float64(last.Images)/last.Seconds)
 		return nil
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -120,7 +121,7 @@ func TestRecordParameterServer(t *testing.T) {
 func TestFashionMNIST(t *testing.T) {
 	const dir = "/usr/share/datasets/fashion-mnist"
 	if _, err := os.Stat(filepath.Join(dir, "train-images-idx3-ubyte.gz")); err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatal("Fashion-MNIST not installed; `make test` installs dataset-fashion-mnist")
 		}
 		t.Skip("dataset-fashion-mnist not installed")

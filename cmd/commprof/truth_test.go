@@ -23,8 +23,8 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/bench"
-	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -747,7 +747,7 @@ func jsonPrefix(s string, v any) error {
 func TestTruthCalibratedModel(t *testing.T) {
 	dir := t.TempDir()
 	model := filepath.Join(dir, "model.json")
-	tcp := []string{collectives.EnvTransport + "=tcp"}
+	tcp := []string{envnames.Transport + "=tcp"}
 	// The held-out bench runs before the calibration and after it, and
 	// is measured by the two runs' mean: a machine that drifts in speed
 	// over the test is then seen at the same moments by both sides.
@@ -767,7 +767,7 @@ func TestTruthCalibratedModel(t *testing.T) {
 	after := heldOut("after")
 	check := func(held string) []analyze.CallSize {
 		r := commprof(t, nil, "predict", held, "--model", model, "--ranks", "3", "--check", held, "--format", "json")
-		var p predictResult
+		var p analyze.Prediction
 		if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || r.code != 0 || p.Check == nil {
 			t.Fatalf("predict: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 		}

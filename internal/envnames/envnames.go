@@ -1,9 +1,12 @@
-// Package envnames names the environment variables through which
-// `commprof record` has a program's ranks record themselves: commprof's
-// own ranks (internal/rankrun), the ranks of a user's MPI program through
-// the PMPI library (interpose/pmpi, whose C side, interpose/pmpi/c,
-// reads the same names), and the launchers that must pass them on. It
-// imports nothing, so that every layer spells them from here.
+// Package envnames names every COMMPROF_* environment variable: those
+// through which `commprof record` has a program's ranks record themselves
+// (commprof's own ranks, internal/rankrun; the ranks of a user's MPI
+// program through the PMPI library, interpose/pmpi, whose C side,
+// interpose/pmpi/c, reads the same names; the launchers that must pass
+// them on), those through which ranks find each other (collectives), the
+// faults a job carries (inject), and the test suite's own switches. It
+// imports nothing, so that every layer spells them from here, and only
+// here.
 package envnames
 
 // The recording's variables.
@@ -33,4 +36,53 @@ const (
 	PMPILibrary = "COMMPROF_PMPI_LIB"
 	// MPI names the MPI (openmpi, mpich) a launcher belongs to.
 	MPI = "COMMPROF_MPI"
+)
+
+// How commprof's own ranks find each other and talk (collectives'
+// JobFromEnv; docs/launching.md). The local launcher sets them; an
+// external launcher sets its own rank and size variables instead.
+const (
+	Rank          = "COMMPROF_RANK"
+	Size          = "COMMPROF_SIZE"
+	LocalRank     = "COMMPROF_LOCAL_RANK"
+	LocalSize     = "COMMPROF_LOCAL_SIZE"
+	Coord         = "COMMPROF_COORD"          // rank 0's address
+	CoordFD       = "COMMPROF_COORD_FD"       // a listening socket rank 0 inherits
+	RendezvousDir = "COMMPROF_RENDEZVOUS_DIR" // where ranks on one host find rank 0 without COORD
+	JobID         = "COMMPROF_JOB_ID"
+	Secret        = "COMMPROF_SECRET" // the job's key: ranks refuse peers without it
+	PeerTimeout   = "COMMPROF_PEER_TIMEOUT"
+	Advertise     = "COMMPROF_ADVERTISE" // the address a rank gives its peers
+	RawIO         = "COMMPROF_RAW_IO"
+	TCPCongestion = "COMMPROF_TCP_CONGESTION"
+	Transport     = "COMMPROF_TRANSPORT" // auto, shm or tcp: how ranks on one machine talk
+	ShmSpin       = "COMMPROF_SHM_SPIN"  // how long an idle rank polls its shared-memory links before it sleeps
+)
+
+// Around a rank's program (internal/rankrun and inject).
+const (
+	// Inject carries the faults of a job to its ranks, in inject.Parse's
+	// syntax, separated by ';'.
+	Inject = "COMMPROF_INJECT"
+	// Progress is "1" when the commprof that started the ranks writes to
+	// a terminal, "0" when not: rank 0 shows its progress only on a
+	// terminal.
+	Progress = "COMMPROF_PROGRESS"
+	// CPUProfile, when set, is the prefix of a CPU profile each rank
+	// writes (PREFIX.rankN).
+	CPUProfile = "COMMPROF_CPUPROFILE"
+)
+
+// The test suite's switches.
+const (
+	// RequireDeps, when set (make test sets it), makes a test whose
+	// outside dependency (node, Chromium, mpirun) is missing fail instead
+	// of skipping.
+	RequireDeps = "COMMPROF_REQUIRE_DEPS"
+	// Screenshots names a directory where the browser tests leave their
+	// screenshots.
+	Screenshots = "COMMPROF_SCREENSHOTS"
+	// LoadRun names a recorded run the serve tests use instead of
+	// recording one.
+	LoadRun = "COMMPROF_LOAD_RUN"
 )

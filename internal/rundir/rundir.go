@@ -2,8 +2,8 @@
 // recording takes the directory (so two recordings never share one); every
 // write of run.json goes through Begin, Update or Finish (one writer, under
 // a lock, whose final write can be made even on a full disk); readers learn
-// from Status whether a run that says it is running still has a recorder,
-// and Tidy clears what a killed recorder left behind.
+// from Status whether a run that says it is running still has a recorder;
+// what a killed recorder left behind stays until the next Take.
 //
 // The writers (a rank 0 session, record, the PMPI finisher, the importers)
 // keep only their own data: what goes into the manifest. The format
@@ -26,8 +26,8 @@ import (
 )
 
 // Files the package keeps in a run directory, beside the streams and
-// run.json, while a run is recorded; Release removes them, and Tidy
-// removes those a killed recorder left. Readers ignore them.
+// run.json, while a run is recorded; Release removes them, and the next
+// Take those a killed recorder left. Readers ignore them.
 const (
 	lockFile     = ".commprof-recording" // held exclusively while the run is recorded; holds the holder's pid
 	manifestLock = ".commprof-manifest"  // held while run.json is rewritten
@@ -190,7 +190,7 @@ func failedEmpty(dir string, runFiles []string) bool {
 // ownFile reports whether a file is one a run consists of.
 func ownFile(name string) bool {
 	switch {
-	case name == trace.ManifestFile, name == "report.html", strings.HasPrefix(name, trace.ManifestFile+".tmp"):
+	case name == trace.ManifestFile, name == ReportFile, strings.HasPrefix(name, trace.ManifestFile+".tmp"):
 		return true
 	case strings.HasPrefix(name, "rank-") && (strings.HasSuffix(name, ".arrows") || strings.Contains(name, ".arrows.")):
 		return true
@@ -268,26 +268,6 @@ func Status(dir string, m *trace.Manifest) string {
 		return trace.StatusAbandoned
 	}
 	return m.Status
-}
-
-// Tidy removes what a recorder killed before its Release left in dir: the
-// reserve and the lock files. It does nothing while a process records into
-// dir, and fails silently where the reader may not write.
-func Tidy(dir string) {
-	stale := false
-	for _, n := range []string{reserveFile, manifestLock, lockFile} {
-		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
-			stale = true
-		}
-	}
-	if !stale || Alive(dir) {
-		return
-	}
-	lk, err := lock(filepath.Join(dir, lockFile), syscall.LOCK_EX|syscall.LOCK_NB)
-	if err != nil {
-		return // a recorder took it meanwhile, or the directory is not ours to change
-	}
-	(&Dir{Path: dir, lock: lk}).Release()
 }
 
 // Begin writes the run.json of a run that starts: m with status running

@@ -92,9 +92,8 @@ func TestAbandoned(t *testing.T) {
 	if !Alive(dir) || Status(dir, m) != trace.StatusRunning {
 		t.Fatalf("a recorded run: alive %v, status %s", Alive(dir), Status(dir, m))
 	}
-	Tidy(dir) // a reader while the recorder lives: nothing to clear
-	if _, err := os.Stat(filepath.Join(dir, reserveFile)); err != nil || !Alive(dir) {
-		t.Fatalf("Tidy of a run being recorded: %v, alive %v", err, Alive(dir))
+	if _, err := Take(dir, true); err == nil || !errors.Is(err, ErrBusy) {
+		t.Fatalf("taking a run being recorded: %v", err)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -102,15 +101,16 @@ func TestAbandoned(t *testing.T) {
 		t.Fatalf("a run whose recorder was killed: alive %v, status %s", Alive(dir), Status(dir, m))
 	}
 	// What the killed recorder left (its reserve of 1 MiB, its lock
-	// files) stays until the next reader clears it.
+	// files) stays until the next recording takes the directory.
 	if _, err := os.Stat(filepath.Join(dir, reserveFile)); err != nil {
 		t.Fatalf("the killed recorder's reserve: %v", err)
 	}
-	Tidy(dir)
-	noneLeft(t, dir)
-	if Status(dir, m) != trace.StatusAbandoned {
-		t.Fatalf("after Tidy: status %s", Status(dir, m))
+	d, err := Take(dir, true)
+	if err != nil {
+		t.Fatalf("taking the run of a killed recorder: %v", err)
 	}
+	d.Release()
+	noneLeft(t, dir)
 }
 
 // noneLeft fails if dir holds a file of the package's own.
@@ -184,10 +184,12 @@ func TestBeginAndFinish(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"running" is not a final one`) {
 		t.Fatalf("finishing a run as running: %v", err)
 	}
-	err = Finish(dir, func(old *trace.Manifest) (*trace.Manifest, error) {
+	if err := Finish(dir, func(old *trace.Manifest) (*trace.Manifest, error) {
 		old.Status = trace.StatusComplete
 		return old, nil
-	})
+	}); err != nil {
+		t.Fatalf("finishing a run as complete: %v", err)
+	}
 	if m, err = trace.ReadManifest(dir); err != nil || m.Status != trace.StatusComplete || m.End.Before(m.Start) || m.Name != "r" {
 		t.Fatalf("finished: %v %+v", err, m)
 	}

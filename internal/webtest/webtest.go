@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // Options says what CheckPage does on the page besides loading it.
@@ -177,7 +179,7 @@ func CheckPage(t testing.TB, target string, opt Options) Result {
 	t.Helper()
 	d, err := findDeps()
 	if err != nil {
-		if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+		if os.Getenv(envnames.RequireDeps) != "" {
 			t.Fatalf("browser test: %v", err)
 		}
 		t.Skipf("browser test skipped: %v", err)
@@ -232,7 +234,7 @@ func CheckPage(t testing.TB, target string, opt Options) Result {
 // temporary directory. Tests log the paths they write.
 func ScreenshotDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("COMMPROF_SCREENSHOTS")
+	dir := os.Getenv(envnames.Screenshots)
 	if dir == "" {
 		return t.TempDir()
 	}

@@ -23,14 +23,13 @@ import (
 
 // call is what the test knows of one recorded event.
 type call struct {
-	kind        trace.Kind
-	name, comm  string
-	seq, bytes  int64
-	peer, root  int32
-	dtype       string
-	value       float64 // marks with a known value only
-	checkValue  bool
-	description string
+	kind       trace.Kind
+	name, comm string
+	seq, bytes int64
+	peer, root int32
+	dtype      string
+	value      float64 // marks with a known value only
+	checkValue bool
 }
 
 func (c call) String() string {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 // need skips t (or fails it, under COMMPROF_REQUIRE_DEPS) for want of what.
 func need(t testing.TB, what string) {
 	t.Helper()
-	if os.Getenv("COMMPROF_REQUIRE_DEPS") != "" {
+	if os.Getenv(envnames.RequireDeps) != "" {
 		t.Fatalf("%s; `make test` installs it", what)
 	}
 	t.Skip(what)
@@ -192,9 +193,9 @@ func command(t testing.TB, env []string, dir string, name string, args ...string
 func recordDirect(t testing.TB, m mpiTools, np int, env []string, argv ...string) (string, result) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
-	env = append(env, "LD_PRELOAD="+library(t, m), EnvTraceDir+"="+dir)
+	env = append(env, "LD_PRELOAD="+library(t, m), envnames.TraceDir+"="+dir)
 	if m.flavor == OpenMPI {
-		argv = append([]string{"-x", "LD_PRELOAD", "-x", EnvTraceDir}, argv...)
+		argv = append([]string{"-x", "LD_PRELOAD", "-x", envnames.TraceDir}, argv...)
 	}
 	return dir, launch(t, m, np, env, "", argv...)
 }

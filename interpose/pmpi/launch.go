@@ -40,17 +40,6 @@ func ParseFlavor(s string) (Flavor, error) {
 	return "", fmt.Errorf("unknown MPI %q (want openmpi or mpich)", s)
 }
 
-// Environment variables the library and Prepare read.
-const (
-	// EnvLibrary names the library to preload, overriding FindLibrary.
-	EnvLibrary = envnames.PMPILibrary
-	// EnvMPI names the flavor, overriding DetectFlavor.
-	EnvMPI = envnames.MPI
-	// EnvTraceDir is the run directory: the library records only when it
-	// is set.
-	EnvTraceDir = envnames.TraceDir
-)
-
 // LibraryFile returns the file name of the library built for f.
 func LibraryFile(f Flavor) string { return "libcommprof-pmpi-" + string(f) + ".so" }
 
@@ -58,9 +47,9 @@ func LibraryFile(f Flavor) string { return "libcommprof-pmpi-" + string(f) + ".s
 // the first of LibraryFile(f) beside the commprof binary exe and in
 // ../lib/commprof from it.
 func FindLibrary(f Flavor, exe string, getenv func(string) string) (string, error) {
-	if p := getenv(EnvLibrary); p != "" {
+	if p := getenv(envnames.PMPILibrary); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s: %w", EnvLibrary, err)
+			return "", fmt.Errorf("%s: %w", envnames.PMPILibrary, err)
 		}
 		return filepath.Abs(p)
 	}
@@ -72,7 +61,7 @@ func FindLibrary(f Flavor, exe string, getenv func(string) string) (string, erro
 		}
 	}
 	return "", fmt.Errorf("no PMPI library for %s: looked for %s; build it with `make pmpi` (which needs %s's compiler wrapper) or name it in %s",
-		f, strings.Join(tried, " and "), f, EnvLibrary)
+		f, strings.Join(tried, " and "), f, envnames.PMPILibrary)
 }
 
 // launchers maps launcher names, as typed or as their links resolve, to
@@ -154,10 +143,10 @@ func Prepare(ctx context.Context, args []string, o PrepareOptions) (*Plan, error
 	}
 	f := o.Flavor
 	if f == "" {
-		if v := o.Getenv(EnvMPI); v != "" {
+		if v := o.Getenv(envnames.MPI); v != "" {
 			var err error
 			if f, err = ParseFlavor(v); err != nil {
-				return nil, fmt.Errorf("%s: %w", EnvMPI, err)
+				return nil, fmt.Errorf("%s: %w", envnames.MPI, err)
 			}
 		}
 	}
@@ -172,7 +161,7 @@ func Prepare(ctx context.Context, args []string, o PrepareOptions) (*Plan, error
 					have = append(have, g)
 				}
 			}
-			if len(have) != 1 || o.Getenv(EnvLibrary) != "" {
+			if len(have) != 1 || o.Getenv(envnames.PMPILibrary) != "" {
 				return nil, fmt.Errorf("%w: %v; say which with --mpi openmpi or --mpi mpich", ErrNoFlavor, derr)
 			}
 			f = have[0]

@@ -235,8 +235,8 @@ func TestRankWithoutLibrary(t *testing.T) {
 	m := findMPI(t, OpenMPI)
 	prog := cProgram(t, m, "unfinished")
 	dir := filepath.Join(t.TempDir(), "run")
-	env := []string{envnames.JoinTimeout + "=2s", "LD_PRELOAD=" + library(t, m), EnvTraceDir + "=" + dir}
-	res := launch(t, m, 3, env, "", "-x", "LD_PRELOAD", "-x", EnvTraceDir, "-x", envnames.JoinTimeout, "sh", "-c",
+	env := []string{envnames.JoinTimeout + "=2s", "LD_PRELOAD=" + library(t, m), envnames.TraceDir + "=" + dir}
+	res := launch(t, m, 3, env, "", "-x", "LD_PRELOAD", "-x", envnames.TraceDir, "-x", envnames.JoinTimeout, "sh", "-c",
 		`[ "$OMPI_COMM_WORLD_RANK" = 1 ] && unset COMMPROF_TRACE_DIR; exec "$0" 5`, prog)
 	if !strings.Contains(res.stderr, "rank 0: not every rank joined the recording within 2s") {
 		t.Fatalf("%v\n%s", res.err, res.stderr)

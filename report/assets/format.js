@@ -3,7 +3,8 @@
  * and counts, read the same way in the report's charts, the timeline and
  * the live page. Pages inline this file before the scripts that use it,
  * which find it as the global CommprofFormat. internal/units is the Go
- * side; these add a space before the unit, as chart labels want.
+ * side: both print every case of internal/units/testdata/format.json
+ * alike, which the Go tests of both check.
  */
 (function (root) {
   'use strict';
@@ -44,7 +45,7 @@
   function bytes(b) {
     if (b < 0) return '-' + bytes(-b);
     if (b < 1024) return int(b) + ' B';
-    const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
     let v = b / 1024;
     let u = 0;
     while (v >= 1023.5 && u < units.length - 1) {
@@ -67,9 +68,10 @@
     return gbps(b / ns);
   }
 
-  // A fraction as a percentage with up to one decimal: 0.125 → 12.5%.
-  function percent(f) {
-    return trim(100 * f, 1) + '%';
+  // A fraction as a percentage with up to `decimals` decimals (default
+  // one): 0.125 → 12.5%.
+  function percent(f, decimals) {
+    return trim(100 * f, decimals === undefined ? 1 : decimals) + '%';
   }
 
   // Wall-clock time elapsed, in ns: 4.2s, 12s, 3m 5s, 1h 2m.

@@ -1,43 +1,21 @@
 package report
 
 import (
-	"embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
-	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/trace"
 )
 
-// The pages of `commprof serve` besides the reports: the list of runs,
-// the live page of a run being recorded, and the error page. Their data
-// (RunInfo, Live) is also what the server answers as JSON.
-
-//go:embed assets/index.html assets/live.html assets/error.html assets/style.html
-var templateFiles embed.FS
-
-//go:embed assets/live.js
-var liveJS string
-
-//go:embed assets/index.js
-var indexJS string
-
-var servePages = template.Must(template.New("serve").Funcs(template.FuncMap{
-	// choicesFor is the diff form's select of runs, with one selected.
-	"choicesFor": func(groups []choiceGroup, selected string) any {
-		return struct {
-			Groups   []choiceGroup
-			Selected string
-		}{groups, selected}
-	},
-}).ParseFS(templateFiles, "assets/index.html", "assets/live.html", "assets/error.html", "assets/style.html"))
+// The list of runs serve shows at its root and answers as /api/runs.
 
 // Kinds of the entries of the list of runs.
 const (
@@ -45,10 +23,10 @@ const (
 	KindSweep = "sweep" // a sweep's directory: its sweep.json and its runs
 )
 
-// RunInfo is one entry in the list of runs and in serve's /api/runs: a
+// RunEntry is one entry in the list of runs and in serve's /api/runs: a
 // run, or a sweep with its runs, and their key numbers. Times are in ns,
 // sizes in bytes, bandwidths in GB/s.
-type RunInfo struct {
+type RunEntry struct {
 	Name   string `json:"name"`   // its path under the runs directory, as in its URLs: NAME, or SWEEP/NAME for a sweep's run
 	Kind   string `json:"kind"`   // KindRun or KindSweep
 	Title  string `json:"title"`  // the manifest's name of the run
@@ -85,7 +63,7 @@ type RunInfo struct {
 	// A sweep's: its configurations' count and span, and its runs.
 	Configs int         `json:"configs,omitempty"`
 	Range   *SweepRange `json:"range,omitempty"`
-	Runs    []RunInfo   `json:"runs,omitempty"`
+	Runs    []RunEntry  `json:"runs,omitempty"`
 }
 
 // SweepRange is the span of a sweep's configurations in the columns of
@@ -102,89 +80,12 @@ type SweepRange struct {
 }
 
 // Running reports whether the run is still being recorded.
-func (ri RunInfo) Running() bool { return ri.Status == trace.StatusRunning }
-
-// Live is the progress of a run, as serve's /runs/NAME/live.json answers
-// it and the live page shows it. Times are in ns, sizes in bytes.
-type Live struct {
-	Name      string `json:"name"`  // the run's id: its path under the runs directory (NAME or SWEEP/NAME)
-	Title     string `json:"title"` // the manifest's name
-	Status    string `json:"status"`
-	Running   bool   `json:"running"`
-	Start     string `json:"start,omitempty"` // RFC 3339
-	ElapsedNS int64  `json:"elapsed_ns"`      // since the start: until now while running, else until the end
-	SpanNS    int64  `json:"span_ns"`         // from the first recorded event to the last
-	WorldSize int    `json:"world_size"`
-	Events    int64  `json:"events"`
-	DiskBytes int64  `json:"disk_bytes"`
-	// Ranks are the ranks with a stream (or in the manifest), by rank.
-	Ranks    []LiveRank `json:"ranks"`
-	Findings []string   `json:"findings"`
-	Error    string     `json:"error,omitempty"`   // the manifest's error, once the run failed
-	Problem  string     `json:"problem,omitempty"` // why the events could not be read
-	Report   string     `json:"report"`            // URL of the report, relative to the live page
-	Updated  string     `json:"updated"`           // the server's time of this reading, RFC 3339
-}
-
-// LiveRank is one rank's progress.
-type LiveRank struct {
-	Rank   int    `json:"rank"`
-	Host   string `json:"host"`
-	Events int64  `json:"events"`
-	Bytes  int64  `json:"bytes"` // its stream's size on disk
-}
-
-// pageBase is what every page's template needs.
-type pageBase struct {
-	CSS template.CSS
-}
-
-func base() pageBase { return pageBase{CSS: template.CSS(reportCSSText)} }
-
-// Problem is what the error page of a request says: the HTTP status,
-// a title (default: the status), the message as text, a link to home
-// (the list of runs) and, optionally, links onwards (the runs of a sweep
-// whose own page cannot be drawn).
-type Problem struct {
-	Code       int
-	Title      string
-	Message    string
-	Home       string
-	LinksTitle string
-	Links      []Link
-}
-
-// Link is a link on a page: its text and URL.
-type Link struct {
-	Text, URL string
-}
-
-type errorPage struct {
-	pageBase
-	Problem
-	Status      string
-	CustomTitle bool
-}
-
-// WriteError writes the page of a request that failed with the HTTP
-// status code: msg, shown as text, and a link to home, the list of runs.
-func WriteError(w io.Writer, code int, msg, home string) error {
-	return WriteProblem(w, Problem{Code: code, Message: msg, Home: home})
-}
-
-// WriteProblem writes the page of a request that failed as p says.
-func WriteProblem(w io.Writer, p Problem) error {
-	page := errorPage{pageBase: base(), Problem: p, Status: http.StatusText(p.Code), CustomTitle: p.Title != ""}
-	if !page.CustomTitle {
-		page.Title = fmt.Sprintf("%d %s", p.Code, page.Status)
-	}
-	return servePages.ExecuteTemplate(w, "error.html", page)
-}
+func (ri RunEntry) Running() bool { return ri.Status == trace.StatusRunning }
 
 // runRow is a row of the index, its numbers formatted. Each cell's
 // sort key (V…) is a number, or "" for none (sorted last).
 type runRow struct {
-	RunInfo
+	RunEntry
 	Child bool // a run of a sweep, under its sweep's row
 	Open  bool // a sweep's run shown from the start
 	Pick  bool // can be picked for a diff
@@ -229,11 +130,11 @@ const dash = "—"
 // WriteIndex writes the list of the runs and sweeps in dir (as the user
 // named it), in the order given (serve lists the newest first), sortable
 // by every column, with a form that compares any two runs.
-func WriteIndex(w io.Writer, dir string, runs []RunInfo) error {
+func WriteIndex(w io.Writer, dir string, runs []RunEntry) error {
 	return servePages.ExecuteTemplate(w, "index.html", newIndexPage(dir, runs))
 }
 
-func newIndexPage(dir string, runs []RunInfo) indexPage {
+func newIndexPage(dir string, runs []RunEntry) indexPage {
 	p := indexPage{pageBase: base(), Dir: dir, Script: template.JS(indexJS)}
 	top := choiceGroup{}
 	var sweeps []choiceGroup
@@ -304,8 +205,8 @@ func spanText(r [2]int) string {
 	return fmt.Sprintf("%d–%d", r[0], r[1])
 }
 
-func newRunRow(ri RunInfo, child bool) runRow {
-	row := runRow{RunInfo: ri, Child: child, ShortName: ri.Name, Started: dash, StepText: dash, CommText: dash, BusBWText: dash, AccText: dash,
+func newRunRow(ri RunEntry, child bool) runRow {
+	row := runRow{RunEntry: ri, Child: child, ShortName: ri.Name, Started: dash, StepText: dash, CommText: dash, BusBWText: dash, AccText: dash,
 		EventsText: dash, DiskText: units.Bytes(ri.DiskBytes), BatchText: dash, GlobalText: dash, RanksText: dash, RuleText: dash, SPSText: dash}
 	if _, name, ok := strings.Cut(ri.Name, "/"); ok {
 		row.ShortName = name
@@ -329,9 +230,9 @@ func newRunRow(ri RunInfo, child bool) runRow {
 				}
 			}
 			if v := rg.Accuracy; v != nil {
-				row.AccText, row.VAcc = fmt.Sprintf("%.2f–%.2f%%", 100*v[0], 100*v[1]), num(v[1])
+				row.AccText, row.VAcc = strings.TrimSuffix(units.Percent(v[0], 2), "%")+"–"+units.Percent(v[1], 2), num(v[1])
 				if math.Round(1e4*v[0]) == math.Round(1e4*v[1]) {
-					row.AccText = fmt.Sprintf("%.2f%%", 100*v[1])
+					row.AccText = units.Percent(v[1], 2)
 				}
 			}
 		}
@@ -365,82 +266,78 @@ func newRunRow(ri RunInfo, child bool) runRow {
 	case ri.CommUnknown:
 		row.CommText = "unknown"
 	case ri.Events > 0:
-		row.CommText, row.VComm = fmt.Sprintf("%.0f%%", 100*ri.CommFraction), num(ri.CommFraction)
+		row.CommText, row.VComm = units.Percent(ri.CommFraction, 0), num(ri.CommFraction)
 	}
 	if ri.BusBWGBps > 0 {
 		row.BusBWText, row.VBusBW = units.GBps(ri.BusBWGBps), num(ri.BusBWGBps)
 	}
 	if ri.Accuracy != nil {
-		row.AccText, row.VAcc = fmt.Sprintf("%.2f%%", 100**ri.Accuracy), num(*ri.Accuracy)
+		row.AccText, row.VAcc = units.Percent(*ri.Accuracy, 2), num(*ri.Accuracy)
 	}
 	return row
 }
 
-// liveRank is a rank on the live page, its numbers formatted.
-type liveRank struct {
-	Rank          int
-	Host          string
-	Events, Bytes string
-	Pct           int
-}
-
-type livePage struct {
-	pageBase
-	Live                                     *Live
-	Data                                     template.JS
-	Format, Script                           template.JS
-	Home                                     string
-	IntervalMS                               int64
-	IntervalText                             string
-	Subtitle, Elapsed, Started, Events, Disk string
-	Updated                                  string
-	Writing                                  int
-	Ranks                                    []liveRank
-}
-
-// WriteLive writes the live page of a run being recorded, served at
-// /runs/NAME/: it shows l and fetches live.json beside it every interval
-// until the run ends, then links to the report.
-func WriteLive(w io.Writer, l *Live, interval time.Duration) error {
-	p, err := newLivePage(l, interval)
-	if err != nil {
-		return err
-	}
-	return servePages.ExecuteTemplate(w, "live.html", p)
-}
-
-func newLivePage(l *Live, interval time.Duration) (*livePage, error) {
-	// encoding/json escapes <, > and &, so nothing in the data can close
-	// its <script> element.
-	b, err := json.Marshal(l)
-	if err != nil {
-		return nil, err
-	}
-	// The page is /runs/NAME/ or /runs/SWEEP/NAME/.
-	home := strings.Repeat("../", 2+strings.Count(l.Name, "/"))
-	p := &livePage{pageBase: base(), Live: l, Data: template.JS(b), Format: template.JS(formatJS), Script: template.JS(liveJS), Home: home,
-		IntervalMS: interval.Milliseconds(), IntervalText: interval.String(),
-		Elapsed: time.Duration(l.ElapsedNS).Round(time.Second).String(), Started: "start unknown",
-		Events: fmt.Sprint(l.Events), Disk: units.Bytes(l.DiskBytes), Updated: l.Updated}
-	var sub []string
-	if l.Title != l.Name {
-		sub = append(sub, l.Title)
-	}
-	sub = append(sub, fmt.Sprintf("%d ranks", l.WorldSize), "being recorded")
-	p.Subtitle = strings.Join(sub, " · ")
-	if l.Start != "" {
-		p.Started = "started " + l.Start
-	}
-	most := int64(1)
-	for _, r := range l.Ranks {
-		most = max(most, r.Events)
-		if r.Bytes > 0 {
-			p.Writing++
+// SetConfig sets the list's configuration columns of a run from its
+// configuration and final metrics (the manifest's, or its summary's).
+func (ri *RunEntry) SetConfig(config map[string]string, metrics trace.Metrics) {
+	c := trace.ParseConfig(config)
+	if c.BatchSize > 0 {
+		ri.BatchSize = c.BatchSize
+		if ri.WorldSize > 0 {
+			ri.GlobalBatch = c.BatchSize * ri.WorldSize
 		}
 	}
-	for _, r := range l.Ranks {
-		p.Ranks = append(p.Ranks, liveRank{Rank: r.Rank, Host: r.Host, Events: fmt.Sprint(r.Events), Bytes: units.Bytes(r.Bytes),
-			Pct: int(100 * r.Events / most)})
+	ri.LRScaling = c.LRScaling
+	if w := c.WarmupEpochs; w != "" && w != "0" {
+		ri.WarmupEpochs = w
 	}
-	return p, nil
+	if acc, ok := metrics[trace.MetricTestAccuracy]; ok && !math.IsNaN(acc) && !math.IsInf(acc, 0) {
+		ri.Accuracy = &acc
+	}
+}
+
+// NewSweepRange is what the list of runs shows of a sweep's
+// configurations: the span of each of its columns.
+func NewSweepRange(sw *analyze.Sweep) *SweepRange {
+	rg := &SweepRange{}
+	first := true
+	span := func(r *[2]int, v int) {
+		if first || v < r[0] {
+			r[0] = v
+		}
+		if first || v > r[1] {
+			r[1] = v
+		}
+	}
+	for _, c := range sw.Configs {
+		span(&rg.BatchSize, c.BatchSize)
+		span(&rg.GlobalBatch, c.GlobalBatch)
+		span(&rg.Ranks, c.Ranks)
+		first = false
+		rule := c.LRScaling
+		if c.Warmup != "" && c.Warmup != "0" {
+			rule += ", warm-up " + c.Warmup
+		}
+		if rule != "" && !slices.Contains(rg.LRRules, rule) {
+			rg.LRRules = append(rg.LRRules, rule)
+		}
+		if c.SamplesPerSec.N > 0 {
+			rg.SamplesPerSec = fspan(rg.SamplesPerSec, c.SamplesPerSec.Mean)
+		}
+		if c.Accuracy.N > 0 {
+			rg.Accuracy = fspan(rg.Accuracy, c.Accuracy.Mean)
+		}
+	}
+	return rg
+}
+
+// fspan widens r (nil: empty) to hold v.
+func fspan(r *[2]float64, v float64) *[2]float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return r
+	}
+	if r == nil {
+		return &[2]float64{v, v}
+	}
+	return &[2]float64{min(r[0], v), max(r[1], v)}
 }

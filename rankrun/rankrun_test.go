@@ -4,11 +4,11 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 func TestHere(t *testing.T) {
-	for _, k := range []string{collectives.EnvRank, collectives.EnvSize, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+	for _, k := range []string{envnames.Rank, envnames.Size, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
 		"PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE"} {
 		t.Setenv(k, "")
 	}
@@ -21,7 +21,7 @@ func TestHere(t *testing.T) {
 	}
 	t.Setenv("OMPI_COMM_WORLD_RANK", "2")
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "3")
-	t.Setenv(collectives.EnvCoord, "127.0.0.1:1")
+	t.Setenv(envnames.Coord, "127.0.0.1:1")
 	job, isRank, err := Here(4, false)
 	if !isRank || err != nil || job.Rank != 2 || job.Size != 3 || job.Launcher != "openmpi" {
 		t.Errorf("under mpirun: %+v %v %v", job, isRank, err)
@@ -37,13 +37,13 @@ func TestHere(t *testing.T) {
 
 func TestKeepBatches(t *testing.T) {
 	for v, want := range map[string]bool{"": false, "on": false, "off": true} {
-		t.Setenv(EnvCompact, v)
+		t.Setenv(envnames.Compact, v)
 		if got, err := KeepBatches(); got != want || err != nil {
-			t.Errorf("%s=%q: %v %v", EnvCompact, v, got, err)
+			t.Errorf("%s=%q: %v %v", envnames.Compact, v, got, err)
 		}
 	}
-	t.Setenv(EnvCompact, "maybe")
+	t.Setenv(envnames.Compact, "maybe")
 	if _, err := KeepBatches(); err == nil {
-		t.Errorf("%s=maybe: no error", EnvCompact)
+		t.Errorf("%s=maybe: no error", envnames.Compact)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+
+	"github.com/commprof/commprof/internal/units"
 )
 
 // Stragglers says which ranks cost the others time, by what-if analysis
@@ -289,8 +291,7 @@ func depOf(op string) depMode {
 }
 
 type windowRef struct {
-	id    int   // step number, or call index
-	start int64 // recorded
+	id int // step number, or call index
 }
 
 // stragglers replays the run. steps are each rank's step spans.
@@ -467,7 +468,7 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		case gains[best]-median(rest) <= bound:
 			why = "within the run's noise"
 		case !bigEnough(gains[best]):
-			why = fmt.Sprintf("above the run's noise but under %.0f%% of the run", 100*nameShare)
+			why = fmt.Sprintf("above the run's noise but under %s of the run", units.Percent(nameShare, 0))
 		case oneHiccup(per[best], pool, gains[best]):
 			why = fmt.Sprintf("above the run's noise, but most of it in one %s, under %d times the longest any other rank cost: one hiccup, as a busy machine has",
 				out.Basis, nameHiccup)

@@ -1,4 +1,4 @@
-package main
+package driver
 
 import (
 	"context"
@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/commprof/commprof/internal/rankrun"
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/internal/rundir"
+	"github.com/commprof/commprof/internal/self"
 	"github.com/commprof/commprof/interpose/pmpi"
+	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -31,7 +33,7 @@ func ownRanks(args []string) bool { return ownRanksAt(args) > 0 }
 // ownRanksAt is the index of commprof's rank command (bench, train) in a
 // launcher's command line, 0 if there is none.
 func ownRanksAt(args []string) int {
-	exe, _ := os.Executable()
+	exe, _ := self.Path()
 	for i := 1; i+1 < len(args); i++ {
 		b := filepath.Base(args[i])
 		if (b == "commprof" || args[i] == exe || (exe != "" && b == filepath.Base(exe))) && rankCommands[args[i+1]] {
@@ -62,7 +64,7 @@ func mpiName(args []string) string {
 			prog = filepath.Base(args[i+1])
 		}
 		prog = strings.TrimSuffix(prog, filepath.Ext(prog))
-		if n := strings.Trim(unsafeName.ReplaceAllString(prog, "-"), "-"); n != "" {
+		if n := rundir.SafeName(prog); n != "" {
 			return "mpi-" + n
 		}
 		return ""
@@ -84,29 +86,29 @@ func isProgram(a string) bool {
 // prepareMPI plans the recording of a launcher's program through the
 // PMPI library; it returns nil when the launcher starts commprof's own
 // ranks.
-func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecording, error) {
+func prepareMPI(ctx context.Context, o *RecordOptions, args []string) (*mpiRecording, error) {
 	if ownRanks(args) {
 		return nil, nil
 	}
 	var flavor pmpi.Flavor
-	if o.mpi != "" {
-		f, err := pmpi.ParseFlavor(o.mpi)
+	if o.MPI != "" {
+		f, err := pmpi.ParseFlavor(o.MPI)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--mpi: %w", err)}
+			return nil, UsageError{Err: fmt.Errorf("--mpi: %w", err)}
 		}
 		flavor = f
 	}
 	if _, err := rankrun.KeepBatches(); err != nil {
-		return nil, usageError{err}
+		return nil, UsageError{Err: err}
 	}
-	exe, err := os.Executable()
+	exe, err := self.Path()
 	if err != nil {
-		return nil, fmt.Errorf("finding the commprof binary, beside which the PMPI library lies: %w", err)
+		return nil, fmt.Errorf("%w, beside which the PMPI library lies", err)
 	}
 	plan, err := pmpi.Prepare(ctx, args, pmpi.PrepareOptions{Flavor: flavor, Exe: exe,
-		Pass: []string{rankrun.EnvTraceDir, rankrun.EnvRunID, rankrun.EnvRunName, rankrun.EnvCommand}})
+		Pass: []string{envnames.TraceDir, envnames.RunID, envnames.RunName, envnames.Command}})
 	if errors.Is(err, pmpi.ErrNoFlavor) {
-		return nil, usageError{err}
+		return nil, UsageError{Err: err}
 	}
 	if err != nil {
 		return nil, err
@@ -117,13 +119,13 @@ func prepareMPI(ctx context.Context, o *recordOptions, args []string) (*mpiRecor
 // finish completes the run once the launcher has exited: the manifest,
 // the streams compacted, the summary; and it says why when nothing was
 // recorded.
-func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string, o *recordOptions, codec trace.Codec, runErr error, interrupted bool, started time.Time) error {
+func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string, o *RecordOptions, codec trace.Codec, runErr error, interrupted bool, started time.Time) error {
 	dir := rd.Path
-	warn := func(err error) { fmt.Fprintf(o.stderr, "commprof: warning: %v\n", err) }
+	warn := func(err error) { fmt.Fprintf(o.Stderr, "commprof: warning: %v\n", err) }
 	m, err := pmpi.Finish(dir, pmpi.FinishOptions{Name: name, RunID: runID,
 		Command: append([]string{"commprof", "record", "--"}, args...), Flavor: r.plan.Flavor,
-		CommprofVersion: versionString(), Start: started, LauncherErr: runErr, Interrupted: interrupted,
-		Compact: os.Getenv(rankrun.EnvCompact) != "off", Codec: codec, Warn: warn})
+		CommprofVersion: o.Version, Start: started, LauncherErr: runErr, Interrupted: interrupted,
+		Compact: os.Getenv(envnames.Compact) != "off", Codec: codec, Warn: warn})
 	if errors.Is(err, pmpi.ErrNotRecorded) {
 		rd.Discard() // only if empty: it was made for this run
 		return notRecorded(context.Background(), r.plan, args, dir, runErr)
@@ -131,7 +133,7 @@ func (r *mpiRecording) finish(rd *rundir.Dir, name, runID string, args []string,
 	if err != nil {
 		return fmt.Errorf("completing the run manifest in %s: %w", dir, err)
 	}
-	summarize(o.stdout, o.stderr, dir, started)
+	printRecorded(o.Stdout, o.Stderr, dir, started)
 	switch {
 	case interrupted:
 		return fmt.Errorf("recording interrupted; what was recorded is in %s: %w", dir, context.Canceled)

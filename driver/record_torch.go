@@ -1,4 +1,4 @@
-package main
+package driver
 
 import (
 	"context"
@@ -38,11 +38,11 @@ func torchName(args []string) string {
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if a == "-m" && i+1 < len(args) && !torch.IsTorchLauncher(args) {
-			return "torch-" + strings.Trim(unsafeName.ReplaceAllString(args[i+1], "-"), "-")
+			return "torch-" + rundir.SafeName(args[i+1])
 		}
 		if strings.HasSuffix(a, ".py") {
 			n := strings.TrimSuffix(filepath.Base(a), ".py")
-			return "torch-" + strings.Trim(unsafeName.ReplaceAllString(n, "-"), "-")
+			return "torch-" + rundir.SafeName(n)
 		}
 	}
 	return "torch"
@@ -50,7 +50,7 @@ func torchName(args []string) string {
 
 // recordTorch runs a PyTorch job with commprof's recorder on its Python
 // path and turns what its ranks spooled into the run.
-func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, env []string, name, runID string, codec trace.Codec, started time.Time) error {
+func recordTorch(ctx context.Context, o *RecordOptions, rd *rundir.Dir, args, env []string, name, runID string, codec trace.Codec, started time.Time) error {
 	dir := rd.Path
 	asTyped := args
 	pydir, err := torch.Startup("")
@@ -72,16 +72,16 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 	var mpi *mpiRecording
 	switch {
 	case local:
-		if o.ranks < 1 {
+		if o.Ranks < 1 {
 			rd.Discard()
-			return usagef("--ranks %d: want at least 1", o.ranks)
+			return Usagef("--ranks %d: want at least 1", o.Ranks)
 		}
 		path, err := exec.LookPath(args[0])
 		if err != nil {
 			rd.Discard()
 			return fmt.Errorf("finding %s: %w", args[0], err)
 		}
-		runErr = launch.Run(ctx, launch.Spec{Ranks: o.ranks, Path: path, Args: args[1:], Env: env, Stdout: o.stdout, Stderr: o.stderr})
+		runErr = launch.Run(ctx, launch.Spec{Ranks: o.Ranks, Path: path, Args: args[1:], Env: env, Stdout: o.Stdout, Stderr: o.Stderr})
 	default:
 		launcher = "torchrun"
 		argv, extra := args, []string(nil)
@@ -110,7 +110,7 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 		}
 		c := exec.Command(argv[0], argv[1:]...)
 		c.Env = append(append(os.Environ(), env...), extra...)
-		c.Stdin, c.Stdout, c.Stderr = o.stdin, o.stdout, o.stderr
+		c.Stdin, c.Stdout, c.Stderr = o.Stdin, o.Stdout, o.Stderr
 		if err := c.Start(); err != nil {
 			rd.Discard()
 			return fmt.Errorf("starting %s: %w", args[0], err)
@@ -136,9 +136,9 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 	if mpi != nil && len(torch.Spools(dir)) == 0 {
 		return mpi.finish(rd, name, runID, args, o, codec, runErr, interrupted, started)
 	}
-	warn := func(err error) { fmt.Fprintf(o.stderr, "commprof: warning: %v\n", err) }
+	warn := func(err error) { fmt.Fprintf(o.Stderr, "commprof: warning: %v\n", err) }
 	m, err := torch.Finish(dir, torch.FinishOptions{Name: name, RunID: runID, Command: append([]string{"commprof", "record", "--"}, asTyped...),
-		Launcher: launcher, CommprofVersion: versionString(), Start: started, LauncherErr: runErr, Interrupted: interrupted,
+		Launcher: launcher, CommprofVersion: o.Version, Start: started, LauncherErr: runErr, Interrupted: interrupted,
 		Codec: codec, Warn: warn, Args: args})
 	if errors.Is(err, torch.ErrNotRecorded) {
 		rd.Discard()
@@ -156,7 +156,7 @@ func recordTorch(ctx context.Context, o *recordOptions, rd *rundir.Dir, args, en
 	if err != nil {
 		return fmt.Errorf("completing the run in %s: %w", dir, err)
 	}
-	summarize(o.stdout, o.stderr, dir, started)
+	printRecorded(o.Stdout, o.Stderr, dir, started)
 	switch {
 	case interrupted:
 		return fmt.Errorf("recording interrupted; what was recorded is in %s: %w", dir, context.Canceled)
@@ -191,7 +191,7 @@ const systemPython = "/usr/bin/python3"
 // pythonWithTorch returns args with an interpreter that can import torch:
 // when the python3 on the PATH (a pyenv shim, a virtual environment)
 // cannot and the system's can, the system's, saying so.
-func pythonWithTorch(ctx context.Context, args []string, o *recordOptions) []string {
+func pythonWithTorch(ctx context.Context, args []string, o *RecordOptions) []string {
 	if strings.Contains(args[0], "/") {
 		return args // the user named one
 	}
@@ -204,6 +204,6 @@ func pythonWithTorch(ctx context.Context, args []string, o *recordOptions) []str
 	if err != nil || has(path) || path == systemPython || !has(systemPython) {
 		return args
 	}
-	fmt.Fprintf(o.stderr, "commprof: %s (%s) cannot import torch; running the job with %s, which can\n", args[0], path, systemPython)
+	fmt.Fprintf(o.Stderr, "commprof: %s (%s) cannot import torch; running the job with %s, which can\n", args[0], path, systemPython)
 	return append([]string{systemPython}, args[1:]...)
 }

@@ -25,30 +25,10 @@ import (
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/envnames"
+	"github.com/commprof/commprof/internal/self"
 	"github.com/commprof/commprof/interpose"
 	"github.com/commprof/commprof/launch"
 	"github.com/commprof/commprof/trace"
-)
-
-// The environment `commprof record` hands the ranks (directly, or through
-// a launcher such as mpirun) so that they record (internal/envnames says
-// what each means).
-const (
-	EnvTraceDir = envnames.TraceDir
-	EnvRunID    = envnames.RunID
-	EnvRunName  = envnames.RunName
-	EnvCodec    = envnames.Codec
-	EnvCommand  = envnames.Command
-	EnvFlush    = envnames.Flush
-	EnvCompact  = envnames.Compact
-	// EnvProgress is "1" when the commprof that started the ranks writes
-	// to a terminal, "0" when not: rank 0 shows its progress only on a
-	// terminal (a bar would stay in a log or a pipe), and its own stderr
-	// is always a pipe to the starter.
-	EnvProgress = "COMMPROF_PROGRESS"
-	// EnvCPUProfile, when set, is the prefix of a CPU profile each rank
-	// writes (PREFIX.rankN).
-	EnvCPUProfile = "COMMPROF_CPUPROFILE"
 )
 
 // RanksError is Here's error when the rank count asked for is wrong: a
@@ -78,23 +58,23 @@ func Here(ranks int, ranksSet bool) (collectives.Job, bool, error) {
 // Start runs this same program with args on n local ranks, their output
 // forwarded to stdout and stderr, env added to their environment.
 func Start(ctx context.Context, n int, args []string, env []string, stdout, stderr io.Writer, stderrTTY bool) error {
-	exe, err := os.Executable()
+	exe, err := self.Path()
 	if err != nil {
-		return fmt.Errorf("finding the commprof binary to start ranks: %w", err)
+		return fmt.Errorf("starting ranks: %w", err)
 	}
 	progress := "0"
 	if stderrTTY {
 		progress = "1"
 	}
-	env = append(slices.Clip(env), EnvProgress+"="+progress)
+	env = append(slices.Clip(env), envnames.Progress+"="+progress)
 	return launch.Run(ctx, launch.Spec{Ranks: n, Path: exe, Args: args, Env: env, Stdout: stdout, Stderr: stderr})
 }
 
 // Progress reports whether this process may show progress bars: as the
-// commprof that started it as a rank says (EnvProgress), else whether its
+// commprof that started it as a rank says (envnames.Progress), else whether its
 // own stderr is a terminal.
 func Progress(stderrTTY bool) bool {
-	if v, ok := os.LookupEnv(EnvProgress); ok {
+	if v, ok := os.LookupEnv(envnames.Progress); ok {
 		return v == "1"
 	}
 	return stderrTTY
@@ -126,18 +106,18 @@ type Spec struct {
 }
 
 // Run joins the job, runs program on the world communicator (recording
-// it when EnvTraceDir is set), and on failure aborts the job so every
+// it when envnames.TraceDir is set), and on failure aborts the job so every
 // other rank stops with this rank's reason.
 func Run(ctx context.Context, s Spec, program func(context.Context, collectives.Communicator, Tools) error) error {
 	job, cfg := s.Job, s.Collectives
-	if prefix := os.Getenv(EnvCPUProfile); prefix != "" {
+	if prefix := os.Getenv(envnames.CPUProfile); prefix != "" {
 		pf, err := os.Create(fmt.Sprintf("%s.rank%d", prefix, job.Rank))
 		if err != nil {
-			return fmt.Errorf("%s: %w", EnvCPUProfile, err)
+			return fmt.Errorf("%s: %w", envnames.CPUProfile, err)
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return fmt.Errorf("%s: %w", EnvCPUProfile, err)
+			return fmt.Errorf("%s: %w", envnames.CPUProfile, err)
 		}
 		defer pprof.StopCPUProfile()
 	}
@@ -177,9 +157,9 @@ func Run(ctx context.Context, s Spec, program func(context.Context, collectives.
 	// The recorder once there is one, for the stall helpers' reports.
 	var stallRec atomic.Pointer[interpose.Recorder]
 	if !plan.Empty() {
-		exe, err := os.Executable()
+		exe, err := self.Path()
 		if err != nil {
-			return fail(fmt.Errorf("injecting faults: finding the commprof binary: %w", err))
+			return fail(fmt.Errorf("injecting faults: %w", err))
 		}
 		stopHelpers, err := plan.Start(exe, func(from, to int64) {
 			if rec := stallRec.Load(); rec != nil {
@@ -193,7 +173,7 @@ func Run(ctx context.Context, s Spec, program func(context.Context, collectives.
 	}
 	transport := plan.WrapTransport(tr)
 	var session *interpose.Session
-	if dir := os.Getenv(EnvTraceDir); dir != "" {
+	if dir := os.Getenv(envnames.TraceDir); dir != "" {
 		if session, err = startSession(ctx, s, dir, tr, transport, peers); err != nil {
 			return fail(err)
 		}
@@ -235,22 +215,22 @@ func Run(ctx context.Context, s Spec, program func(context.Context, collectives.
 // startSession starts recording this rank into dir, as the environment
 // record set says.
 func startSession(ctx context.Context, s Spec, dir string, tr collectives.Transport, inner collectives.Transport, peers []collectives.Peer) (*interpose.Session, error) {
-	codec, err := trace.ParseCodec(os.Getenv(EnvCodec))
+	codec, err := trace.ParseCodec(os.Getenv(envnames.Codec))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvCodec, err)
+		return nil, fmt.Errorf("%s: %w", envnames.Codec, err)
 	}
-	m := trace.Manifest{CommprofVersion: s.Version, RunID: os.Getenv(EnvRunID), Name: os.Getenv(EnvRunName),
+	m := trace.Manifest{CommprofVersion: s.Version, RunID: os.Getenv(envnames.RunID), Name: os.Getenv(envnames.RunName),
 		Launcher: s.Job.Launcher, Config: s.Config, Command: os.Args, Injected: inject.Strings(s.Faults)}
-	if js := os.Getenv(EnvCommand); js != "" {
+	if js := os.Getenv(envnames.Command); js != "" {
 		_ = json.Unmarshal([]byte(js), &m.Command)
 	}
 	if m.Name == "" {
 		m.Name = filepath.Base(dir)
 	}
 	var ropt interpose.RecorderOptions
-	if v := os.Getenv(EnvFlush); v != "" {
+	if v := os.Getenv(envnames.Flush); v != "" {
 		if ropt.FlushEvery, err = time.ParseDuration(v); err != nil || ropt.FlushEvery <= 0 {
-			return nil, fmt.Errorf("%s=%q: want a duration such as 1s", EnvFlush, v)
+			return nil, fmt.Errorf("%s=%q: want a duration such as 1s", envnames.Flush, v)
 		}
 	}
 	keep, err := KeepBatches()
@@ -265,16 +245,16 @@ func startSession(ctx context.Context, s Spec, dir string, tr collectives.Transp
 		Recorder: ropt, KeepBatches: keep, Warn: warn, Inner: inner})
 }
 
-// KeepBatches reads EnvCompact: whether a recording keeps its streams as
+// KeepBatches reads envnames.Compact: whether a recording keeps its streams as
 // written (off) rather than rewriting them as large batches at a clean
 // end (on, the default).
 func KeepBatches() (bool, error) {
-	switch v := os.Getenv(EnvCompact); v {
+	switch v := os.Getenv(envnames.Compact); v {
 	case "", "on":
 		return false, nil
 	case "off":
 		return true, nil
 	default:
-		return false, fmt.Errorf("%s=%q: want on or off", EnvCompact, v)
+		return false, fmt.Errorf("%s=%q: want on or off", envnames.Compact, v)
 	}
 }

@@ -1,0 +1,256 @@
+package analyze
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/commprof/commprof/trace"
+)
+
+// Each rank's figures: its spans of work and communication, waits,
+// lateness, and the run's extent (hosts, ranks beyond the world).
+
+// rankSpans is one rank's time in communication: comm is when a
+// collective or point-to-point call was in flight, exposed the part of it
+// the program was blocked on (a blocking call, or its wait on a
+// non-blocking one); the rest of comm ran behind the program's work.
+type rankSpans struct {
+	comm, exposed, compute []span
+}
+
+// spans computes every rank's rankSpans. A run recorded before wait
+// events existed has no way to tell when its program was blocked: there,
+// as then, the communication not covered by compute spans is exposed.
+// A point-to-point message the program waited for (Isend, Irecv) blocked
+// it only while it waited; another (Send, Recv) for its whole span.
+func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) []rankSpans {
+	haveWaits := false
+	for _, rs := range ranks {
+		haveWaits = haveWaits || len(rs.waits) > 0
+	}
+	comm := make([][]span, world)
+	blocked := make([][]span, world)
+	for _, c := range calls {
+		sp := span{c.start, c.start + c.dur}
+		comm[c.rank] = append(comm[c.rank], sp)
+		if !c.nonBlocking {
+			blocked[c.rank] = append(blocked[c.rank], sp)
+		}
+	}
+	out := make([]rankSpans, world)
+	for _, rs := range ranks {
+		r := rs.rank
+		comm[r] = append(comm[r], rs.p2p...)
+		cs := union(comm[r])
+		ps := union(slices.Clone(rs.compute))
+		var ex []span
+		if haveWaits {
+			bl := blocked[r]
+			waited := map[p2pWaitKey]int{}
+			for _, w := range rs.waits {
+				bl = append(bl, span{w.start, w.end})
+				if w.name == s.p2p {
+					waited[p2pWaitKey{w.comm, w.peer, w.seq, w.bytes, w.end}]++
+				}
+			}
+			for i, m := range rs.p2pMsgs {
+				if k := (p2pWaitKey{m.comm, m.peer, m.tag, m.bytes, m.end}); waited[k] > 0 {
+					waited[k]--
+					continue
+				}
+				bl = append(bl, rs.p2p[i])
+			}
+			ex = intersect(cs, union(bl))
+		} else {
+			ex = subtract(cs, intersect(cs, ps))
+		}
+		out[r] = rankSpans{comm: cs, exposed: ex, compute: ps}
+	}
+	return out
+}
+
+func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64, sp []rankSpans, world int) []RankStats {
+	wait := rankWaits(calls, waits, world)
+	var shared [][]span // per rank: its calls that other ranks hold too
+	if m := s.meta.Manifest; m != nil && m.Source != nil && m.Source.PartialRanks {
+		shared = sharedCalls(calls, inst, world)
+	}
+	lastN, late, lateN := lateness(calls, inst, world)
+	out := make([]RankStats, 0, len(ranks))
+	for _, rs := range ranks {
+		r := rs.rank
+		x := sp[r]
+		st := RankStats{Rank: r, Host: rs.host, Events: rs.events, ComputeNS: length(x.compute), CommNS: length(x.comm),
+			ExposedNS: length(x.exposed), WaitNS: wait[r], RecvWaitNS: rs.recvWait, SendNS: rs.sendNS, RecvNS: rs.recvNS,
+			BytesSent: rs.bytesSent, BytesRecv: rs.bytesRecv, MsgsSent: rs.msgsSent, MsgsRecv: rs.msgsRecv,
+			LocalBytes: rs.selfBytes, LocalMsgs: rs.selfMsgs, LastArrivals: lastN[r], Truncated: rs.truncated}
+		if shared != nil {
+			// Ranks hold different calls: what each spent in the calls
+			// several ranks hold, so that the ranks compare.
+			sh := union(shared[r])
+			st.CommNS, st.ExposedNS = length(sh), length(intersect(sh, x.exposed))
+		}
+		st.OverlappedNS = st.CommNS - st.ExposedNS
+		if lateN[r] > 0 {
+			st.MeanLateNS = late[r] / float64(lateN[r])
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// rankWaits is each rank's time waiting for the last rank to arrive: the
+// union of its waits, since calls that overlap on a rank (non-blocking
+// ones, Horovod's concurrent negotiations) wait at the same time.
+func rankWaits(calls []callRec, waits []int64, world int) []int64 {
+	per := make([][]span, world)
+	for i, c := range calls {
+		if waits[i] > 0 {
+			per[c.rank] = append(per[c.rank], span{c.start, c.start + waits[i]})
+		}
+	}
+	out := make([]int64, world)
+	for r, sp := range per {
+		out[r] = length(union(sp))
+	}
+	return out
+}
+
+// sharedCalls returns, per rank, the spans of its calls that at least one
+// other rank holds too.
+func sharedCalls(calls []callRec, inst [][2]int, world int) [][]span {
+	out := make([][]span, world)
+	for _, in := range inst {
+		if in[1]-in[0] < 2 {
+			continue
+		}
+		for _, c := range calls[in[0]:in[1]] {
+			out[c.rank] = append(out[c.rank], span{c.start, c.start + c.dur})
+		}
+	}
+	return out
+}
+
+// lateness counts, per rank, the multi-rank calls it arrived last in and
+// sums its arrival minus the mean arrival of the others.
+func lateness(calls []callRec, inst [][2]int, world int) (lastN []int64, late []float64, n []int64) {
+	lastN, late, n = make([]int64, world), make([]float64, world), make([]int64, world)
+	for _, in := range inst {
+		k := in[1] - in[0]
+		if k < 2 {
+			continue
+		}
+		var sum float64
+		li, first := in[0], calls[in[0]].start
+		for j := in[0]; j < in[1]; j++ {
+			sum += float64(calls[j].start)
+			first = min(first, calls[j].start)
+			if calls[j].start > calls[li].start {
+				li = j
+			}
+		}
+		if calls[li].start > first {
+			lastN[calls[li].rank]++
+		}
+		for j := in[0]; j < in[1]; j++ {
+			others := (sum - float64(calls[j].start)) / float64(k-1)
+			late[calls[j].rank] += float64(calls[j].start) - others
+			n[calls[j].rank]++
+		}
+	}
+	return lastN, late, n
+}
+
+// extent returns how many ranks the rank-by-rank tables (the traffic
+// matrices, the skew series) span: the ranks that have streams and the
+// peers their messages name, and the world of the run's manifest when it
+// is no larger. A rank far beyond how many distinct ranks the run shows
+// (a world_size of a million read from run.json, a damaged peer value, a
+// lone stream named rank-1048575) would make the n × n tables grow with
+// one value read from a file instead of the run's content: such ranks
+// are left out of the tables, and far lists a problem for each, naming
+// its stream and column.
+func (s *Summarizer) extent(ranks []*RankSummarizer) (n int, far []string) {
+	type origin struct {
+		rank int32  // the stream that names it
+		col  string // as its own rank, or as a peer
+	}
+	var dense [denseRanks]bool
+	seen := map[int32]origin{} // ranks from denseRanks on
+	distinct := 0
+	see := func(r int32, o origin) {
+		if r < denseRanks {
+			if !dense[r] {
+				dense[r] = true
+				distinct++
+			}
+			return
+		}
+		if _, ok := seen[r]; !ok {
+			seen[r] = o
+			distinct++
+		}
+	}
+	for _, rs := range ranks {
+		see(int32(rs.rank), origin{int32(rs.rank), trace.ColRank})
+	}
+	for _, rs := range ranks {
+		peer := origin{int32(rs.rank), trace.ColPeer}
+		for name, st := range rs.sendNSTo {
+			for p, ns := range st {
+				if ns > 0 {
+					see(int32(p), peer)
+				}
+			}
+			for p := range rs.sendFar[name] {
+				see(p, peer)
+			}
+		}
+		for _, acc := range rs.matrices {
+			for p, msgs := range acc.msgs {
+				if msgs > 0 {
+					see(int32(p), peer)
+				}
+			}
+			for p := range acc.far {
+				see(p, peer)
+			}
+		}
+	}
+	// A run that shows k distinct ranks spans at most 2k+64 of them: a
+	// world where most ranks left no trace still gets its tables, one
+	// where a single rank is numbered in the millions does not.
+	bound := 2*distinct + 64
+	for r := range denseRanks {
+		if dense[r] && r < bound {
+			n = r + 1
+		}
+	}
+	var left []int32
+	for r := range seen {
+		if int(r) < bound {
+			n = max(n, int(r)+1)
+		} else {
+			left = append(left, r)
+		}
+	}
+	if w := s.meta.WorldSize; w <= bound {
+		n = max(n, w)
+	}
+	slices.Sort(left)
+	for i, r := range left {
+		if i == 8 {
+			far = append(far, fmt.Sprintf("%d more ranks far beyond the %d the run shows are left out of the traffic matrices and the skew series", len(left)-i, distinct))
+			break
+		}
+		o := seen[r]
+		if o.col == trace.ColRank {
+			far = append(far, fmt.Sprintf("%s: column %s is %d, far beyond the %d ranks the run shows; this rank is left out of the traffic matrices and the skew series",
+				trace.RankFile(int(o.rank)), o.col, r, distinct))
+		} else {
+			far = append(far, fmt.Sprintf("%s (rank %d): column %s names rank %d, far beyond the %d ranks the run shows; its traffic with it is left out of the traffic matrices",
+				trace.RankFile(int(o.rank)), o.rank, o.col, r, distinct))
+		}
+	}
+	return n, far
+}

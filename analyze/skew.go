@@ -1,0 +1,162 @@
+package analyze
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Arrival skew at collectives, over the run and per label.
+
+// skewSeriesMax is how many world calls the skew heatmap samples.
+const skewSeriesMax = 400
+
+// skew measures arrival skew; rows is one more than the highest rank
+// with a stream, n the extent of the sampled series' rows (see extent).
+func (s *Summarizer) skew(calls []callRec, inst [][2]int, rows, n int) Skew {
+	sk := Skew{Ranking: []int{}, ByOp: []OpSkew{}, Series: SkewSeries{Seq: []int64{}, Op: []string{}, Label: []string{}, Offset: [][]int64{}}}
+	all := make([]int64, 0, len(inst))
+	byOp := map[int32][]int64{}
+	worldID, hasWorld := s.strIdx["world"]
+	var worldInst [][2]int
+	for _, in := range inst {
+		if in[1]-in[0] < 2 || untimed(calls, in) {
+			continue
+		}
+		first, last := calls[in[0]].start, calls[in[0]].start
+		for _, c := range calls[in[0]:in[1]] {
+			first, last = min(first, c.start), max(last, c.start)
+		}
+		all = append(all, last-first)
+		byOp[calls[in[0]].name] = append(byOp[calls[in[0]].name], last-first)
+		if hasWorld && calls[in[0]].comm == worldID {
+			worldInst = append(worldInst, in)
+		}
+	}
+	sk.Calls = int64(len(all))
+	sk.Dist = dist(all)
+	sk.ByLabel, sk.LabelSeries = s.labelSkew(calls, inst)
+	for name, d := range byOp {
+		sk.ByOp = append(sk.ByOp, OpSkew{Op: s.str(name), Dist: dist(d)})
+	}
+	sort.Slice(sk.ByOp, func(i, j int) bool { return sk.ByOp[i].Op < sk.ByOp[j].Op })
+	lastN, late, cnt := lateness(calls, inst, rows)
+	for r := range rows {
+		if cnt[r] > 0 {
+			sk.Ranking = append(sk.Ranking, r)
+		}
+	}
+	sort.SliceStable(sk.Ranking, func(i, j int) bool {
+		a, b := sk.Ranking[i], sk.Ranking[j]
+		if lastN[a] != lastN[b] {
+			return lastN[a] > lastN[b]
+		}
+		return late[a]/float64(cnt[a]) > late[b]/float64(cnt[b])
+	})
+	stride := max(1, (len(worldInst)+skewSeriesMax-1)/skewSeriesMax)
+	for i := 0; i < len(worldInst); i += stride {
+		in := worldInst[i]
+		first := calls[in[0]].start
+		for _, c := range calls[in[0]:in[1]] {
+			first = min(first, c.start)
+		}
+		row := make([]int64, n)
+		for r := range row {
+			row[r] = -1
+		}
+		for _, c := range calls[in[0]:in[1]] {
+			if int(c.rank) < n {
+				row[c.rank] = c.start - first
+			}
+		}
+		sk.Series.Seq = append(sk.Series.Seq, calls[in[0]].seq)
+		sk.Series.Op = append(sk.Series.Op, s.str(calls[in[0]].name))
+		sk.Series.Label = append(sk.Series.Label, s.str(calls[in[0]].label))
+		sk.Series.Offset = append(sk.Series.Offset, row)
+	}
+	return sk
+}
+
+// labelSkew is arrival skew per label (tensor), and every labelled call
+// over time.
+func (s *Summarizer) labelSkew(calls []callRec, inst [][2]int) ([]LabelSkew, LabelSeries) {
+	type acc struct {
+		st    LabelSkew
+		skews []int64
+		last  map[int]*LastRank
+	}
+	by := map[int32]*acc{}
+	type point struct {
+		at, skew int64
+		label    int32
+		last     int
+	}
+	var pts []point
+	for _, in := range inst {
+		c0 := calls[in[0]]
+		if in[1]-in[0] < 2 || c0.label == 0 || untimed(calls, in) {
+			continue
+		}
+		first, last, next, who := c0.start, int64(-1<<62), int64(-1<<62), -1
+		var wait int64
+		for _, c := range calls[in[0]:in[1]] {
+			first = min(first, c.start)
+			switch {
+			case c.start > last:
+				next, last, who = last, c.start, int(c.rank)
+			case c.start > next:
+				next = c.start
+			}
+		}
+		for _, c := range calls[in[0]:in[1]] {
+			wait += min(last-c.start, c.dur)
+		}
+		a := by[c0.label]
+		if a == nil {
+			a = &acc{st: LabelSkew{Label: s.str(c0.label), Op: s.str(c0.name)}, last: map[int]*LastRank{}}
+			by[c0.label] = a
+		}
+		a.st.Calls++
+		a.st.Bytes = max(a.st.Bytes, c0.bytes)
+		a.st.WaitNS += wait
+		a.skews = append(a.skews, last-first)
+		if last > first && who >= 0 {
+			lr := a.last[who]
+			if lr == nil {
+				lr = &LastRank{Rank: who}
+				a.last[who] = lr
+			}
+			lr.Calls++
+			lr.LateNS += last - next
+		}
+		pts = append(pts, point{first, last - first, c0.label, who})
+	}
+	out := []LabelSkew{}
+	for _, a := range by {
+		a.st.Dist = dist(a.skews)
+		for _, lr := range a.last {
+			a.st.Last = append(a.st.Last, *lr)
+		}
+		slices.SortFunc(a.st.Last, func(x, y LastRank) int { return cmp.Or(cmp.Compare(y.LateNS, x.LateNS), cmp.Compare(x.Rank, y.Rank)) })
+		a.st.Last = orEmpty(a.st.Last)
+		out = append(out, a.st)
+	}
+	slices.SortFunc(out, func(x, y LabelSkew) int {
+		return cmp.Or(cmp.Compare(y.WaitNS, x.WaitNS), strings.Compare(x.Label, y.Label))
+	})
+	if len(out) > 200 {
+		out = out[:200]
+	}
+	slices.SortFunc(pts, func(x, y point) int { return cmp.Compare(x.at, y.at) })
+	ser := LabelSeries{AtNS: []int64{}, Label: []string{}, SkewNS: []int64{}, Last: []int{}}
+	stride := max(1, (len(pts)+1999)/2000)
+	for i := 0; i < len(pts); i += stride {
+		p := pts[i]
+		ser.AtNS = append(ser.AtNS, p.at)
+		ser.Label = append(ser.Label, s.str(p.label))
+		ser.SkewNS = append(ser.SkewNS, p.skew)
+		ser.Last = append(ser.Last, p.last)
+	}
+	return out, ser
+}
