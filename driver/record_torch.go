@@ -68,7 +68,7 @@ func recordTorch(ctx context.Context, o *RecordOptions, rd *rundir.Dir, args, en
 	if torch.IsPython(args) {
 		args = pythonWithTorch(ctx, args, o)
 	}
-	var runErr error
+	var runErr, pmpiErr error
 	var mpi *mpiRecording
 	switch {
 	case local:
@@ -95,12 +95,12 @@ func recordTorch(ctx context.Context, o *RecordOptions, rd *rundir.Dir, args, en
 			}
 			// An mpi4py program among them is recorded by the PMPI
 			// library (srun belongs to no MPI: there is none to choose).
+			// Without the library (commprof installed without it), the
+			// torch job is recorded all the same.
 			if filepath.Base(args[0]) != "srun" {
-				if mpi, err = prepareMPI(ctx, o, args); err != nil {
-					rd.Discard() // made for this run, and empty
-					return err
-				}
-				if mpi != nil {
+				if mpi, pmpiErr = prepareMPI(ctx, o, args); pmpiErr != nil {
+					mpi = nil
+				} else if mpi != nil {
 					argv, extra = mpi.plan.Args, mpi.plan.Env
 				}
 			}
@@ -149,6 +149,9 @@ func recordTorch(ctx context.Context, o *RecordOptions, rd *rundir.Dir, args, en
 				why += ". If the launcher itself failed (torchrun of PyTorch 1.13 does on Python 3.11), " +
 					"commprof record --ranks N -- python3 SCRIPT [ARGS] starts the same ranks with torchrun's environment"
 			}
+		}
+		if pmpiErr != nil {
+			why += fmt.Sprintf(" (nor could an mpi4py program be: %v)", pmpiErr)
 		}
 		return fmt.Errorf("%s. commprof records PyTorch jobs through a startup module it puts first on PYTHONPATH: "+
 			"check that the program imports torch.distributed and calls init_process_group, and that the interpreter is the one with torch (%s)", why, pythonOf(args))

@@ -555,3 +555,48 @@ for i in range(a.steps):
 		}
 	}
 }
+
+// TestTorchUnderMpirun: a torch job started by Open MPI's mpirun is
+// recorded as a PyTorch run, its ranks taking RANK and WORLD_SIZE from
+// mpirun's variables.
+func TestTorchUnderMpirun(t *testing.T) {
+	py := torchPython(t)
+	mpirun, err := exec.LookPath("mpirun.openmpi")
+	if err != nil {
+		t.Skip("no Open MPI mpirun here")
+	}
+	script := writeScript(t, `
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+assert dist.get_world_size() == 2 and os.environ["RANK"] == os.environ["OMPI_COMM_WORLD_RANK"]
+dist.all_reduce(torch.ones(10))
+dist.all_reduce(torch.ones(20))
+`)
+	out := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := inProcess(t, "record", "--out", out, "--", mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", py, script)
+	if code != 0 {
+		t.Fatalf("record exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	m, err := trace.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Launcher != "mpi" || m.Source == nil || m.Source.Format != "pytorch" || m.WorldSize != 2 || m.Status != trace.StatusComplete {
+		t.Errorf("manifest: launcher %q, source %+v, world %d, status %s", m.Launcher, m.Source, m.WorldSize, m.Status)
+	}
+	run, err := trace.ReadRun(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rk := range run.Ranks {
+		var bytes []int64
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindCollective {
+				bytes = append(bytes, e.Bytes)
+			}
+		}
+		if fmt.Sprint(bytes) != "[40 80]" {
+			t.Errorf("rank %d: allreduces of %v bytes, want [40 80]", rk.Info.Rank, bytes)
+		}
+	}
+}
