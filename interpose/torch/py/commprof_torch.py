@@ -681,6 +681,11 @@ def _user_hook(hook):
     return w
 
 
+def _grad_enabled():
+    import torch
+    return torch.is_grad_enabled()
+
+
 def _patch_ddp(mod):
     DDP = mod.DistributedDataParallel
     reg = DDP.register_comm_hook
@@ -701,10 +706,12 @@ def _patch_ddp(mod):
             except RuntimeError:
                 pass  # a built-in hook is registered: its buckets are not seen
         t0 = _now()
-        if R.step >= 0 and not R.opt_mode:
-            R.close_step(t0)
-        if R.step < 0:
-            R.open_step(t0)
+        # A forward under no_grad (evaluation) is no training step's.
+        if _grad_enabled():
+            if R.step >= 0 and not R.opt_mode:
+                R.close_step(t0)
+            if R.step < 0:
+                R.open_step(t0)
         R.bwd_ready = None
         r = fwd(self, *args, **kw)
         R.compute("forward", t0, _now())
