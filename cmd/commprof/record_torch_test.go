@@ -468,7 +468,8 @@ func TestTorchNCCL(t *testing.T) {
 }
 
 // TestTorchChainsSitecustomize: the user's own sitecustomize (on their
-// PYTHONPATH) still runs under commprof's, and the job is recorded.
+// PYTHONPATH) still runs under commprof's, and the job is recorded, even
+// from a shell that holds another job's RANK and WORLD_SIZE.
 func TestTorchChainsSitecustomize(t *testing.T) {
 	py := torchPython(t)
 	site := t.TempDir()
@@ -476,6 +477,10 @@ func TestTorchChainsSitecustomize(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PYTHONPATH", site)
+	// A shell left with another job's variables: record's ranks get their own.
+	t.Setenv("RANK", "7")
+	t.Setenv("WORLD_SIZE", "9")
+	t.Setenv("MASTER_PORT", "1")
 	script := writeScript(t, `
 import os, torch, torch.distributed as dist
 assert os.environ.get("USER_SITE_RAN") == "1", "the user's sitecustomize did not run"

@@ -188,10 +188,14 @@ def _map_env():
         ("MASTER_ADDR", ("COMMPROF_TORCH_MASTER_ADDR",)),
         ("MASTER_PORT", ("COMMPROF_TORCH_MASTER_PORT",)),
     )
-    if "RANK" in env:
+    # commprof's own local launcher (COMMPROF_RANK) decides for its ranks,
+    # whatever the environment it was started from held; under another
+    # launcher, what it or the user set stands.
+    ours = "COMMPROF_RANK" in env
+    if "RANK" in env and not ours:
         return  # torchrun, or the user, set them
     for name, sources in pairs:
-        if name in env:
+        if name in env and not ours:
             continue
         for s in sources:
             if s in env:
