@@ -123,7 +123,7 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 
 	m := &trace.Manifest{FormatVersion: trace.FormatVersion, CommprofVersion: o.CommprofVersion, RunID: o.RunID,
 		Name: o.Name, WorldSize: world, Launcher: o.Launcher, Command: o.Command, Codec: o.Codec,
-		Start: time.Unix(0, epoch), Config: map[string]string{"program": "pytorch"}}
+		Start: time.Unix(0, epoch), Config: map[string]string{trace.ConfigProgram: "pytorch"}}
 	if o.Start.Before(m.Start) {
 		m.Start = o.Start
 	}
@@ -180,10 +180,10 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 		return names[i] < names[j]
 	})
 	m.Config["comms"] = strconv.Itoa(len(names))
-	m.Config["ranks"] = strconv.Itoa(world)
+	m.Config[trace.ConfigRanks] = strconv.Itoa(world)
 	if bs := flagValue(o.Args, "--batch-size"); bs != "" {
 		if n, err := strconv.Atoi(bs); err == nil && n > 0 {
-			m.Config["batch_size"] = bs
+			m.Config[trace.ConfigBatchSize] = bs
 		}
 	}
 	for _, n := range names {
