@@ -7,7 +7,7 @@ BIN     := bin/commprof
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium mpich libmpich-dev python3-mpi4py python3-numpy hpcc
+APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium mpich libmpich-dev python3-mpi4py python3-numpy hpcc python3-torch
 
 .PHONY: all build demo test deps go-deps system-deps web-deps echarts pmpi pmpi-libs bench bench-go bench-mpi bench-pmpi vet fmt clean
 

@@ -199,12 +199,17 @@ func NewSweep(runs []SweepRun, target float64, fit *Fit, project int) *Sweep {
 		for _, r := range by[k] {
 			s := r.Summary
 			sc.Runs = append(sc.Runs, r.Dir)
-			if s.Run.Status != "complete" || len(s.Epochs) == 0 {
+			if s.Run.Status != "complete" || (len(s.Epochs) == 0 && s.StepSummary.Steps == 0) {
 				sc.Failed++
 				continue
 			}
-			acc = append(acc, float64(s.Epochs[len(s.Epochs)-1].TestAccuracy))
-			epoch = append(epoch, meanEpoch(s))
+			// A script of the user's (a PyTorch job) may mark no epochs:
+			// its accuracy and epoch time are then unknown, its steps are
+			// not.
+			if len(s.Epochs) > 0 {
+				acc = append(acc, float64(s.Epochs[len(s.Epochs)-1].TestAccuracy))
+				epoch = append(epoch, meanEpoch(s))
+			}
 			sps = append(sps, s.StepSummary.SamplesPerSec)
 			if t, ok := TimeToAccuracy(s.Epochs, target); ok {
 				ttt = append(ttt, float64(t))

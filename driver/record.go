@@ -101,6 +101,9 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 		if n := mpiName(args); n != "" {
 			name = n
 		}
+		if n := torchName(args); n != "" {
+			name = n
+		}
 	}
 	started := time.Now()
 	dir := o.Out
@@ -134,6 +137,9 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 		}
 	}
 
+	if torchJob(args) {
+		return recordTorch(ctx, o, rd, args, env, name, runID, codec, started)
+	}
 	var runErr error
 	var mpi *mpiRecording
 	local := rankCommands[args[0]]

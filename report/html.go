@@ -226,7 +226,7 @@ func runSubtitle(r analyze.RunInfo) string {
 	}
 	if src := r.Source; src != nil {
 		from := "from " + sourceName(src.Format)
-		if src.Tool != "" && src.Format == "pmpi" {
+		if src.Tool != "" && (src.Format == "pmpi" || src.Format == "pytorch") {
 			from += " (" + src.Tool + ")"
 		}
 		parts = append(parts, from)
@@ -563,6 +563,8 @@ func sourceName(format string) string {
 		return "an MPI program through the PMPI library"
 	case "horovod":
 		return "a Horovod timeline"
+	case "pytorch":
+		return "a PyTorch job through torch.distributed"
 	case "kineto":
 		return "PyTorch profiler traces"
 	case "nccl-log":

@@ -135,7 +135,7 @@ type Manifest struct {
 // itself: a user's MPI program recorded through the PMPI library, or a
 // trace imported from another tool.
 type Source struct {
-	// Format names the source: "pmpi", "horovod", "kineto", "nccl-log",
+	// Format names the source: "pmpi", "pytorch", "horovod", "kineto", "nccl-log",
 	// "nccl-inspector", "nccl-tests".
 	Format string `json:"format"`
 	// Tool is what produced the events: the MPI library, the importer's

@@ -26,10 +26,17 @@ has Open MPI's and MPICH's mpirun pass on to every host (-x, -genvlist).
 
 A launcher of any other MPI program (C, C++, Fortran, Python with mpi4py) is
 recorded through the PMPI library: every rank loads it with LD_PRELOAD and
-records each MPI call (docs/mpi.md).`,
+records each MPI call (docs/mpi.md).
+
+A Python program (python3 train.py) is a PyTorch job: record starts it on
+--ranks local processes with torchrun's environment and records every
+torch.distributed call, DDP's buckets and the steps through a startup module
+it puts on PYTHONPATH; under torchrun or mpirun their ranks are recorded the
+same way (docs/torch.md).`,
 		Example: `  commprof record --ranks 4 -- bench allreduce
   commprof record --out runs/mpi -- mpirun -np 4 commprof bench allreduce
-  commprof record --out runs/mine -- mpirun -np 4 python3 train.py`,
+  commprof record --out runs/mine -- mpirun -np 4 python3 train.py
+  commprof record --ranks 2 -- python3 examples/torch/train_ddp.py --epochs 1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Stdin, o.Stdout, o.Stderr, o.TTY = ios.In, ios.Out, ios.ErrOut, ios.IsStderrTTY()
 			if len(args) == 0 {

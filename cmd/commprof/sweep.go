@@ -15,6 +15,7 @@ import (
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/interpose/torch"
 	"github.com/commprof/commprof/report"
 )
 
@@ -33,6 +34,9 @@ type sweepOptions struct {
 	stderr     io.Writer
 	tty        bool // stderr is a terminal: a progress bar
 	trainFlags []string
+	// python is the command line of a PyTorch script swept instead of
+	// the trainer (docs/torch.md): each run passes it --batch-size N.
+	python []string
 }
 
 func newSweepCmd(ios *iostreams.IOStreams) *cobra.Command {
@@ -58,8 +62,12 @@ and names the flag; --force records such runs again.`,
   commprof sweep --out runs/lr --batch-sizes 256,1024 --lr-scaling none,linear,sqrt --warmup-epochs 0,1 -- train --epochs 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.stdout, o.stderr, o.tty = ios.Out, ios.ErrOut, ios.IsStderrTTY()
+			if cmd.ArgsLenAtDash() == 0 && len(args) > 1 && torch.IsPython(args) {
+				o.python = args
+				return runSweep(cmd.Context(), o)
+			}
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 || args[0] != "train" {
-				return usagef("sweep runs the trainer: commprof sweep [flags] -- train [train flags]")
+				return usagef("sweep runs the trainer or a PyTorch script: commprof sweep [flags] -- train [train flags], or -- python3 train.py [its flags]")
 			}
 			o.trainFlags = args[1:]
 			return runSweep(cmd.Context(), o)
@@ -122,6 +130,16 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	if o.repeat < 1 {
 		return usagef("--repeat %d: want 1 or more", o.repeat)
 	}
+	if o.python != nil {
+		if o.rules != "none" || o.warmup != "0" {
+			return usagef("--lr-scaling and --warmup-epochs are the trainer's: a PyTorch script sets its own learning rate")
+		}
+		for _, f := range o.python[1:] {
+			if f == "--batch-size" || strings.HasPrefix(f, "--batch-size=") {
+				return usagef("%s flag %s: the sweep passes each run's --batch-size", o.python[0], f)
+			}
+		}
+	}
 	for _, f := range o.trainFlags {
 		for _, owned := range []string{"--batch-size", "--lr-scaling", "--warmup-epochs", "--ranks", "-n"} {
 			if f == owned || strings.HasPrefix(f, owned+"=") {
@@ -152,6 +170,9 @@ func runSweep(ctx context.Context, o *sweepOptions) error {
 	// the train flags (--epochs, --data, --lr) or the computed
 	// --lr-base-batch.
 	programArgs := func(r driver.SweepRun) []string {
+		if o.python != nil {
+			return append(slices.Clone(o.python), "--batch-size", strconv.Itoa(r.Batch))
+		}
 		args := []string{"train", "--quiet", "--batch-size", strconv.Itoa(r.Batch), "--lr-scaling", r.Rule, "--warmup-epochs", r.Warmup}
 		if base != "" {
 			args = append(args, base)

@@ -207,6 +207,8 @@ func TestSweepBadInvocations(t *testing.T) {
 		{[]string{"sweep", "--out", dir, "--", "train", "--batch-size", "8"}, "--batch-size"},
 		{[]string{"sweep", "--out", dir, "--", "train", "--ranks=2"}, "--ranks"},
 		{[]string{"sweep", "--out", dir, "--model", filepath.Join(dir, "none.json"), "--", "train"}, "none.json"},
+		{[]string{"sweep", "--out", dir, "--lr-scaling", "linear", "--", "python3", "train.py"}, "--lr-scaling"},
+		{[]string{"sweep", "--out", dir, "--", "python3", "train.py", "--batch-size=8"}, "--batch-size"},
 	} {
 		r := commprof(t, nil, c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
