@@ -40,14 +40,7 @@ func newBenchCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench allreduce|broadcast|reduce|allgather|reducescatter",
 		Short: "Measure a collective over a range of sizes, like nccl-tests",
-		Long: `bench times a collective for sizes from --min to --max bytes on --ranks local
-ranks (or on the ranks a launcher such as mpirun or srun started), as nccl-tests
-does: checked warm-up iterations, the timed iterations back to back, one more
-checked iteration. It prints size, count, type, algorithm, the slowest rank's
-mean time, algbw and busbw (nccl-tests factors) and the number of wrong
-elements found, then nccl-tests' footer: the wrong elements over every size
-and the average bus bandwidth. The one-letter flags are nccl-tests' own:
--b -e -f -n (iterations) -w -c -a -d -o -r; the rank count is --ranks.`,
+		Long:  help("bench"),
 		Example: `  commprof bench allreduce --ranks 4
   commprof bench broadcast --ranks 8 --min 1K --max 16M --algo chain
   commprof bench allreduce --ranks 4 -b 8 -e 128M -f 2 -n 50 -w 10 -c 0   # nccl-tests' flags

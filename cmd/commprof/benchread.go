@@ -28,11 +28,7 @@ func newBenchReadCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "read RUN",
 		Short: "Measure how fast a recorded run is read back",
-		Long: `bench read reads every rank stream of RUN, ranks in parallel as stats does, and
-counts the events without analysing them, --repeat times. It prints each
-read's wall time, events per second and MB per second of the files on disk,
-and the best. --columns summary decodes only the columns stats reads;
-all decodes every column (what report, dump and export read).`,
+		Long:  help("bench-read"),
 		Example: `  commprof bench read runs/bench-allreduce-20261122-010046
   commprof bench read RUN --columns all --repeat 5`,
 		Args: exactArgs(1),

@@ -34,13 +34,7 @@ func newCalibrateCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "calibrate [--ranks 2,4] [-o model.json]",
 		Short: "Measure this machine's collectives and fit the alpha-beta-gamma model predict and report use",
-		Long: `calibrate records commprof bench allreduce with every allreduce algorithm
-at each rank count and over a range of sizes, on local ranks, fits the
-alpha-beta-gamma model to all of it (with a cost per byte by message size
-and the contention of ranks that share cores), and writes the model to a
-file that predict and report take with --model. A run's own calls rarely
-span enough sizes for a model; a calibration does. docs/metrics.md says what
-the model leaves out.`,
+		Long:  help("calibrate"),
 		Example: `  commprof calibrate -o model.json
   commprof predict runs/train-4r --model model.json --ranks 8,64,512`,
 		Args: exactArgs(0),

@@ -31,22 +31,7 @@ func newDiffCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff RUN_A RUN_B",
 		Short: "Compare two runs: the outcomes first, then the changes that move the time per sample most",
-		Long: `diff compares run B against run A. It leads with what the configuration
-differs in (the title) and the outcomes: throughput, time per epoch, test
-accuracy and time to accuracy, time per sample, and the communication
-bytes and exposed communication per sample. Then every other figure per step, those that
-move the time per sample most first, and the ops called once an epoch
-(the first broadcast, the evaluation) per epoch, in a table of their own.
-Figures are per step (when both runs have steps) and per sample (when both
-name their batch size), so runs with different batch sizes or rank counts
-compare.
-
-A change is better or worse only when it is larger than the two runs' own
-variation allows: the 95% interval on it, from how much the figure varies
-over ten stretches of each run's steps (or a collective group's calls),
-leaves out no change, and it is over 2% (10% for a figure without samples
-inside a run). Otherwise it is within noise. The table lists the changes
-with a verdict; --all lists every figure.`,
+		Long:  help("diff"),
 		Example: `  commprof diff runs/train-bs64 runs/train-bs512
   commprof diff A B --all
   commprof diff A B --format json | jq '.changes[:5]'`,

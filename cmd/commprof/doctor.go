@@ -21,18 +21,7 @@ func newDoctorCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor RUN",
 		Short: "Explain a hung, failed or killed run: which rank is stuck where, and who called what",
-		Long: `doctor reads a run (complete, failed, interrupted, killed or still hanging)
-and says, for every rank, the call it is blocked in or last made; which ranks
-hold the others up (the culprits); where ranks called different things at
-the same call of a communicator (op, bytes, dtype, root, reduction op, or a
-rank that never called it); and which ranks died.
-
-It reads the ranks' traces, their in-flight state (inflight/ in the run,
-which the ranks keep while they run) and run.json. An imported NCCL log is
-matched across ranks by communicator and opCount. --format json prints an
-object with culprits, ranks and mismatches (docs/doctor.md).
-
-doctor exits 0 whatever it finds; a run it cannot read is an error.`,
+		Long:  help("doctor"),
 		Example: `  commprof doctor runs/mpi-train-20261127-101500
   commprof doctor --format json RUN | jq .culprits`,
 		Args: exactArgs(1),

@@ -26,9 +26,7 @@ func newDumpCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dump RUN",
 		Short: "Print a run's events as a table, JSON or CSV",
-		Long: `dump prints the events of a recorded run, every rank merged in time order on
-the aligned clock, for debugging and scripts. Problems with the run (a cut
-stream, a missing rank) are reported on standard error.`,
+		Long:  help("dump"),
 		Example: `  commprof dump runs/bench-allreduce-20261122-010000 --kind recv --limit 20
   commprof dump RUN --rank 0 --format csv > rank0.csv`,
 		Args: exactArgs(1),

@@ -50,25 +50,7 @@ func newExportCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export RUN --format perfetto|pprof|csv|parquet [-o FILE|DIR]",
 		Short: "Write a run as a Perfetto trace, a pprof profile, CSV or Parquet",
-		Long: `export writes a recorded run in another tool's format:
-
-  perfetto  Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing:
-            one process per rank, a thread per track (steps, compute,
-            collectives, sends, recvs, marks), an arrow per message
-  pprof     a pprof profile of communication time, bytes and messages by
-            rank > op > algorithm > peer > message size, for go tool pprof
-  csv       one row per event with every column of the trace
-  parquet   one table of every event for DuckDB, Spark, pandas or polars,
-            partitioned by rank Hive-style: DIR/rank=N/part-0.parquet
-
-The file is written next to itself and renamed into place, so a failed
-export leaves no partial file; -o - writes to standard output. A Parquet
-export goes into a new or empty directory (default RUN/parquet; --force
-writes into one that is not empty, replacing its Parquet files), rank by
-rank in bounded memory. Problems with
-the run (a cut stream, a missing rank) are reported on standard error and
-the events that were recorded are exported. docs/export.md describes each
-format.`,
+		Long:  help("export"),
 		Example: `  commprof export runs/bs64 --format perfetto
   commprof export runs/bs64 --format pprof -o bs64.pb.gz && go tool pprof -top bs64.pb.gz
   commprof export runs/bs64 --format csv -o - | head

@@ -32,21 +32,7 @@ func newImportCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import [--format FORMAT] [--out DIR] FILE_OR_DIR...",
 		Short: "Turn traces written by other tools into a run",
-		Long: `import reads traces that other tools wrote, from jobs commprof did not
-record, and writes a commprof run (one stream per rank and run.json) that
-stats, report, diff, predict, export and serve read like any other.
-
-Formats (--format auto tells them apart by their content; gzip is read
-directly; a directory stands for the files in it, one per rank or process):
-
-  horovod         a Horovod timeline (HOROVOD_TIMELINE), written by rank 0
-  kineto          PyTorch profiler traces, one file per rank
-  nccl-log        NCCL_DEBUG=INFO output (NCCL_DEBUG_SUBSYS with COLL)
-  nccl-inspector  NCCL Inspector JSON Lines, one file per process
-  nccl-tests      the output of an nccl-tests benchmark (all_reduce_perf, ...)
-
-run.json's source lists the files, what the format could not recover and
-the input records that were damaged. docs/import.md describes each format.`,
+		Long:  help("import"),
 		Example: `  commprof import timeline.json --out runs/hvd
   commprof import --format kineto profiler_traces/ --out runs/step12
   commprof import all_reduce_perf.out --op allreduce --out runs/nccl-tests`,

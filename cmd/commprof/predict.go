@@ -29,12 +29,7 @@ func newPredictCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "predict RUN [FIT_RUN...]",
 		Short: "Project a run's allreduce time to more ranks with a fitted alpha-beta-gamma model",
-		Long: `predict fits the alpha-beta-gamma model to the recorded messages and
-collective calls of RUN (and of any FIT_RUN given after it, pooled), then
-projects RUN's allreduces - the same sizes, as often per step - to other
-rank counts for each allreduce algorithm. With --check MEASURED_RUN it also
-predicts that run's allreduces at its own rank count and prints the error
-against what was measured. docs/metrics.md gives the formulas.`,
+		Long:  help("predict"),
 		Example: `  commprof predict runs/train-4r --ranks 8,64,512,4096
   commprof predict runs/bench-2r runs/bench-4r --ranks 8 --check runs/bench-8r`,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -15,24 +15,7 @@ func newRecordCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
 		Annotations: map[string]string{takesProgram: "yes"},
 		Use:         "record [--ranks N] [--out DIR] [--name NAME] -- COMMAND [ARGS...]",
 		Short:       "Record every collective and message of a job into a run directory",
-		Long: `record runs COMMAND with every rank recording its collectives, messages and
-compute spans into DIR/rank-NNNNN.arrows, with DIR/run.json describing the run.
-
-COMMAND is a commprof command that runs as ranks (bench, train), which record
-starts on --ranks local processes, or a launcher (mpirun, srun, ...) whose
-command line starts commprof ranks; the ranks then find the run directory in
-COMMPROF_TRACE_DIR and the job's secret in COMMPROF_SECRET, which record
-has Open MPI's and MPICH's mpirun pass on to every host (-x, -genvlist).
-
-A launcher of any other MPI program (C, C++, Fortran, Python with mpi4py) is
-recorded through the PMPI library: every rank loads it with LD_PRELOAD and
-records each MPI call (docs/mpi.md).
-
-A Python program (python3 train.py) is a PyTorch job: record starts it on
---ranks local processes with torchrun's environment and records every
-torch.distributed call, DDP's buckets and the steps through a startup module
-it puts on PYTHONPATH; under torchrun or mpirun their ranks are recorded the
-same way (docs/torch.md).`,
+		Long:        help("record"),
 		Example: `  commprof record --ranks 4 -- bench allreduce
   commprof record --out runs/mpi -- mpirun -np 4 commprof bench allreduce
   commprof record --out runs/mine -- mpirun -np 4 python3 train.py

@@ -36,21 +36,7 @@ func newReportCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report RUN",
 		Short: "Write a run's self-contained HTML report",
-		Long: `report writes one HTML file that opens with no network: the run's key
-numbers and findings, a timeline of every rank (compute, collectives and
-each message, with send-to-receive lines when zoomed in), heatmaps of the
-traffic between ranks, arrival skew and time by op and size, the
-message-size histogram, bus bandwidth against the fitted model, the
-pattern of each collective, the projection to more ranks, and the stats
-tables. Large runs stay small: the timeline draws the whole run as
-occupancy and keeps every event only in a few windows of detail
-(--detail events in all).
-
-The run is read once for its summary and its timeline: the events the
-timeline draws are held in memory meanwhile, about 20 bytes each, up to
---timeline-memory (64M holds some 3 million). A run whose events need more
-is read a second time for its timeline (decoding only what the timeline
-needs), and report says so.`,
+		Long:  help("report"),
 		Example: `  commprof report runs/train-4r-20261122-101500
   commprof report RUN -o /tmp/run.html --open`,
 		Args: exactArgs(1),

@@ -29,25 +29,7 @@ func newServeCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [RUNS_DIR]",
 		Short: "Serve the runs in a directory as web pages: reports, diffs, live progress",
-		Long: `serve is a web server over a directory of recorded runs (default: runs),
-each a subdirectory. Its root lists the runs, newest first, with their
-configuration (batch size, global batch, ranks, learning-rate rule) and key
-numbers (samples/s, test accuracy, step time, communication, bus bandwidth),
-sortable by any column; tick two runs, or choose them in the form, to
-compare them at /diff?a=RUN&b=RUN. Each run has its report at /runs/NAME/
-(drawn when first asked for, and again when its files change) and its
-summary JSON, as 'commprof stats --format json' prints it, at
-/runs/NAME/stats.json. A run still being recorded gets a live page instead,
-refreshed every 2 seconds, until it ends; one whose recorder was killed is
-listed as abandoned. A sweep's directory (commprof sweep --out DIR) is one
-entry: its page at /runs/DIR/ is the sweep's comparison, and its runs are
-/runs/DIR/NAME/. /api/runs lists it all as JSON.
-
-serve listens on 127.0.0.1 unless told otherwise and never serves a file
-from outside RUNS_DIR. On any other address every request must carry a
-token: --token, or one generated and printed with the URL to open. It draws
-2 pages or timelines at a time and keeps 128 MiB of them; requests beyond
-wait up to 10 seconds, then get 503 with Retry-After (docs/web.md).`,
+		Long:  help("serve"),
 		Example: `  commprof serve
   commprof serve /scratch/runs --addr 127.0.0.1:8080
   commprof serve --addr 0.0.0.0:7070 runs     # prints a URL with a generated token`,

@@ -26,21 +26,7 @@ func newStatsCmd(ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats RUN",
 		Short: "Summarize a run: collectives, ranks, sizes, steps, traffic",
-		Long: `stats reads a recorded run and prints what its communication cost: the
-headline numbers and findings, then one table chosen with --by:
-
-  op    collectives by op, algorithm and log2 size: calls, time percentiles,
-        algbw and busbw, arrival wait
-  rank  per rank: compute, communication, exposed and overlapped time,
-        arrival wait, how often it arrived last, bytes and messages
-  size  messages by op and size: count, bytes, time, transfer bandwidth
-  step  per training step: compute, exposed and overlapped communication,
-        idle and wait, averaged over ranks
-  peer  traffic from each rank to each other rank
-
---format json prints the whole summary (every view at once), documented in
-docs/stats-json.md; csv prints the chosen table with plain numbers.
-docs/metrics.md defines every figure.`,
+		Long:  help("stats"),
 		Example: `  commprof stats runs/train-4r-20261122-101500
   commprof stats RUN --by rank
   commprof stats RUN --format json | jq .headline`,

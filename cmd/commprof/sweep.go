@@ -45,19 +45,7 @@ func newSweepCmd(ios *iostreams.IOStreams) *cobra.Command {
 		Annotations: map[string]string{takesProgram: "yes"},
 		Use:         "sweep --out DIR --batch-sizes 64,128,... [--lr-scaling none,linear,sqrt] [--ranks 4] -- train [TRAIN FLAGS]",
 		Short:       "Record the trainer over batch sizes, learning-rate rules and rank counts, and compare them",
-		Long: `sweep records commprof train once for every combination of --batch-sizes,
---lr-scaling, --warmup-epochs and --ranks (--repeat times each), each as a
-normal run under DIR, then compares them: test accuracy per epoch and at the
-end, time per epoch, samples/s, time to a target accuracy, communication
-bytes and exposed communication per sample, busbw, scaling efficiency
-against the smallest rank count and, with --model, the allreduce time per
-step projected to --project ranks. It prints a table and writes
-DIR/sweep.json and DIR/sweep.html.
-
-A sweep can be interrupted (Ctrl-C) and run again with the same flags:
-finished runs are kept, not redone. A finished run recorded with other
-train flags (--epochs 1, now --epochs 5) is not mixed in: the sweep stops
-and names the flag; --force records such runs again.`,
+		Long:        help("sweep"),
 		Example: `  commprof sweep --out runs/bs --batch-sizes 64,128,256,512,1024,2048 -- train --data /usr/share/datasets/fashion-mnist --epochs 3
   commprof sweep --out runs/lr --batch-sizes 256,1024 --lr-scaling none,linear,sqrt --warmup-epochs 0,1 -- train --epochs 3`,
 		RunE: func(cmd *cobra.Command, args []string) error {

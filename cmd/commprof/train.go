@@ -54,13 +54,7 @@ func newTrainCmd(argv []string, ios *iostreams.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Train the reference data-parallel model (an MLP on 28x28 images)",
-		Long: `train runs synchronous data-parallel SGD with momentum on --ranks local ranks
-(or the ranks a launcher started): parameters are broadcast from rank 0,
-gradients are averaged with allreduce in buckets started as soon as backward
-has produced them. The data is an embedded synthetic 10-class set of 28x28
-images unless --data names a directory of MNIST or Fashion-MNIST IDX files.
-Under commprof record, every step's compute spans and every epoch's loss and
-accuracy are recorded with the communication.`,
+		Long:  help("train"),
 		Example: `  commprof record --ranks 4 -- train
   commprof train --ranks 2 --data /usr/share/datasets/fashion-mnist --epochs 5`,
 		Args: exactArgs(0),

@@ -29,6 +29,7 @@ func newVersionCmd(ios *iostreams.IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of commprof",
+		Long:  help("version"),
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(ios.Out, "commprof %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
