@@ -111,6 +111,7 @@ func (c *chromeReader) next(ev *chromeEvent) bool {
 			switch {
 			case err == nil:
 				c.events++
+				c.in.found()
 				return true
 			case errors.As(err, &te):
 				// The value was read whole; only its type was wrong.

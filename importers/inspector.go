@@ -127,6 +127,7 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 					damaged++
 				default:
 					good++
+					in.found()
 					key := rec.Metadata.Hostname + ":" + strconv.Itoa(rec.Metadata.PID)
 					p := procs[key]
 					if p == nil {
