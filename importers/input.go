@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -57,7 +58,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // openInput opens path, undoing gzip when its first bytes are gzip's
 // magic number (not from its name).
 func openInput(ctx context.Context, path string, progress func(file string, done, total int64)) (*input, error) {
-	f, err := os.Open(path)
+	f, err := openStopping(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +155,39 @@ func (in *input) noRecord(format string) error {
 		what = "not a trace commprof imports: no record of any format it reads"
 	}
 	return notFormat(in.path, 0, maxSearch, "%s in its first %d MiB", what, maxSearch>>20)
+}
+
+// openStopping opens path for reading. Opening a FIFO waits for its
+// writer, in the kernel, where no deadline reaches: the open is made
+// aside, and when ctx is done first (SIGINT, SIGTERM) the import stops
+// there, releasing the open by being, for an instant, the FIFO's writer.
+func openStopping(ctx context.Context, path string) (*os.File, error) {
+	if st, err := os.Stat(path); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		return os.Open(path)
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-ctx.Done():
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		go func() {
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("the import was interrupted while waiting for a writer to open the FIFO %s: %w", path, ctx.Err())
+	}
 }
 
 // errGzipCut is the end of a gzip stream before its end: the file was
