@@ -170,6 +170,9 @@ func (l *ncclLog) read(in *input) error {
 		}
 		if len(line) > 0 {
 			lineNo++
+			if err == io.EOF && cutLine(line) {
+				l.r.cut = append(l.r.cut, fmt.Sprintf("%s: the file ends inside line %d (no newline after it)", in.path, lineNo))
+			}
 			text := strings.TrimRight(string(line), "\r\n")
 			if err != nil && err != io.EOF {
 				text = "" // a line broken by a read error is not read

@@ -143,6 +143,9 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 			nonTable++ // NCCL or MPI messages printed among the results
 		}
 		if err == io.EOF {
+			if cutLine(raw) {
+				r.cut = append(r.cut, fmt.Sprintf("%s: the file ends inside line %d (no newline after it)", in.path, lineNo))
+			}
 			break
 		}
 		if err != nil {
