@@ -41,7 +41,7 @@ type corpusSource struct {
 	// count counts the truth of the (decompressed) content; a cut prefix
 	// is counted the same way, as far as it holds whole records.
 	count func(t *testing.T, content []byte) truth
-	op   string // nccl-tests: the collective, which a cut table may not tell
+	op    string // nccl-tests: the collective, which a cut table may not tell
 	// dir: the source is a directory of files, damaged one file at a time
 	// (its last, in name order).
 	dir bool
@@ -411,7 +411,8 @@ func TestImportCorpus(t *testing.T) {
 						tr.bytes += before.bytes
 						check(t, "cut at "+strconv.Itoa(at), tr, g)
 					}
-					if res.Manifest.Status != trace.StatusInterrupted || res.Manifest.Error == "" {
+					wholeLines := src.text && prefix[len(prefix)-1] == '\n' // a cut there looks whole
+					if !wholeLines && (res.Manifest.Status != trace.StatusInterrupted || res.Manifest.Error == "") {
 						t.Errorf("cut at %d inside a line or record: status %s, error %q", at, res.Manifest.Status, res.Manifest.Error)
 					}
 				}
