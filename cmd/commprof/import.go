@@ -156,11 +156,11 @@ func (p *importProgress) update(file string, done, total int64) {
 		d += n
 		t += p.total[f]
 	}
-	pct := 0.0
-	if t > 0 {
-		pct = 100 * float64(d) / float64(t)
+	if t < d { // a pipe or FIFO has no size
+		fmt.Fprintf(p.w, "\rimporting %s: %s read   ", filepath.Base(file), units.Bytes(d))
+	} else {
+		fmt.Fprintf(p.w, "\rimporting %s: %.0f%% (%s of %s)   ", filepath.Base(file), 100*float64(d)/float64(max(t, 1)), units.Bytes(d), units.Bytes(t))
 	}
-	fmt.Fprintf(p.w, "\rimporting %s: %.0f%% (%s of %s)   ", filepath.Base(file), pct, units.Bytes(d), units.Bytes(t))
 	p.printed = true
 }
 
