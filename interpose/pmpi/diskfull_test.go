@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -33,9 +34,11 @@ func TestDiskFull(t *testing.T) {
 		}
 	})
 	dir := filepath.Join(mnt, "run")
-	// 2,000 allreduces a rank: some 150 KiB of events each, where
-	// record's reserve for run.json (1 MiB) leaves under 200 KiB.
-	res := command(t, nil, "", bin, "record", "--out", dir, "--", "mpirun.mpich", "-np", "2", prog, "coll", "-1", "0", "1", "2000", "0")
+	// 3,000 allreduces a rank, 10 µs of work apart: some 200 KiB of
+	// events each, where record's reserve for run.json (1 MiB) leaves
+	// under 200 KiB; flushed every 5 ms, so that the batches written
+	// before the disk filled are kept.
+	res := command(t, []string{envnames.Flush + "=5ms"}, "", bin, "record", "--out", dir, "--", "mpirun.mpich", "-np", "2", prog, "coll", "-1", "0", "1", "3000", "0.01")
 	if res.err == nil {
 		t.Fatalf("record succeeded on a full disk\n%s%s", res.stdout, res.stderr)
 	}
