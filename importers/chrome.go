@@ -51,6 +51,7 @@ type chromeReader struct {
 	bare bool
 	// closed: the top-level value was read to its end.
 	closed bool
+	tail   *tailReader
 }
 
 const (
@@ -61,9 +62,30 @@ const (
 )
 
 func newChromeReader(in *input) *chromeReader {
-	dec := json.NewDecoder(in.r)
+	tail := &tailReader{r: in.r}
+	dec := json.NewDecoder(tail)
 	dec.UseNumber()
-	return &chromeReader{in: in, dec: dec}
+	return &chromeReader{in: in, dec: dec, tail: tail}
+}
+
+// tailReader remembers the last byte other than white space read through
+// it: an array left open after a comma is how older Horovod versions end
+// their timelines; one left open after an event was cut (newer versions
+// close it after every event).
+type tailReader struct {
+	r    io.Reader
+	last byte
+}
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	for i := n - 1; i >= 0; i-- {
+		if c := p[i]; c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			t.last = c
+			break
+		}
+	}
+	return n, err
 }
 
 // start reads the opening of the trace: want is '[' (a bare array), '{'
@@ -111,6 +133,7 @@ func (c *chromeReader) next(ev *chromeEvent) bool {
 			switch {
 			case err == nil:
 				c.events++
+				c.in.found()
 				return true
 			case errors.As(err, &te):
 				// The value was read whole; only its type was wrong.
@@ -225,14 +248,14 @@ func (c *chromeReader) endAt(err error, betweenValues bool) {
 	off := c.dec.InputOffset()
 	var se *json.SyntaxError
 	switch {
-	case errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
-		// Nothing but whitespace (and a trailing comma) after the last
-		// complete value: the array or object was never closed.
+	case (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) && betweenValues) && c.tail.last == ',':
+		// Nothing but white space after the comma that follows the last
+		// complete value: the array was never closed, as older Horovod
+		// versions leave theirs.
 		c.unclosed = true
 		c.end = fmt.Sprintf("the file ends after %d complete events without closing its JSON", c.events)
-	case errors.Is(err, io.ErrUnexpectedEOF) && betweenValues:
-		c.unclosed = true
-		c.end = fmt.Sprintf("the file ends after %d complete events without closing its JSON", c.events)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) && betweenValues:
+		c.end = fmt.Sprintf("the file is cut after %d complete events, at byte %d: it ends without the comma or bracket that follows an event", c.events, off)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		c.end = fmt.Sprintf("the file is cut inside an event at byte %d, after %d complete events", off, c.events)
 	case errors.As(err, &se):

@@ -192,7 +192,7 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 	// must agree.
 	if format == Auto {
 		for i, in := range ins {
-			ff, why := Detect(in.peek(sniffBytes))
+			ff, why := in.detect()
 			if ff == "" {
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("import interrupted: %w", err)
@@ -223,7 +223,14 @@ func Import(ctx context.Context, paths []string, opt Options) (*Result, error) {
 
 	s := newSink(opt.Out, opt.Codec, runID)
 	r := newRun(format)
-	if err := importersByFormat[format](ctx, ins, s, r, &opt); err != nil {
+	err = importersByFormat[format](ctx, ins, s, r, &opt)
+	for _, in := range ins {
+		if nerr := in.noRecord(format); nerr != nil {
+			err = nerr
+			break
+		}
+	}
+	if err != nil {
 		s.discard()
 		cleanup(rd, created)
 		return nil, err

@@ -779,8 +779,8 @@ func TestImportCutGzip(t *testing.T) {
 		tried++
 		pres, prun := importRun(t, Options{}, plain)
 		gres, grun := importRun(t, Options{}, cut)
-		if pres.Manifest.Status != trace.StatusComplete {
-			t.Errorf("after %d events: the plain file, an open array after a whole event, is %s: %s", k, pres.Manifest.Status, pres.Manifest.Error)
+		if pres.Manifest.Status != trace.StatusInterrupted {
+			t.Errorf("after %d events: the plain file, cut right after an event (no comma or bracket after it), is %s: %s", k, pres.Manifest.Status, pres.Manifest.Error)
 		}
 		if gres.Manifest.Status != trace.StatusInterrupted || !strings.Contains(gres.Manifest.Error, "gzip stream (cut)") {
 			t.Errorf("after %d events: the cut gzip stream is %s (%q), want interrupted by a cut", k, gres.Manifest.Status, gres.Manifest.Error)
@@ -879,7 +879,7 @@ func TestImportGzippedText(t *testing.T) {
 			if zres.Format != pres.Format || zres.InputBytes != int64(gz.Len()) {
 				t.Errorf("format %s, %d input bytes; want %s and %d", zres.Format, zres.InputBytes, pres.Format, gz.Len())
 			}
-			if p, z := describe(pres, prun), describe(zres, zrun); p != z {
+			if p, z := describe(pres, prun), strings.ReplaceAll(describe(zres, zrun), zpath, tc.path); p != z {
 				t.Errorf("the gzipped file imports otherwise:\n%s\n---\n%s", z, p)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -24,6 +25,7 @@ type input struct {
 	raw    *countingReader
 	gz     *gzip.Reader
 	r      *bufio.Reader // the decompressed content
+	gate   *recordGate
 	stop   func() bool
 	closed bool
 }
@@ -56,7 +58,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // openInput opens path, undoing gzip when its first bytes are gzip's
 // magic number (not from its name).
 func openInput(ctx context.Context, path string, progress func(file string, done, total int64)) (*input, error) {
-	f, err := os.Open(path)
+	f, err := openStopping(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +90,104 @@ func openInput(ctx context.Context, path string, progress func(file string, done
 		}
 		gz.Multistream(true)
 		in.gzip, in.gz = true, gz
-		in.r = bufio.NewReaderSize(gzipCut{gz}, 1<<20)
+		in.gate = &recordGate{r: gzipCut{gz}}
 	} else {
-		in.r = br
+		in.gate = &recordGate{r: br}
 	}
+	in.r = bufio.NewReaderSize(in.gate, 1<<20)
 	return in, nil
+}
+
+// maxSearch is how far into an input's content (after gzip) a record of
+// its format is looked for before the input is refused: /dev/zero, a
+// sparse file or random bytes are not read to their end, and a long log
+// whose records start late is still read.
+const maxSearch = 64 << 20
+
+// errNoRecord ends the reading of an input in which no record of its
+// format was found in its first maxSearch bytes.
+var errNoRecord = fmt.Errorf("no record of the format in the first %d MiB", maxSearch>>20)
+
+// recordGate passes an input's content until maxSearch bytes have been
+// read without the parser finding a record of its format (found).
+type recordGate struct {
+	r     io.Reader
+	n     int64
+	found bool
+	hit   bool // the input was stopped here
+}
+
+func (g *recordGate) Read(p []byte) (int, error) {
+	if g.found {
+		return g.r.Read(p)
+	}
+	left := maxSearch - g.n
+	if left <= 0 {
+		g.hit = true
+		return 0, errNoRecord
+	}
+	if int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	return n, err
+}
+
+// found tells the input that a record of its format was read: it is read
+// to its end from here.
+func (in *input) found() { in.gate.found = true }
+
+// noRecord returns the refusal of an input in which no record of format
+// was found in its first maxSearch bytes, or nil.
+func (in *input) noRecord(format string) error {
+	if !in.gate.hit {
+		return nil
+	}
+	what := map[string]string{
+		Horovod:       "not a Horovod timeline: no trace event",
+		Kineto:        "not a PyTorch profiler trace: no trace event",
+		NCCLLog:       "not an NCCL debug log: no line with NCCL's host:pid:tid prefix",
+		NCCLInspector: "not NCCL Inspector output: no coll_perf record",
+		NCCLTests:     "not nccl-tests output: no parameters, rank, or table header line",
+	}[format]
+	if what == "" {
+		what = "not a trace commprof imports: no record of any format it reads"
+	}
+	return notFormat(in.path, 0, maxSearch, "%s in its first %d MiB", what, maxSearch>>20)
+}
+
+// openStopping opens path for reading. Opening a FIFO waits for its
+// writer, in the kernel, where no deadline reaches: the open is made
+// aside, and when ctx is done first (SIGINT, SIGTERM) the import stops
+// there, releasing the open by being, for an instant, the FIFO's writer.
+func openStopping(ctx context.Context, path string) (*os.File, error) {
+	if st, err := os.Stat(path); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		return os.Open(path)
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-ctx.Done():
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		go func() {
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("the import was interrupted while waiting for a writer to open the FIFO %s: %w", path, ctx.Err())
+	}
 }
 
 // errGzipCut is the end of a gzip stream before its end: the file was
@@ -128,6 +223,8 @@ func readErr(err error) string {
 		return "the import was interrupted"
 	case errors.Is(err, errGzipCut):
 		return errGzipCut.Error()
+	case errors.Is(err, errNoRecord):
+		return errNoRecord.Error()
 	case errors.Is(err, gzip.ErrChecksum):
 		return "the gzip checksum does not match (damaged)"
 	}

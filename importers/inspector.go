@@ -127,6 +127,7 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 					damaged++
 				default:
 					good++
+					in.found()
 					key := rec.Metadata.Hostname + ":" + strconv.Itoa(rec.Metadata.PID)
 					p := procs[key]
 					if p == nil {
@@ -168,6 +169,9 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 				}
 			}
 			if err == io.EOF {
+				if cutLine(line) {
+					r.cut = append(r.cut, fmt.Sprintf("%s: the file ends inside line %d (no newline after it)", in.path, lineNo))
+				}
 				break
 			}
 			if err != nil {
@@ -284,15 +288,20 @@ func importInspector(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 	return nil
 }
 
+// cutLine says whether the last line of a text input, read with its
+// newline, lacks it: the tools write whole lines, so the file was cut
+// inside it.
+func cutLine(line []byte) bool {
+	return len(bytes.TrimSpace(line)) > 0 && line[len(line)-1] != '\n'
+}
+
 // readLine reads one line of at most limit bytes (a longer one is cut to
 // limit and the rest skipped). It returns io.EOF with the last line.
 func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) <= limit {
-			line = append(line, chunk...)
-		}
+		line = append(line, chunk[:min(len(chunk), max(0, limit-len(line)))]...)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}

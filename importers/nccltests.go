@@ -40,6 +40,7 @@ var (
 	ntRankRE    = regexp.MustCompile(`^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)`)
 	ntAvgRE     = regexp.MustCompile(`^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)`)
 	ntOOBRE     = regexp.MustCompile(`^#\s*Out of bounds values\s*:\s*(\d+)`)
+	ntHeaderRE  = regexp.MustCompile(`^#\s*size\s+count\s+type\s`)
 	ntKVRE      = regexp.MustCompile(`([A-Za-z][A-Za-z ]*?):?\s+(\d+)(?:\((\w+)\))?`)
 	// NCCL's INFO line when NCCL_ALGO is set ("NCCL INFO NCCL_ALGO set by
 	// environment to Ring"), printed by every rank with NCCL_DEBUG=INFO.
@@ -96,6 +97,9 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 		switch {
 		case t == "":
 		case strings.HasPrefix(t, "#"):
+			if ntStartRE.MatchString(t) || ntVersionRE.MatchString(t) || ntParamsRE.MatchString(t) || ntRankRE.MatchString(t) || ntHeaderRE.MatchString(t) {
+				in.found()
+			}
 			switch {
 			case ntStartRE.MatchString(t):
 				testName = ntStartRE.FindStringSubmatch(t)[1]
@@ -140,6 +144,9 @@ func importNCCLTests(ctx context.Context, ins []*input, s *sink, r *run, opt *Op
 			nonTable++ // NCCL or MPI messages printed among the results
 		}
 		if err == io.EOF {
+			if cutLine(raw) {
+				r.cut = append(r.cut, fmt.Sprintf("%s: the file ends inside line %d (no newline after it)", in.path, lineNo))
+			}
 			break
 		}
 		if err != nil {

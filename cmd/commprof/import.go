@@ -143,11 +143,11 @@ func (p *importProgress) update(file string, done, total int64) {
 		d += n
 		t += p.total[f]
 	}
-	share := 0.0
-	if t > 0 {
-		share = float64(d) / float64(t)
+	if t < d { // a pipe or FIFO has no size
+		fmt.Fprintf(p.w, "\rimporting %s: %s read   ", filepath.Base(file), units.Bytes(d))
+	} else {
+		fmt.Fprintf(p.w, "\rimporting %s: %s (%s of %s)   ", filepath.Base(file), units.Percent(float64(d)/float64(max(t, 1)), 0), units.Bytes(d), units.Bytes(t))
 	}
-	fmt.Fprintf(p.w, "\rimporting %s: %s (%s of %s)   ", filepath.Base(file), units.Percent(share, 0), units.Bytes(d), units.Bytes(t))
 	p.printed = true
 }
 

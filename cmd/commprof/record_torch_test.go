@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/trace"
 )
 
@@ -329,7 +330,7 @@ dist.all_reduce(torch.ones(64))
 // readable, and the run says which rank failed.
 func TestTorchKilledRank(t *testing.T) {
 	py := torchPython(t)
-	t.Setenv("COMMPROF_FLUSH", "100ms")
+	t.Setenv(envnames.Flush, "100ms")
 	out := filepath.Join(t.TempDir(), "run")
 	code, _, stderr := inProcess(t, "record", "--ranks", "2", "--out", out, "--", py, writeScript(t, killed))
 	if code == 0 {

@@ -169,11 +169,18 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 	var problems []string
 	have := map[int]bool{}
 	for i, s := range streams {
-		have[rf.Streams[i].Rank] = true
-		if s.cut != nil {
-			problems = append(problems, fmt.Sprintf("rank %d's stream was cut (it ended without MPI_Finalize)", rf.Streams[i].Rank))
+		rank := rf.Streams[i].Rank
+		have[rank] = true
+		switch cause, finalized := whyStopped(dir, rank); {
+		case cause != "" && finalized:
+			problems = append(problems, fmt.Sprintf("rank %d stopped recording (%s): it reached MPI_Finalize, and its stream holds the events before", rank, cause))
+		case cause != "":
+			problems = append(problems, fmt.Sprintf("rank %d stopped recording (%s): its stream holds the events before", rank, cause))
+		case s.cut != nil:
+			problems = append(problems, fmt.Sprintf("rank %d's stream was cut (it ended without MPI_Finalize)", rank))
 		}
 	}
+	removeWhy(dir)
 	var absent []string
 	for r := range m.WorldSize {
 		if !have[r] {
@@ -226,6 +233,47 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// whyFile is where the library says why a rank stopped recording (a
+// write error: a full disk), written over space it took when it made
+// the stream, so that a full disk does not lose the cause: lines of
+// text, the cause first, then "reached MPI_Finalize" if the rank did.
+func whyFile(dir string, rank int) string {
+	return filepath.Join(dir, fmt.Sprintf(".rank-%05d.why", rank))
+}
+
+// whyStopped reads a rank's whyFile: the cause ("" none) and whether the
+// rank reached MPI_Finalize.
+func whyStopped(dir string, rank int) (cause string, finalized bool) {
+	b, err := os.ReadFile(whyFile(dir, rank))
+	if err != nil {
+		return "", false
+	}
+	if i := strings.IndexByte(string(b), 0); i >= 0 {
+		b = b[:i] // the space taken and not written
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		switch line = strings.TrimSpace(line); {
+		case line == "reached MPI_Finalize":
+			finalized = true
+		case line != "" && cause == "":
+			// strerror's "No space left on device" as Go says it
+			if i := strings.LastIndex(line, ": "); i >= 0 && i+3 <= len(line) {
+				line = line[:i+2] + strings.ToLower(line[i+2:i+3]) + line[i+3:]
+			}
+			cause = line
+		}
+	}
+	return cause, finalized
+}
+
+// removeWhy removes the whyFiles once read.
+func removeWhy(dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, ".rank-*.why"))
+	for _, f := range files {
+		os.Remove(f)
+	}
 }
 
 func hasStreams(dir string) bool {

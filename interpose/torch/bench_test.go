@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/commprof/commprof/internal/envnames"
 )
 
 // torchPython returns an interpreter that imports torch.distributed with
@@ -83,7 +85,7 @@ func BenchmarkRecordCall(b *testing.B) {
 	}
 	calls := max(b.N, 200)
 	c := exec.Command(py, script, fmt.Sprint(calls))
-	c.Env = append(append(os.Environ(), env...), "COMMPROF_TRACE_DIR="+run, "COMMPROF_RANK=0", "COMMPROF_SIZE=1")
+	c.Env = append(append(os.Environ(), env...), envnames.TraceDir+"="+run, envnames.Rank+"=0", envnames.Size+"=1")
 	out, err := c.Output()
 	if err != nil {
 		b.Fatalf("%v: %s", err, out)

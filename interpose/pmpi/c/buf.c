@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include "cp.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +51,8 @@ static struct {
 
 	pthread_mutex_t write_mu; /* held while the stream is written */
 	int broken;               /* a write failed: events are dropped */
+	int why_fd;               /* the rank's .rank-N.why file, -1 none */
+	size_t why_len;
 	const struct cp_event **evs;
 	size_t evcap;
 	int64_t written;
@@ -63,7 +67,45 @@ static struct {
 	.write_mu = PTHREAD_MUTEX_INITIALIZER,
 	.wake_mu = PTHREAD_MUTEX_INITIALIZER,
 	.wake = PTHREAD_COND_INITIALIZER,
+	.why_fd = -1,
 };
+
+/* Why a rank stopped recording goes in .rank-NNNNN.why beside its
+ * stream (commprof's Finish reads it into run.json). The file is made
+ * with its space taken when the stream is, so that the cause is kept
+ * when it is a full disk; a stream ended cleanly removes it. */
+#define WHY_BYTES 4096
+
+static void why_path(char *path, size_t n) { snprintf(path, n, "%s/.rank-%05d.why", cp.dir, cp.rank); }
+
+static void why_open(void)
+{
+	char path[4200];
+	why_path(path, sizeof path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	static const char zero[WHY_BYTES];
+	if (write(fd, zero, sizeof zero) != (ssize_t)sizeof zero) {
+		close(fd);
+		unlink(path);
+		return;
+	}
+	B.why_fd = fd;
+}
+
+/* why_note writes one line of the cause over the file's reserved space. */
+static void why_note(const char *line)
+{
+	size_t n = strlen(line);
+	if (B.why_fd < 0 || B.why_len + n + 1 > WHY_BYTES)
+		return;
+	char buf[WHY_BYTES];
+	memcpy(buf, line, n);
+	buf[n] = '\n';
+	if (pwrite(B.why_fd, buf, n + 1, (off_t)B.why_len) == (ssize_t)(n + 1))
+		B.why_len += n + 1;
+}
 
 static __thread struct slot *my_slot __attribute__((tls_model("initial-exec")));
 
@@ -339,8 +381,12 @@ static void flush_pass(void)
 			B.written += (int64_t)n;
 	}
 	if (err && !B.broken) {
+		int e = errno;
 		B.broken = 1;
-		cp_warn("writing rank %d's trace failed; recording stops here (is the disk full?)", cp.rank);
+		char line[256];
+		snprintf(line, sizeof line, "writing its stream: %s", strerror(e));
+		why_note(line);
+		cp_warn("writing rank %d's trace failed: %s; recording stops here, the program runs on", cp.rank, strerror(e));
 	}
 	pthread_mutex_lock(&B.mu);
 	while (full != NULL) {
@@ -392,6 +438,7 @@ int cp_buf_start(void)
 		return -1;
 	pthread_setname_np(B.thread, "commprof-flush"); /* as top -H and perf show it */
 	B.running = 1;
+	why_open();
 	return 0;
 }
 
@@ -408,10 +455,31 @@ void cp_buf_stop(int end_of_stream)
 	flush_pass();
 	pthread_mutex_lock(&B.write_mu);
 	if (cp.fd >= 0) {
-		if (end_of_stream && !B.broken && cp_ipc_end(cp.fd))
-			cp_warn("ending rank %d's trace failed", cp.rank);
+		int ended = 0;
+		if (end_of_stream && !B.broken) {
+			if (cp_ipc_end(cp.fd) == 0)
+				ended = 1;
+			else {
+				int e = errno;
+				char line[256];
+				snprintf(line, sizeof line, "ending its stream: %s", strerror(e));
+				why_note(line);
+				cp_warn("ending rank %d's trace failed: %s", cp.rank, strerror(e));
+			}
+		}
 		close(cp.fd);
 		cp.fd = -1;
+		if (B.why_fd >= 0) {
+			if (ended) {
+				char path[4200];
+				why_path(path, sizeof path);
+				unlink(path);
+			} else if (end_of_stream) {
+				why_note("reached MPI_Finalize");
+			}
+			close(B.why_fd);
+			B.why_fd = -1;
+		}
 	}
 	pthread_mutex_unlock(&B.write_mu);
 }
