@@ -553,12 +553,10 @@ func Diagnose(in DoctorInput) Diagnosis {
 			culprit[r] = true
 		}
 	}
-	if len(culprit) == 0 {
-		for _, m := range d.Mismatches {
-			for _, r := range m.Ranks {
-				culprit[r] = true
-			}
-			break
+	if len(culprit) == 0 && len(d.Mismatches) > 0 {
+		// The first mismatch's ranks.
+		for _, r := range d.Mismatches[0].Ranks {
+			culprit[r] = true
 		}
 	}
 	// Ranks that wait only for each other (a deadlock, such as two ranks

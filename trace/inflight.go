@@ -136,10 +136,6 @@ type InFlightCall struct {
 	Root, Error            int
 }
 
-// inFlightCommMax is the longest communicator name a recent call keeps
-// whole.
-const inFlightCommMax = 31
-
 // InFlightFile is the path of rank's in-flight file in run directory dir.
 func InFlightFile(dir string, rank int) string {
 	return filepath.Join(dir, InFlightDir, fmt.Sprintf("rank-%05d.bin", rank))

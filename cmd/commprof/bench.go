@@ -148,33 +148,6 @@ func runBench(ctx context.Context, o *benchOptions, opName string, ranksSet bool
 	}
 	config := map[string]string{"program": "bench", "op": s.Op.String(), "algo": o.algo, "dtype": o.dtype,
 		"reduce": o.reduce, "min": o.min, "max": o.max, "iters": fmt.Sprint(o.iters), "ranks": fmt.Sprint(job.Size)}
-	return runRank(ctx, job, cfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankrun.Tools) error {
-		if tools.Rec != nil {
-			s.Mark = tools.Rec.Mark
-		}
-		var rows []bench.Result
-		if c.Rank() == 0 && !o.json {
-			bench.TableHeader(o.stdout, s, c.Size(), o.algo, "rank 0's links: "+tools.Links)
-		}
-		err := bench.Run(ctx, c, s, func(r bench.Result) {
-			if c.Rank() != 0 {
-				return
-			}
-			rows = append(rows, r)
-			if !o.json {
-				bench.TableRow(o.stdout, r)
-			}
-		})
-		if err != nil {
-			return err
-		}
-		switch {
-		case c.Rank() != 0:
-		case o.json:
-			return bench.JSON(o.stdout, rows)
-		default:
-			bench.TableFooter(o.stdout, rows)
-		}
-		return nil
-	})
+	return driver.Bench(ctx, driver.BenchOptions{Job: job, Collectives: cfg, Spec: s, Config: config, Faults: faults,
+		Algo: o.algo, JSON: o.json, Stdout: o.stdout, Version: versionString()})
 }

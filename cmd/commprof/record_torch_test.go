@@ -83,14 +83,12 @@ dist.scatter(torch.zeros(2), [torch.ones(2) for _ in range(n)] if r == 0 else No
 `
 
 type wantCall struct {
-	kind        trace.Kind
-	name, comm  string
-	bytes, seq  int64
-	root, peer  int32
-	dtype       string
-	ranks       []int32
-	wantLabel   string
-	seqIsTagged bool
+	kind       trace.Kind
+	name, comm string
+	bytes, seq int64
+	root, peer int32
+	dtype      string
+	ranks      []int32
 }
 
 func torchCallsWant() []wantCall {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/inject"
 	"github.com/commprof/commprof/internal/iostreams"
-	"github.com/commprof/commprof/internal/units"
 	"github.com/commprof/commprof/rankrun"
 	"github.com/commprof/commprof/trace"
 	"github.com/commprof/commprof/trainer"
@@ -167,64 +164,6 @@ func runTrain(ctx context.Context, o *trainOptions, ranksSet bool) error {
 	if o.sync == "ps" {
 		config["servers"] = strconv.Itoa(o.servers)
 	}
-	return runRank(ctx, job, ccfg, config, faults, func(ctx context.Context, c collectives.Communicator, tools rankrun.Tools) error {
-		if err := agree(ctx, c, config); err != nil {
-			return err
-		}
-		var rec trainer.Recorder
-		if tools.Rec != nil {
-			rec = tools.Rec
-		}
-		tr, err := trainer.New(ctx, c, rec, cfg, train, test)
-		if err != nil {
-			return err
-		}
-		rank0 := c.Rank() == 0
-		if rank0 {
-			fmt.Fprintf(o.stdout, "# commprof train: %s (%d parameters), %d ranks × batch %d = global batch %d, %d steps/epoch, data %s\n",
-				tr.Model.Describe(), len(tr.Model.Weights()), c.Size(), o.batch, o.batch*c.Size(), tr.StepsPerEpoch(), data)
-		}
-		var progress io.Writer
-		if rank0 && !o.quiet && rankrun.Progress(o.tty) {
-			progress = o.errw
-		}
-		var last trainer.Epoch
-		err = tr.Run(ctx, progress, func(e trainer.Epoch) {
-			last = e
-			if rank0 {
-				fmt.Fprintf(o.stdout, "epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %.0f images/s  lr %.4g  waiting for gradients %s\n",
-					e.Epoch, e.Loss, e.TrainAcc, e.TestAcc, float64(e.Images)/e.Seconds, e.LR, units.Percent(e.CommShare, 0))
-			}
-		})
-		if err != nil {
-			return err
-		}
-		tools.SetMetric(trace.MetricTestAccuracy, last.TestAcc)
-		tools.SetMetric(trace.MetricTrainAccuracy, last.TrainAcc)
-		tools.SetMetric(trace.MetricLoss, last.Loss)
-		tools.SetMetric(trace.MetricImagesPerSecond, float64(last.Images)/last.Seconds)
-		return nil
-	})
-}
-
-// agree checks that every rank runs with the same configuration.
-func agree(ctx context.Context, c collectives.Communicator, config map[string]string) error {
-	keys := make([]string, 0, len(config))
-	for k := range config {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	h := fnv.New64a()
-	for _, k := range keys {
-		fmt.Fprintf(h, "%s=%s;", k, config[k])
-	}
-	v := int64(h.Sum64() >> 1)
-	both := []int64{v, -v}
-	if err := c.AllReduce(ctx, collectives.Int64s(both), collectives.Max); err != nil {
-		return fmt.Errorf("comparing configurations: %w", err)
-	}
-	if both[0] != v || both[1] != -v {
-		return fmt.Errorf("the ranks were started with different training configurations; every rank must get the same flags")
-	}
-	return nil
+	return driver.Train(ctx, driver.TrainOptions{Job: job, Collectives: ccfg, Trainer: cfg, Config: config, Faults: faults,
+		Train: train, Test: test, Data: data, Quiet: o.quiet, TTY: o.tty, Stdout: o.stdout, Stderr: o.errw, Version: versionString()})
 }
