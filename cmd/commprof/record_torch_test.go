@@ -604,3 +604,58 @@ dist.all_reduce(torch.ones(20))
 		}
 	}
 }
+
+// holdsMemory has rank 1 allocate and touch 96 MiB for a second between
+// collectives.
+const holdsMemory = `
+import time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1 << 14)
+for i in range(3):
+    dist.all_reduce(t)
+if dist.get_rank() == 1:
+    hold = torch.ones(96 << 18)  # 96 MiB of float32, every page written
+    time.sleep(1.0)
+    del hold
+dist.barrier()
+for i in range(3):
+    dist.all_reduce(t)
+`
+
+// TestTorchSampledMemory: a PyTorch job's ranks sample their memory as
+// commprof's own ranks and MPI programs do; the rank that held 96 MiB for a
+// second peaks that much above its first reading, the other does not.
+func TestTorchSampledMemory(t *testing.T) {
+	py := torchPython(t)
+	dir, _ := recordTorchJob(t, py, 2, writeScript(t, holdsMemory))
+	code, stdout, stderr := inProcess(t, "stats", dir, "--format", "json")
+	if code != 0 {
+		t.Fatalf("stats: %d %s", code, stderr)
+	}
+	var s struct {
+		Ranks []struct {
+			Rank int   `json:"rank"`
+			Peak int64 `json:"peak_rss_bytes"`
+			Base int64 `json:"base_rss_bytes"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Ranks) != 2 {
+		t.Fatalf("%d ranks", len(s.Ranks))
+	}
+	const held = 96 << 20
+	for _, r := range s.Ranks {
+		grew := r.Peak - r.Base
+		if r.Base <= 0 {
+			t.Errorf("rank %d: no first reading (base %d)", r.Rank, r.Base)
+		}
+		switch {
+		case r.Rank == 1 && (grew < held || grew > held+24<<20):
+			t.Errorf("rank 1 grew %d bytes above its first reading; it held %d (allowing 24 MiB of the allocator's own)", grew, held)
+		case r.Rank == 0 && grew > 24<<20:
+			t.Errorf("rank 0 grew %d bytes; it held nothing", grew)
+		}
+	}
+}

@@ -184,7 +184,7 @@ func decodeEvent(p []byte, str func(uint16) (string, error)) (trace.Event, error
 	le := binary.LittleEndian
 	var e trace.Event
 	k := trace.Kind(p[0])
-	if k < trace.KindCollective || k > trace.KindReduce {
+	if k < trace.KindCollective || k > trace.KindReduce && k != trace.KindSample {
 		return e, fmt.Errorf("unknown event kind %d", p[0])
 	}
 	e.Kind = k

@@ -27,6 +27,7 @@ REC_EVENT = 3   # see _EV
 REC_END = 4     # the rank's recorder was closed at exit
 # Event kinds, numbered as trace.Kind.
 K_COLL, K_SEND, K_RECV, K_COMPUTE, K_STEP, K_MARK = 1, 2, 3, 4, 5, 6
+K_SAMPLE = 9
 _HDR = struct.Struct("<BI")
 # kind, name, comm, dtype, label, start, dur, bytes, seq, peer, root, step, value
 _EV = struct.Struct("<BIBHHHHqqqqiiid")
@@ -36,6 +37,59 @@ _STR = struct.Struct("<BIH")
 _now = time.monotonic_ns
 _tls = threading.local()
 _R = None  # this rank's recorder, once init_process_group has returned
+
+
+def _sample_interval():
+    """COMMPROF_SAMPLE as record passes it (a period in ms, or off):
+    seconds between readings, or None for none. Default 100 ms."""
+    v = os.environ.get("COMMPROF_SAMPLE", "").strip().lower()
+    if v == "off":
+        return None
+    try:
+        if v.endswith("ms"):
+            return max(0.001, float(v[:-2]) / 1e3)
+        if v.endswith("s"):
+            return max(0.001, float(v[:-1]))
+    except ValueError:
+        pass
+    return 0.1
+
+
+class _Sampler:
+    """Reads the process's resident memory and CPU time, as commprof's
+    own ranks and the PMPI library do (the counter names of
+    interpose/sample.go): at the start, every interval, and at the end."""
+
+    def __init__(self, rec, interval):
+        import resource
+
+        self.rec, self.interval, self.resource = rec, interval, resource
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.names = [rec.sid(n) for n in ("rss_bytes", "peak_rss_bytes", "cpu_user_ns", "cpu_system_ns")]
+        self.stop = threading.Event()
+        self.read()
+        self.thread = threading.Thread(target=self._run, name="commprof-sample", daemon=True)
+        self.thread.start()
+
+    def read(self):
+        at = _now()
+        try:
+            with open("/proc/self/statm", "rb") as f:
+                rss = int(f.read().split()[1]) * self.page
+        except (OSError, ValueError, IndexError):
+            return
+        ru = self.resource.getrusage(self.resource.RUSAGE_SELF)
+        peak = max(ru.ru_maxrss * 1024, rss)  # Linux gives KiB
+        for name, v in zip(self.names, (rss, peak, ru.ru_utime * 1e9, ru.ru_stime * 1e9)):
+            self.rec.ev(K_SAMPLE, name, 0, 0, 0, at, 0, 0, -1, -1, -1, self.rec.step, float(v), sample=True)
+
+    def _run(self):
+        while not self.stop.wait(self.interval):
+            self.read()
+
+    def close(self):
+        self.stop.set()
+        self.read()
 
 
 def _flush_interval():
@@ -70,6 +124,8 @@ class Recorder:
         self.interval = _flush_interval()
         t = threading.Thread(target=self._flusher, name="commprof-flush", daemon=True)
         t.start()
+        every = _sample_interval()
+        self.sampler = _Sampler(self, every) if every else None
 
     def _meta(self, obj):
         b = json.dumps(obj).encode()
@@ -99,12 +155,14 @@ class Recorder:
             self.groups[pg] = g
         return g
 
-    def ev(self, kind, name, comm, dtype, label, start, dur, nbytes, seq, peer, root, step, value=0.0):
+    def ev(self, kind, name, comm, dtype, label, start, dur, nbytes, seq, peer, root, step, value=0.0, sample=False):
         rec = _EV.pack(REC_EVENT, _EV_LEN, kind, name, comm, dtype, label, start, dur, nbytes, seq, peer, root, step, value)
         with self.lock:
+            if self.closed:
+                return
             self.buf += rec
             end = start + dur
-            if end > self.last_end:
+            if end > self.last_end and not sample:
                 self.last_end = end
             if len(self.buf) > (1 << 18):
                 self._flush_locked()
@@ -128,6 +186,8 @@ class Recorder:
             self.flush()
 
     def close(self):
+        if self.sampler is not None:
+            self.sampler.close()
         if self.step >= 0 and not self.opt_mode:
             self.close_step(max(self.last_end, self.step_start))
         with self.lock:
