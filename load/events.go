@@ -173,3 +173,12 @@ func (h *earliest) add(e posEvent) {
 		i = m
 	}
 }
+
+// All reads the whole run in dir into memory, events moved onto the
+// aligned clock, for the writers that need every event at once (the
+// Perfetto, pprof and CSV exports).
+func All(dir string) (*trace.Run, error) { return trace.ReadRun(dir) }
+
+// Files opens the run in dir for a reader that streams each rank's file
+// itself (the Parquet export).
+func Files(dir string) (*trace.RunFiles, error) { return trace.OpenRun(dir) }
