@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/commprof/commprof/internal/rundir"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
@@ -24,7 +25,7 @@ func (s *server) live(ctx context.Context, r *run) (*report.Live, error) {
 	if m != nil {
 		src.Manifest, src.Status = m, rundir.Status(r.dir, m)
 	}
-	rf, err := trace.OpenRun(r.dir)
+	rf, err := load.Files(r.dir)
 	switch {
 	case err == nil:
 		src.Streams = rf.Streams
