@@ -377,7 +377,13 @@ func Diagnose(in DoctorInput) Diagnosis {
 					continue
 				}
 				// m has not made this call: it stopped before it when
-				// it made no later call on the communicator.
+				// it made no later call on the communicator. A rank whose
+				// last call failed was stopped by the job's failure (a
+				// peer's error reached it on its way), not missing by its
+				// own doing.
+				if f := fl[m]; f != nil && f.Error != 0 && f.State != trace.InFlightBlocked {
+					continue
+				}
 				if next[k.comm][m] <= k.seq {
 					missing = append(missing, m)
 				}

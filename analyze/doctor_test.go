@@ -32,6 +32,12 @@ func p2p(rank int, kind trace.InFlightKind, peer int) *trace.InFlight {
 
 var all4 = []int{0, 1, 2, 3}
 
+// halfBytes is f with its last call on half the bytes.
+func halfBytes(f *trace.InFlight) *trace.InFlight {
+	f.Bytes /= 2
+	return f
+}
+
 func TestDiagnose(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -72,6 +78,17 @@ func TestDiagnose(t *testing.T) {
 			in: DoctorInput{Live: true, InFlight: []*trace.InFlight{blockedIn(0, "allreduce", "world/split0:0", 2, []int{0, 2}),
 				computing(1, "allreduce", 9), computing(2, "allreduce", 1), computing(3, "allreduce", 9)}},
 			verdict: "hang", culprits: []int{2},
+		},
+		{
+			// The injected mismatch as recorded: ranks 1-3 made call #4,
+			// rank 3 with half the bytes; their failure aborted the job
+			// while rank 0 was still in the barrier before it, which then
+			// failed too. Rank 0 was stopped, not missing of its own doing.
+			name: "a rank the others' failure stopped before the mismatched call",
+			in: DoctorInput{Ended: true, Status: trace.StatusFailed,
+				InFlight: []*trace.InFlight{failed(computing(0, "barrier", 2)), failed(computing(1, "allreduce", 3)),
+					failed(computing(2, "allreduce", 3)), failed(halfBytes(computing(3, "allreduce", 3)))}},
+			verdict: "mismatch", culprits: []int{3}, mismatch: []string{"bytes"},
 		},
 		{
 			name: "a rank that died inside the call the others failed in",

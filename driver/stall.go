@@ -13,6 +13,7 @@ import (
 
 	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/internal/atomicfile"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 	"github.com/commprof/commprof/trace"
 )
@@ -133,7 +134,7 @@ func (w *stallWatch) run(ctx context.Context) {
 		if now.Sub(last) < w.o.After || !anyBlocked(fl) {
 			continue
 		}
-		d := analyze.Diagnose(analyze.DoctorInput{Live: true, Now: now, InFlight: fl, Gone: goneRanks(fl), World: worldOf(fl)})
+		d := analyze.Diagnose(analyze.DoctorInput{Live: true, Now: now, InFlight: fl, Gone: load.GoneRanks(fl), World: worldOf(fl)})
 		stalled = true
 		key := strings.Join(stripTimes(d.Summary), "\n")
 		if key != said {

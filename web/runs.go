@@ -222,6 +222,9 @@ func (s *server) load(ctx context.Context, r *run, keep *load.Keep) (sum *analyz
 		if strings.HasSuffix(r.fp.key, "-abandoned") {
 			sum.Run.Status = trace.StatusAbandoned
 		}
+		// A run that did not end well leads with the doctor's diagnosis,
+		// as stats and report do.
+		load.AttachDiagnosis(ctx, r.dir, sum)
 		// A live page asks every few seconds: say only what took long.
 		if took := time.Since(start); took >= time.Second {
 			s.logf("summarized %s: %d events in %s", r.name, sum.Run.Events, took.Round(time.Millisecond))

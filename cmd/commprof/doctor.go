@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/iostreams"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 )
 
@@ -37,7 +37,7 @@ func runDoctor(ctx context.Context, ios *iostreams.IOStreams, o *doctorOptions, 
 	if o.format != "text" && o.format != "json" {
 		return usagef("--format %q: want text or json", o.format)
 	}
-	d, problems, err := driver.Diagnose(ctx, dir)
+	d, problems, err := load.Diagnose(ctx, dir)
 	if err != nil {
 		return err
 	}

@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/collectives"
-	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/atomicfile"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/internal/units"
+	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
 )
 
@@ -81,7 +81,7 @@ func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, 
 		return err
 	}
 	s := page.Summary
-	driver.AttachDiagnosis(ctx, dir, s)
+	load.AttachDiagnosis(ctx, dir, s)
 	for _, p := range s.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/report"
@@ -58,7 +57,7 @@ func runStats(ctx context.Context, ios *iostreams.IOStreams, o *statsOptions, di
 	for _, p := range s.Problems {
 		fmt.Fprintf(stderr, "commprof: warning: %s\n", p)
 	}
-	driver.AttachDiagnosis(ctx, dir, s)
+	load.AttachDiagnosis(ctx, dir, s)
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	switch o.format {

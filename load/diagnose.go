@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"context"
@@ -7,20 +7,19 @@ import (
 	"time"
 
 	"github.com/commprof/commprof/analyze"
-	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )
 
 // Diagnose reads the run in dir and diagnoses it, telling which of its
 // ranks on this host have ended while run.json still says running.
 func Diagnose(ctx context.Context, dir string) (*analyze.Diagnosis, []error, error) {
-	in, problems, err := load.DoctorInput(ctx, dir)
+	in, problems, err := DoctorInput(ctx, dir)
 	if err != nil {
 		return nil, problems, err
 	}
 	in.Now = time.Now()
 	if in.Status == trace.StatusRunning || in.Status == "" {
-		in.Gone = goneRanks(in.InFlight)
+		in.Gone = GoneRanks(in.InFlight)
 		// Still running when a rank of it is alive on this host.
 		for _, f := range in.InFlight {
 			if f.Host == hostname() && !in.Gone[f.Rank] {
@@ -37,9 +36,9 @@ func Diagnose(ctx context.Context, dir string) (*analyze.Diagnosis, []error, err
 	return &d, problems, nil
 }
 
-// goneRanks are the ranks, among those whose in-flight file names this
+// GoneRanks are the ranks, among those whose in-flight file names this
 // host, whose process no longer exists.
-func goneRanks(fl []*trace.InFlight) map[int]bool {
+func GoneRanks(fl []*trace.InFlight) map[int]bool {
 	gone := map[int]bool{}
 	host := hostname()
 	for _, f := range fl {
