@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/commprof/commprof/inject"
@@ -185,13 +186,7 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 		select {
 		case runErr = <-done:
 		case <-jobCtx.Done():
-			_ = c.Process.Signal(os.Interrupt)
-			select {
-			case runErr = <-done:
-			case <-time.After(10 * time.Second):
-				_ = c.Process.Kill()
-				runErr = <-done
-			}
+			runErr = stopLauncher(c, done)
 		}
 		if runErr != nil {
 			runErr = fmt.Errorf("%s: %w", args[0], runErr)
@@ -356,4 +351,119 @@ func sampleEnv(flag string) (string, error) {
 		return "off", nil
 	}
 	return strconv.FormatFloat(float64(every)/float64(time.Millisecond), 'g', -1, 64) + "ms", nil
+}
+
+// stopLauncher ends a launched job that is to stop (Ctrl-C, SIGTERM,
+// --on-stall abort) and returns how the launcher exited. The launcher is
+// asked first (SIGINT, which mpirun passes on to its ranks); ranks that
+// hang inside an MPI call never see it, so after a grace period the
+// launcher and every process it started on this host get SIGTERM, then
+// SIGKILL. The processes are found before each signal, while the launcher
+// is still their parent: a launcher killed alone would leave its ranks
+// spinning with no parent.
+func stopLauncher(c *exec.Cmd, done <-chan error) error {
+	pid := c.Process.Pid
+	tree := map[int]bool{}
+	collect := func() {
+		for _, p := range descendants(pid) {
+			tree[p] = true
+		}
+	}
+	signal := func(sig syscall.Signal) {
+		collect()
+		for p := range tree {
+			_ = syscall.Kill(p, sig)
+		}
+		_ = syscall.Kill(pid, sig)
+	}
+	collect()
+	_ = c.Process.Signal(os.Interrupt)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		signal(syscall.SIGTERM)
+		select {
+		case err = <-done:
+		case <-time.After(5 * time.Second):
+			signal(syscall.SIGKILL)
+			err = <-done
+		}
+	}
+	for p := range tree { // what the launcher left behind, if still its
+		if pp := parentOf(p); pp == 1 || pp == pid || tree[pp] {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	return err
+}
+
+// parentOf is the parent of process p, -1 when it is gone.
+func parentOf(p int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+	if err != nil {
+		return -1
+	}
+	st := string(b)
+	j := strings.LastIndexByte(st, ')')
+	if j < 0 {
+		return -1
+	}
+	f := strings.Fields(st[j+1:])
+	if len(f) < 2 {
+		return -1
+	}
+	pp, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return pp
+}
+
+// descendants lists the processes under pid (its children, theirs, ...),
+// from /proc; none where /proc cannot be read.
+func descendants(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		st := string(b)
+		j := strings.LastIndexByte(st, ')')
+		if j < 0 {
+			continue
+		}
+		f := strings.Fields(st[j+1:])
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, ch := range children[p] {
+			if !seen[ch] {
+				seen[ch] = true
+				out = append(out, ch)
+				queue = append(queue, ch)
+			}
+		}
+	}
+	return out
 }

@@ -2,9 +2,14 @@ package driver
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/commprof/commprof/internal/envnames"
 	"github.com/commprof/commprof/interpose/pmpi"
@@ -79,6 +84,74 @@ func TestPassOnToTheRanks(t *testing.T) {
 		argv, env := passOn(args, tc.flavor, names, tc.getenv)
 		if !slices.Equal(argv, tc.argv) || !slices.Equal(env, tc.envWant) {
 			t.Errorf("%s: %q %q\nwant %q %q", tc.flavor, argv, env, tc.argv, tc.envWant)
+		}
+	}
+}
+
+// A job that is stopped leaves nothing running: here the "launcher" is a
+// shell that exits on SIGINT at once, and its "rank" ignores SIGINT and
+// SIGTERM, as an MPI rank spinning in a call does; the rank must not be
+// left behind, parentless.
+func TestStopLauncherLeavesNoRank(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "rank.pid")
+	c := exec.Command("sh", "-c", `sh -c 'trap "" INT TERM; echo $$ > `+pidFile+`; while :; do sleep 0.1; done' & wait`)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var rank int
+	for i := 0; i < 100 && rank == 0; i++ {
+		b, _ := os.ReadFile(pidFile)
+		rank, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rank == 0 {
+		t.Fatal("the rank did not start")
+	}
+	_ = stopLauncher(c, done)
+	gone := false
+	for i := 0; i < 100 && !gone; i++ {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(rank) + "/stat")
+		st := string(b)
+		gone = err != nil || strings.Contains(st[strings.LastIndexByte(st, ')')+1:], " Z ")
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !gone {
+		_ = syscall.Kill(rank, syscall.SIGKILL)
+		t.Fatalf("rank %d still runs after its job was stopped", rank)
+	}
+}
+
+// Under mpirun, a Python script that imports torch is a PyTorch job; one
+// that does not (mpi4py) is an MPI program, with the stall watch.
+func TestScriptUsesTorch(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mpi := write("mpi.py", "from mpi4py import MPI\n# import torch would be nice\nMPI.COMM_WORLD.Barrier()\n")
+	tor := write("ddp.py", "import os, sys\nimport torch.distributed as dist\n")
+	tor2 := write("ddp2.py", "import os, torch\n")
+	tor3 := write("ddp3.py", "def main():\n    from torch import nn\n")
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"mpirun", "-np", "4", "python3", mpi}, false},
+		{[]string{"mpirun", "-np", "4", "/usr/bin/python3", "-u", "-X", "dev", mpi}, false}, // the interpreter's options skipped
+		{[]string{"mpirun", "-np", "2", "python3", tor}, true},
+		{[]string{"mpirun", "-np", "2", "python3", tor2, "--epochs", "1"}, true},
+		{[]string{"mpirun", "-np", "2", "python3", tor3}, true},
+		{[]string{"mpirun", "-np", "2", "python3", "-m", "trainpkg"}, true},
+		{[]string{"mpirun", "-np", "2", "./a.out"}, false},
+	} {
+		if got := torchUnderMPI(tc.args); got != tc.want {
+			t.Errorf("torchUnderMPI(%q) = %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -25,9 +27,54 @@ func torchJob(args []string) bool {
 	return torch.IsPython(args) || torch.IsTorchLauncher(args) || (torchUnderMPI(args))
 }
 
+// torchUnderMPI says whether a launcher's command line runs a PyTorch
+// job: a Python script that imports torch. A Python program that does not
+// (an mpi4py program) is an MPI program, recorded through the PMPI
+// library with everything record does for one (the stall watch, the
+// launcher's word on dead ranks).
 func torchUnderMPI(args []string) bool {
 	b := filepath.Base(args[0])
-	return (strings.HasPrefix(b, "mpirun") || strings.HasPrefix(b, "mpiexec") || b == "srun") && torch.LaunchesPython(args)
+	if !(strings.HasPrefix(b, "mpirun") || strings.HasPrefix(b, "mpiexec") || b == "srun") || !torch.LaunchesPython(args) {
+		return false
+	}
+	return scriptUsesTorch(args)
+}
+
+// importsTorch matches a Python line that imports torch.
+var importsTorch = regexp.MustCompile(`(?m)^[ \t]*(import[ \t]+[^#\n]*\btorch\b|from[ \t]+torch\b)`)
+
+// scriptUsesTorch reports whether the Python script a command line runs
+// imports torch. A script it cannot read (python -m, -c, a missing file)
+// counts as one that does: its ranks are recorded as a PyTorch job's, and
+// as an MPI program's if they call MPI_Init.
+func scriptUsesTorch(args []string) bool {
+	for i, a := range args {
+		if !torch.IsPython([]string{a}) {
+			continue
+		}
+		rest := args[i+1:]
+		for j := 0; j < len(rest); j++ {
+			s := rest[j]
+			switch {
+			case s == "-m" || s == "-c" || strings.HasPrefix(s, "-c") || strings.HasPrefix(s, "-m"):
+				return true // a module or a command line: not read
+			case s == "-W" || s == "-X":
+				j++ // an option with its value
+				continue
+			case strings.HasPrefix(s, "-"):
+				continue // -u, -O, -B, ...
+			}
+			f, err := os.Open(s)
+			if err != nil {
+				return true
+			}
+			b, _ := io.ReadAll(io.LimitReader(f, 4<<20))
+			f.Close()
+			return importsTorch.Match(b)
+		}
+		return true
+	}
+	return true
 }
 
 // torchName names a Python job's run after its script: torch-train.
@@ -120,13 +167,7 @@ func recordTorch(ctx context.Context, o *RecordOptions, rd *rundir.Dir, args, en
 		select {
 		case runErr = <-done:
 		case <-ctx.Done():
-			_ = c.Process.Signal(os.Interrupt)
-			select {
-			case runErr = <-done:
-			case <-time.After(10 * time.Second):
-				_ = c.Process.Kill()
-				runErr = <-done
-			}
+			runErr = stopLauncher(c, done)
 		}
 		if runErr != nil {
 			runErr = fmt.Errorf("%s: %w", args[0], runErr)

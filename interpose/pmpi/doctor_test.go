@@ -91,7 +91,7 @@ func TestDoctorNamesInjectedFault(t *testing.T) {
 			} else {
 				prog = []string{cProgram(t, m, "hang")}
 			}
-			args := []string{"record", "--stall-after", "2s", "--on-stall", "abort"}
+			args := []string{"record", "--stall-after", "4s", "--on-stall", "abort"}
 			if c.inject {
 				fault := fmt.Sprintf("%s:rank=%d,at=%d", c.fault, c.bad, c.at)
 				switch c.fault {
