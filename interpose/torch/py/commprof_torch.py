@@ -79,7 +79,18 @@ class _Sampler:
         except (OSError, ValueError, IndexError):
             return
         ru = self.resource.getrusage(self.resource.RUSAGE_SELF)
-        peak = max(ru.ru_maxrss * 1024, rss)  # Linux gives KiB
+        # The peak is this process image's own high-water mark (VmHWM):
+        # getrusage's ru_maxrss carries over exec, so a rank started by a
+        # larger process would read that process's peak.
+        peak = rss
+        try:
+            with open("/proc/self/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+                        break
+        except (OSError, ValueError, IndexError):
+            peak = max(peak, ru.ru_maxrss * 1024)
         for name, v in zip(self.names, (rss, peak, ru.ru_utime * 1e9, ru.ru_stime * 1e9)):
             self.rec.ev(K_SAMPLE, name, 0, 0, 0, at, 0, 0, -1, -1, -1, self.rec.step, float(v), sample=True)
 
