@@ -686,8 +686,12 @@ func TestTruthBenchBusbw(t *testing.T) {
 			t.Errorf("%d bytes: stats busbw %.4f over %d calls, bench's table %.4f over 20", row.Bytes, got.BusBWGBps, got.Calls, row.BusBW)
 		}
 		// The calls themselves, without the gaps between them, are no
-		// slower than the table says, and not much faster.
-		if ev < 0.98*row.BusBW || ev > 1.15*row.BusBW {
+		// slower than the table says, and not much faster: a rank
+		// descheduled between two calls (4 ranks on 2 cores; its sampler
+		// reading /proc) lengthens the table's timed loop but no call, by
+		// up to a quarter at 64 KiB, whose 20 calls take about 2.5 ms
+		// (seen once in CI: 1.17x; 1.00-1.06x in 12 sizes run here idle).
+		if ev < 0.98*row.BusBW || ev > 1.25*row.BusBW {
 			t.Errorf("%d bytes: rank 0's timed calls run at %.4f GB/s busbw, the table %.4f", row.Bytes, ev, row.BusBW)
 		}
 	}
