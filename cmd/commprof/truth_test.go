@@ -555,8 +555,13 @@ func TestTruthStragglers(t *testing.T) {
 			cost, holding := float64(st.Ranks[0].CostNS), stoppedHoldingUp(run, r)
 			t.Logf("rank %d: cost %.3fs; stopped in steps %.3fs (%.0f%%), of it not waiting for others %.3fs (%.0f%%); in %d of %d steps",
 				r, cost/1e9, stopped/1e9, 100*cost/stopped, holding/1e9, 100*cost/holding, st.Ranks[0].Windows, st.Windows)
-			if cost < 0.7*holding || cost > 1.3*holding {
-				t.Errorf("rank %d's cost %.0f ns is not within 30%% of the %.0f ns it was stopped in steps while not waiting for others", r, cost, holding)
+			// While the rank is stopped, the other three of 4 ranks on 2
+			// cores share the cores among fewer, and their own work runs
+			// up to a third faster: the job loses between about two
+			// thirds of the stop and all of it (81-111% idle here, 67%
+			// once in CI).
+			if cost < 0.6*holding || cost > 1.3*holding {
+				t.Errorf("rank %d's cost %.0f ns is not within -40%%/+30%% of the %.0f ns it was stopped in steps while not waiting for others", r, cost, holding)
 			}
 		})
 	}
