@@ -177,20 +177,12 @@ func Record(ctx context.Context, o *RecordOptions, args []string) error {
 		if mpi != nil {
 			c.Stderr = mpi.stderr(o.Stderr)
 		}
-		if err := c.Start(); err != nil {
+		ok, err := runLauncher(jobCtx, c, args[0])
+		if !ok {
 			_ = stall.finish()
-			return fmt.Errorf("starting %s: %w", args[0], err)
+			return err
 		}
-		done := make(chan error, 1)
-		go func() { done <- c.Wait() }()
-		select {
-		case runErr = <-done:
-		case <-jobCtx.Done():
-			runErr = stopLauncher(c, done)
-		}
-		if runErr != nil {
-			runErr = fmt.Errorf("%s: %w", args[0], runErr)
-		}
+		runErr = err
 	}
 	interrupted := ctx.Err() != nil
 	if err := stall.finish(); err != nil && !interrupted {
@@ -351,6 +343,27 @@ func sampleEnv(flag string) (string, error) {
 		return "off", nil
 	}
 	return strconv.FormatFloat(float64(every)/float64(time.Millisecond), 'g', -1, 64) + "ms", nil
+}
+
+// runLauncher starts a launcher (mpirun, torchrun, ...) and waits for
+// it; when ctx ends first, it stops the job (stopLauncher). started is
+// false when the launcher could not be started, err then saying why;
+// otherwise err is how it exited, named after it.
+func runLauncher(ctx context.Context, c *exec.Cmd, name string) (started bool, err error) {
+	if err := c.Start(); err != nil {
+		return false, fmt.Errorf("starting %s: %w", name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = stopLauncher(c, done)
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w", name, err)
+	}
+	return true, err
 }
 
 // stopLauncher ends a launched job that is to stop (Ctrl-C, SIGTERM,

@@ -158,20 +158,12 @@ func recordTorch(ctx context.Context, o *RecordOptions, rd *rundir.Dir, args, en
 		c := exec.Command(argv[0], argv[1:]...)
 		c.Env = append(append(os.Environ(), env...), extra...)
 		c.Stdin, c.Stdout, c.Stderr = o.Stdin, o.Stdout, o.Stderr
-		if err := c.Start(); err != nil {
+		ok, err := runLauncher(ctx, c, args[0])
+		if !ok {
 			rd.Discard()
-			return fmt.Errorf("starting %s: %w", args[0], err)
+			return err
 		}
-		done := make(chan error, 1)
-		go func() { done <- c.Wait() }()
-		select {
-		case runErr = <-done:
-		case <-ctx.Done():
-			runErr = stopLauncher(c, done)
-		}
-		if runErr != nil {
-			runErr = fmt.Errorf("%s: %w", args[0], runErr)
-		}
+		runErr = err
 	}
 	interrupted := ctx.Err() != nil
 	if mpi != nil && len(torch.Spools(dir)) == 0 {

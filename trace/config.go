@@ -1,6 +1,10 @@
 package trace
 
-import "strconv"
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
 
 // Keys of run.json's config that commprof reads back. The reference
 // trainer and the benchmark write them (a recorded program of the user's
@@ -47,4 +51,49 @@ func ParseConfig(m map[string]string) RunConfig {
 		c.BatchSize = b
 	}
 	return c
+}
+
+// Keys of run.json's config that name the communicators (process groups)
+// a recorded run made: how many, and each one's members.
+const (
+	ConfigComms      = "comms"
+	ConfigCommPrefix = "comm " // "comm NAME": its members' world ranks in its rank order
+)
+
+// SortComms orders communicator names as run.json lists them: world
+// first, then by name.
+func SortComms(names []string) {
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == "world") != (names[j] == "world") {
+			return names[i] == "world"
+		}
+		return names[i] < names[j]
+	})
+}
+
+// RankList writes world ranks compactly, as a communicator's members in
+// run.json: runs of three or more consecutive ranks as a-b, the others
+// one by one ("0-3", "1,3,5"), a rank not known (negative) as ?.
+func RankList(ranks []int32) string {
+	var b strings.Builder
+	for i := 0; i < len(ranks); {
+		j := i
+		for j+1 < len(ranks) && ranks[i] >= 0 && ranks[j+1] == ranks[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		switch {
+		case ranks[i] < 0:
+			b.WriteByte('?')
+		case j-i >= 2:
+			b.WriteString(strconv.Itoa(int(ranks[i])) + "-" + strconv.Itoa(int(ranks[j])))
+		default:
+			j = i
+			b.WriteString(strconv.Itoa(int(ranks[i])))
+		}
+		i = j + 1
+	}
+	return b.String()
 }

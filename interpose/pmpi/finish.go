@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -312,18 +311,13 @@ func describeComms(config map[string]string, comms map[string]map[int64]int32, s
 	for c := range comms {
 		names = append(names, c)
 	}
-	sort.Slice(names, func(i, j int) bool {
-		if (names[i] == "world") != (names[j] == "world") {
-			return names[i] == "world"
-		}
-		return names[i] < names[j]
-	})
+	trace.SortComms(names)
 	if len(names) > 0 {
-		config["comms"] = strconv.Itoa(len(names))
+		config[trace.ConfigComms] = strconv.Itoa(len(names))
 	}
 	for i, c := range names {
 		if i == maxComms {
-			config["comms"] += fmt.Sprintf(" (the first %d named here)", maxComms)
+			config[trace.ConfigComms] += fmt.Sprintf(" (the first %d named here)", maxComms)
 			break
 		}
 		n := sizes[c]
@@ -336,32 +330,6 @@ func describeComms(config map[string]string, comms map[string]map[int64]int32, s
 				ranks[local] = w
 			}
 		}
-		config["comm "+c] = rankList(ranks)
+		config[trace.ConfigCommPrefix+c] = trace.RankList(ranks)
 	}
-}
-
-// rankList writes ranks compactly: runs of consecutive ranks as a-b, a
-// missing rank (-1) as ?.
-func rankList(ranks []int32) string {
-	var b strings.Builder
-	for i := 0; i < len(ranks); {
-		j := i
-		for j+1 < len(ranks) && ranks[i] >= 0 && ranks[j+1] == ranks[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		switch {
-		case ranks[i] < 0:
-			b.WriteByte('?')
-		case j-i >= 2:
-			fmt.Fprintf(&b, "%d-%d", ranks[i], ranks[j])
-		default:
-			j = i
-			fmt.Fprintf(&b, "%d", ranks[i])
-		}
-		i = j + 1
-	}
-	return b.String()
 }

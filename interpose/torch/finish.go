@@ -173,13 +173,8 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 	for n := range groups {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool {
-		if (names[i] == "world") != (names[j] == "world") {
-			return names[i] == "world"
-		}
-		return names[i] < names[j]
-	})
-	m.Config["comms"] = strconv.Itoa(len(names))
+	trace.SortComms(names)
+	m.Config[trace.ConfigComms] = strconv.Itoa(len(names))
 	m.Config[trace.ConfigRanks] = strconv.Itoa(world)
 	if bs := flagValue(o.Args, "--batch-size"); bs != "" {
 		if n, err := strconv.Atoi(bs); err == nil && n > 0 {
@@ -188,11 +183,15 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 	}
 	for _, n := range names {
 		g := groups[n]
-		v := rankList(g.Ranks)
+		ranks := make([]int32, len(g.Ranks))
+		for i, r := range g.Ranks {
+			ranks[i] = int32(r)
+		}
+		v := trace.RankList(ranks)
 		if g.Backend != "" && g.Backend != backend {
 			v += " (" + g.Backend + ")"
 		}
-		m.Config["comm "+n] = v
+		m.Config[trace.ConfigCommPrefix+n] = v
 	}
 	tool := "PyTorch " + torchV
 	if backend != "" {
@@ -252,28 +251,6 @@ func writeStream(path string, s *Spool, world int, o FinishOptions) error {
 		return err
 	}
 	return f.Close()
-}
-
-// rankList writes ranks compactly: runs of consecutive ranks as a-b.
-func rankList(ranks []int) string {
-	var b strings.Builder
-	for i := 0; i < len(ranks); {
-		j := i
-		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		if j-i >= 2 {
-			fmt.Fprintf(&b, "%d-%d", ranks[i], ranks[j])
-		} else {
-			j = i
-			fmt.Fprintf(&b, "%d", ranks[i])
-		}
-		i = j + 1
-	}
-	return b.String()
 }
 
 // flagValue is the value of --name V or --name=V in args, "" if absent.
