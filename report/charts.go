@@ -134,9 +134,25 @@ func rankChart(s *analyze.Summary) chartSpec {
 		return rankBandChart(s)
 	}
 	var x []string
-	var comp, ov, exp, wait []float64
-	for _, r := range s.Ranks {
+	var pick []int
+	for i, r := range s.Ranks {
 		x = append(x, strconv.Itoa(r.Rank))
+		pick = append(pick, i)
+	}
+	b := stackedBar(x, "rank", rankTimeSeries(s, pick))
+	return chartSpec{ID: "chart-ranks", Title: "Where each rank's time goes", Height: 320,
+		Note:     "compute alone, communication hidden behind compute, communication not hidden, and the part of it spent waiting for the last rank to arrive",
+		Variants: []chartVariant{variant("time", "ns", "", b)}}
+}
+
+// rankTimeSeries splits the time of the ranks s.Ranks[pick] into the
+// bars of rankChart: compute alone, communication hidden behind compute,
+// communication not hidden, and the part of it spent waiting for the last
+// rank (drawn out of the exposed part).
+func rankTimeSeries(s *analyze.Summary, pick []int) []barSeries {
+	var comp, ov, exp, wait []float64
+	for _, i := range pick {
+		r := s.Ranks[i]
 		comp = append(comp, float64(r.ComputeNS-r.OverlappedNS))
 		ov = append(ov, float64(r.OverlappedNS))
 		w := math.Min(float64(r.WaitNS), float64(r.ExposedNS))
@@ -149,10 +165,7 @@ func rankChart(s *analyze.Summary) chartSpec {
 	if s.IsUnknown("compute") {
 		series = series[1:] // the source has none: not a bar of 0
 	}
-	b := stackedBar(x, "rank", series)
-	return chartSpec{ID: "chart-ranks", Title: "Where each rank's time goes", Height: 320,
-		Note:     "compute alone, communication hidden behind compute, communication not hidden, and the part of it spent waiting for the last rank to arrive",
-		Variants: []chartVariant{variant("time", "ns", "", b)}}
+	return series
 }
 
 // stepChart: the per-step breakdown over the run.

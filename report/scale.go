@@ -123,22 +123,7 @@ func rankBandChart(s *analyze.Summary) chartSpec {
 		pick = append(pick, p.index)
 		x = append(x, p.label)
 	}
-	var comp, ov, exp, wait []float64
-	for _, i := range pick {
-		r := s.Ranks[i]
-		comp = append(comp, float64(r.ComputeNS-r.OverlappedNS))
-		ov = append(ov, float64(r.OverlappedNS))
-		w := math.Min(float64(r.WaitNS), float64(r.ExposedNS))
-		exp = append(exp, float64(r.ExposedNS)-w)
-		wait = append(wait, w)
-	}
-	series := []barSeries{
-		{"compute only", "t", colCompute, comp}, {"overlapped comm", "t", colOverlapped, ov},
-		{"exposed comm", "t", colExposed, exp}, {"waiting for the last rank", "t", colWait, wait}}
-	if s.IsUnknown("compute") {
-		series = series[1:]
-	}
-	b := stackedBar(x, "", series)
+	b := stackedBar(x, "", rankTimeSeries(s, pick))
 	// Every bar names its rank: no label may be dropped for room.
 	b.XYAxis.XAxisList[0].AxisLabel = &opts.AxisLabel{Interval: "0"}
 	return chartSpec{ID: "chart-ranks", Title: "Where each rank's time goes", Height: 320,
