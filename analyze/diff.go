@@ -40,6 +40,30 @@ type Diff struct {
 	// HeadlineNoise or less; a figure the diff lacks is within noise up
 	// to UnsampledFloor.
 	Headline []Change `json:"headline"`
+	// Load is how long each run's ranks waited for a core; nil when a run
+	// did not read it (recorded with --sample off, or imported).
+	Load *MachineLoad `json:"load,omitempty"`
+}
+
+// MachineLoad is how long the ranks of each run waited for a core (ready
+// to run, not running: another process, more ranks than cores), what a
+// diff weighs its changes in time against (docs/metrics.md, "The
+// machine's load").
+type MachineLoad struct {
+	// ANS and BNS are the wait summed over the ranks, per step (per run
+	// without steps).
+	ANS float64 `json:"a_ns"`
+	BNS float64 `json:"b_ns"`
+	// AShare and BShare are that over the ranks' time: the step time
+	// (the sampled time without steps) times the ranks that read it.
+	AShare float64 `json:"a_share"`
+	BShare float64 `json:"b_share"`
+	// Explained counts the changes the load may account for.
+	Explained int `json:"explained"`
+	// Configured, when set, says the runs' configurations differ in what
+	// loads the cores ("an injected hog", "ranks per host"): the load is
+	// then the change's own, an effect, and explains nothing.
+	Configured string `json:"configured,omitempty"`
 }
 
 // HeadlineNoise is the relative change of a headline figure (2%) within
@@ -86,6 +110,11 @@ type Change struct {
 	// step, without batch sizes), ns, signed (positive: B takes longer);
 	// 0 for figures that are not step times.
 	EffectNS float64 `json:"effect_ns"`
+	// LoadExplains says the change is no larger than the machine's load
+	// may account for (Diff.Load): its ranks waited for a core longer in
+	// one run than in the other. Its verdict is "within noise" though
+	// its interval may not hold 0.
+	LoadExplains bool `json:"load_explains,omitempty"`
 
 	weight float64 // of the relative change in the ordering
 }
@@ -156,7 +185,7 @@ func Compare(a, b *Summary) *Diff {
 			w = partOf(va, vb, stepNS)
 		}
 		c := Change{ID: id, Def: def, Section: section, Metric: metric, Unit: unit, A: va, B: vb, Delta: vb - va, weight: w}
-		if unit == "ns" && section == "step" && id != "step_time_p95" {
+		if unit == "ns" && section == "step" && id != "step_time_p95" && id != "core_wait_per_step" {
 			// A per-step time moves the time per sample by its change
 			// over the samples of a step; a per-sample one by itself.
 			switch {
@@ -221,59 +250,97 @@ func Compare(a, b *Summary) *Diff {
 	}
 	stepTime := fromSteps(func(s StepStats) float64 { return s.TimeNS })
 	accuracy := noise{floorAbs: LostAccuracy}
+
+	// The machine's load (noise.go, loadTerm): each run's ranks' core
+	// wait, summed over them, per step (per run) and over the run.
+	d.Load = machineLoad(a, b, steps)
+	var totalA, totalB float64
+	if d.Load != nil && d.Load.Configured == "" {
+		totalA, totalB = d.Load.ANS*per(a), d.Load.BNS*per(b)
+	}
+	// loaded adds to nz the load on a figure of values v (num: a time;
+	// den: the time a rate is over) whose unit is 1/ua of a run in A and
+	// 1/ub in B (per step: the steps; per call: the calls).
+	loaded := func(nz noise, ua, ub float64, num, den [2]float64) noise {
+		if d.Load != nil && d.Load.Configured == "" && ua > 0 && ub > 0 {
+			nz.load = &loadTerm{s: [2]float64{totalA / ua, totalB / ub}, num: num, den: den}
+		}
+		return nz
+	}
+	none := [2]float64{}
+	pair := func(va, vb float64) [2]float64 { return [2]float64{va, vb} }
+	stepTimes := pair(a.StepSummary.Time.Mean, b.StepSummary.Time.Mean)
+	// A figure that scales with the step time (an epoch, the time to an
+	// accuracy, the time per sample) may be the load's by the step's
+	// share of it.
+	stepShare := func(nz noise) noise { return loaded(nz, per(a), per(b), stepTimes, none) }
+	stepRate := func(nz noise) noise { return loaded(nz, per(a), per(b), none, stepTimes) }
+	perStep := func(nz noise, va, vb float64) noise { return loaded(nz, per(a), per(b), pair(va, vb), none) }
 	if steps {
-		outcome("throughput", "throughput", "throughput", "samples/s", a.StepSummary.SamplesPerSec, b.StepSummary.SamplesPerSec, higher, stepTime)
+		outcome("throughput", "throughput", "throughput", "samples/s", a.StepSummary.SamplesPerSec, b.StepSummary.SamplesPerSec, higher, stepRate(stepTime))
 	}
 	// An epoch, and the time to an accuracy, are made of steps: they vary
 	// as much as the steps do.
-	outcome("epoch_time", "epoch-time", "time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower, stepTime)
+	outcome("epoch_time", "epoch-time", "time per epoch", "ns", meanEpoch(a), meanEpoch(b), lower, stepShare(stepTime))
 	outcome("test_accuracy", "accuracy", "test accuracy", "fraction", a.Run.Metrics[trace.MetricTestAccuracy], b.Run.Metrics[trace.MetricTestAccuracy], higher, accuracy)
 	if target := min(bestAccuracy(a), bestAccuracy(b)); target > 0 {
 		ta, oka := TimeToAccuracy(a.Epochs, target)
 		tb, okb := TimeToAccuracy(b.Epochs, target)
 		if oka && okb {
-			outcome("time_to_accuracy", "time-to-target", fmt.Sprintf("time to %s test accuracy", units.Percent(target, 1)), "ns", float64(ta), float64(tb), lower, stepTime)
+			outcome("time_to_accuracy", "time-to-target", fmt.Sprintf("time to %s test accuracy", units.Percent(target, 1)), "ns", float64(ta), float64(tb), lower, stepShare(stepTime))
 		}
 	}
 	if d.PerSample {
 		na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
 		sa, sb := a.StepSummary, b.StepSummary
-		outcome("time_per_sample", "time-per-sample", "time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower, stepTime)
+		outcome("time_per_sample", "time-per-sample", "time per sample", "ns", sa.Time.Mean/na, sb.Time.Mean/nb, lower, stepShare(stepTime))
 		outcome("comm_bytes_per_sample", "bytes-per-sample", "communication bytes per sample", "bytes", stepBytes(a)/na, stepBytes(b)/nb, lower,
 			fromSteps(func(s StepStats) float64 { return s.CommBytes }))
 		outcome("exposed_per_sample", "exposed", "exposed communication per sample", "ns", sa.ExposedNS/na, sb.ExposedNS/nb, lower,
-			fromSteps(func(s StepStats) float64 { return s.ExposedNS }))
+			perStep(fromSteps(func(s StepStats) float64 { return s.ExposedNS }), sa.ExposedNS, sb.ExposedNS))
 	}
 
 	// Steps and headline.
 	if steps {
 		sa, sb := a.StepSummary, b.StepSummary
 		compute := fromSteps(func(s StepStats) float64 { return s.ComputeNS })
-		add("step_time", "step-time", "step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, perStepTime(), stepTime)
+		add("step_time", "step-time", "step", "step time", "ns", sa.Time.Mean, sb.Time.Mean, perStepTime(), stepShare(stepTime))
 		add("step_time_p95", "step-time", "step", "step time p95", "ns", float64(sa.Time.P95), float64(sb.Time.P95), perStepTime(),
-			sampled("steps", stepP95Spread(a), stepP95Spread(b)))
-		add("compute_per_step", "compute", "step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, perStepTime(), compute)
+			perStep(sampled("steps", stepP95Spread(a), stepP95Spread(b)), float64(sa.Time.P95), float64(sb.Time.P95)))
+		add("compute_per_step", "compute", "step", "compute per step", "ns", sa.ComputeNS, sb.ComputeNS, perStepTime(), perStep(compute, sa.ComputeNS, sb.ComputeNS))
 		add("exposed_per_step", "exposed", "step", "exposed communication per step", "ns", sa.ExposedNS, sb.ExposedNS, perStepTime(),
-			fromSteps(func(s StepStats) float64 { return s.ExposedNS }))
+			perStep(fromSteps(func(s StepStats) float64 { return s.ExposedNS }), sa.ExposedNS, sb.ExposedNS))
 		add("overlapped_per_step", "overlapped", "step", "overlapped communication per step", "ns", sa.OverlappedNS, sb.OverlappedNS, neutral,
 			fromSteps(func(s StepStats) float64 { return s.OverlappedNS }))
-		add("idle_per_step", "idle", "step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.IdleNS }))
-		add("wait_per_step", "wait", "step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime(), fromSteps(func(s StepStats) float64 { return s.WaitNS }))
+		add("idle_per_step", "idle", "step", "idle per step", "ns", sa.IdleNS, sb.IdleNS, perStepTime(),
+			perStep(fromSteps(func(s StepStats) float64 { return s.IdleNS }), sa.IdleNS, sb.IdleNS))
+		add("wait_per_step", "wait", "step", "arrival wait per step", "ns", sa.WaitNS, sb.WaitNS, perStepTime(),
+			perStep(fromSteps(func(s StepStats) float64 { return s.WaitNS }), sa.WaitNS, sb.WaitNS))
+		if d.Load != nil {
+			// What the machine's load was, beside what it may explain.
+			add("core_wait_per_step", "core-wait", "step", "waiting for a core per step (mean over ranks)", "ns", sa.CoreWaitNS, sb.CoreWaitNS, neutral,
+				fromSteps(func(s StepStats) float64 { return s.CoreWaitNS }))
+		}
 		if d.PerSample {
 			na, nb := float64(a.Run.SamplesPerStep), float64(b.Run.SamplesPerStep)
-			add("compute_per_sample", "compute", "step", "compute per sample", "ns", sa.ComputeNS/na, sb.ComputeNS/nb, lower, compute)
+			add("compute_per_sample", "compute", "step", "compute per sample", "ns", sa.ComputeNS/na, sb.ComputeNS/nb, lower,
+				loaded(compute, per(a)*na, per(b)*nb, pair(sa.ComputeNS/na, sb.ComputeNS/nb), none))
 		}
 	}
 	// The fractions vary as their parts do over the steps (the headline's
 	// figures are over ranks and the run; the steps' ratios measure how
 	// much they move).
 	comm := func(s StepStats) float64 { return s.ExposedNS + s.OverlappedNS }
+	// A fraction of two times may be the load's by its numerator's share,
+	// its denominator's, or both.
+	commA, commB := a.StepSummary.ExposedNS+a.StepSummary.OverlappedNS, b.StepSummary.ExposedNS+b.StepSummary.OverlappedNS
+	fraction := func(nz noise, num, den [2]float64) noise { return loaded(nz, per(a), per(b), num, den) }
 	add("comm_fraction", "communication", "step", "communication fraction", "fraction", a.Headline.CommFraction, b.Headline.CommFraction, lower,
-		fromStepRatio(comm, func(s StepStats) float64 { return s.TimeNS }))
+		fraction(fromStepRatio(comm, func(s StepStats) float64 { return s.TimeNS }), pair(commA, commB), stepTimes))
 	add("exposed_fraction", "exposed", "step", "exposed fraction of communication", "fraction", a.Headline.ExposedFrac, b.Headline.ExposedFrac, lower,
-		fromStepRatio(func(s StepStats) float64 { return s.ExposedNS }, comm))
+		fraction(fromStepRatio(func(s StepStats) float64 { return s.ExposedNS }, comm), pair(a.StepSummary.ExposedNS, b.StepSummary.ExposedNS), pair(commA, commB)))
 	add("wait_fraction", "wait", "step", "arrival wait fraction of communication", "fraction", a.Headline.WaitFraction, b.Headline.WaitFraction, lower,
-		fromStepRatio(func(s StepStats) float64 { return s.WaitNS }, comm))
+		fraction(fromStepRatio(func(s StepStats) float64 { return s.WaitNS }, comm), pair(a.StepSummary.WaitNS, b.StepSummary.WaitNS), pair(commA, commB)))
 
 	// Ops.
 	opA, opB := map[string]OpStats{}, map[string]OpStats{}
@@ -296,12 +363,15 @@ func Compare(a, b *Summary) *Diff {
 			section, pa, pb, unit, bt = "epoch", float64(len(a.Epochs)), float64(len(b.Epochs)), "per epoch", lower
 		}
 		opTime := ofCalls(opSpread(a, op, false), opSpread(b, op, false))
-		add("op."+op+".time", "op-time", section, op+" time "+unit, "ns", float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb, bt, opTime)
+		ta, tb := float64(oa.TimeNS)/ra/pa, float64(ob.TimeNS)/rb/pb
+		callsA, callsB := float64(oa.Calls), float64(ob.Calls)
+		add("op."+op+".time", "op-time", section, op+" time "+unit, "ns", ta, tb, bt, loaded(opTime, pa, pb, pair(ta, tb), none))
 		add("op."+op+".calls", "calls", section, op+" calls "+unit, "count", float64(oa.Calls)/pa, float64(ob.Calls)/pb, neutral, noise{})
 		add("op."+op+".bytes", "coll-bytes", section, op+" bytes "+unit, "bytes", float64(oa.Bytes)/pa, float64(ob.Bytes)/pb, neutral, noise{})
-		add("op."+op+".mean_time", "latency", section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower, opTime)
+		add("op."+op+".mean_time", "latency", section, op+" mean time per call", "ns", oa.MeanNS, ob.MeanNS, lower,
+			loaded(opTime, callsA, callsB, pair(oa.MeanNS, ob.MeanNS), none))
 		add("op."+op+".busbw", "busbw", section, op+" busbw", "GB/s", oa.BusBWGBps, ob.BusBWGBps, higher,
-			ofCalls(opSpread(a, op, true), opSpread(b, op, true)))
+			loaded(ofCalls(opSpread(a, op, true), opSpread(b, op, true)), callsA, callsB, none, pair(oa.MeanNS, ob.MeanNS)))
 	}
 
 	// Collectives by algorithm and size.
@@ -327,8 +397,11 @@ func Compare(a, b *Summary) *Diff {
 		}
 		// busbw is bytes per call over the mean time: it varies as that does.
 		group := ofCalls(x.TimeSpread, y.TimeSpread)
-		add(id+".mean_time", "latency", section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower, group)
-		add(id+".busbw", "busbw", section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher, group)
+		cx, cy := float64(x.Calls), float64(y.Calls)
+		add(id+".mean_time", "latency", section, name+" mean time", "ns", x.Time.Mean, y.Time.Mean, lower,
+			loaded(group, cx, cy, pair(x.Time.Mean, y.Time.Mean), none))
+		add(id+".busbw", "busbw", section, name+" busbw", "GB/s", x.BusBWGBps, y.BusBWGBps, higher,
+			loaded(group, cx, cy, none, pair(x.Time.Mean, y.Time.Mean)))
 		add(id+".calls", "calls", section, name+" calls "+unit, "count", float64(x.Calls)/pa, float64(y.Calls)/pb, neutral, noise{})
 	}
 
@@ -339,19 +412,22 @@ func Compare(a, b *Summary) *Diff {
 	// Skew, fit, results.
 	weight = 1
 	skewA, skewB := skewSeries(a), skewSeries(b)
+	// A call's skew may hold a whole step's (run's) load.
 	add("skew_mean", "skew", "skew", "arrival skew mean", "ns", a.Skew.Dist.Mean, b.Skew.Dist.Mean, lower,
-		sampled("skew", BlockSpread(skewA), BlockSpread(skewB)))
+		perStep(sampled("skew", BlockSpread(skewA), BlockSpread(skewB)), a.Skew.Dist.Mean, b.Skew.Dist.Mean))
 	add("skew_p95", "skew", "skew", "arrival skew p95", "ns", float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95), lower,
-		sampled("skew", BlockQuantileSpread(skewA, 0.95), BlockQuantileSpread(skewB, 0.95)))
+		perStep(sampled("skew", BlockQuantileSpread(skewA, 0.95), BlockQuantileSpread(skewB, 0.95)), float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95)))
 	// The replay names a straggler only above its own noise floor; the
 	// share a rank costs varies by that floor's share of the run.
 	add("straggler_share", "straggler", "skew", "the costliest straggler's share of the run", "fraction", topShare(a), topShare(b), lower,
 		noise{from: "replay", floorAbs: math.Hypot(replayNoise(a), replayNoise(b))})
 	if a.Fit.Usable && b.Fit.Usable {
 		// A model without the signal to be shown has nothing to compare.
-		add("link_gbps", "link", "fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher, noise{})
-		add("alpha", "model", "fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower, noise{})
-		add("gamma", "model", "fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower, noise{})
+		// The model is fitted to the calls' times: the load may be in them
+		// by its share of the step.
+		add("link_gbps", "link", "fit", "link bandwidth (1/beta)", "GB/s", a.Fit.LinkGBps, b.Fit.LinkGBps, higher, stepRate(noise{}))
+		add("alpha", "model", "fit", "alpha (per message step)", "ns", a.Fit.AlphaNS, b.Fit.AlphaNS, lower, stepShare(noise{}))
+		add("gamma", "model", "fit", "gamma (reduction)", "ns/byte", a.Fit.GammaNSPerB, b.Fit.GammaNSPerB, lower, stepShare(noise{}))
 	}
 	for _, m := range unionKeys(a.Run.Metrics, b.Run.Metrics, strings.Compare) {
 		bt, nz := neutral, noise{}
@@ -360,7 +436,7 @@ func Compare(a, b *Summary) *Diff {
 			bt, nz = higher, accuracy
 		case trace.MetricImagesPerSecond:
 			// The trainer's own throughput, over the same steps.
-			bt, nz = higher, stepTime
+			bt, nz = higher, stepRate(stepTime)
 		case trace.MetricLoss:
 			bt = lower
 		}
@@ -390,7 +466,60 @@ func Compare(a, b *Summary) *Diff {
 	})
 	d.Title = title(d.Config)
 	d.Headline = headlineChanges(a, b, d)
+	if d.Load != nil {
+		for _, c := range append(slices.Clone(d.Outcomes), d.Changes...) {
+			if c.LoadExplains {
+				d.Load.Explained++
+			}
+		}
+	}
 	return d
+}
+
+// machineLoad is how long each run's ranks waited for a core, per step
+// (per run without steps); nil unless both runs read it.
+func machineLoad(a, b *Summary, steps bool) *MachineLoad {
+	of := func(s *Summary) (ns, share float64) {
+		r := s.Resources
+		if steps {
+			ns = s.StepSummary.CoreWaitNS * float64(r.CoreWaitRanks)
+			if s.StepSummary.Time.Mean > 0 {
+				share = s.StepSummary.CoreWaitNS / s.StepSummary.Time.Mean
+			}
+			return ns, share
+		}
+		var sampled int64
+		for _, rk := range s.Ranks {
+			sampled += rk.SampledNS
+		}
+		if sampled > 0 {
+			share = float64(r.CoreWaitNS) / float64(sampled)
+		}
+		return float64(r.CoreWaitNS), share
+	}
+	if a.Resources.CoreWaitRanks == 0 || b.Resources.CoreWaitRanks == 0 {
+		return nil
+	}
+	l := &MachineLoad{}
+	l.ANS, l.AShare = of(a)
+	l.BNS, l.BShare = of(b)
+	hog := func(s *Summary) string {
+		var h []string
+		for _, f := range s.Run.Injected {
+			if strings.HasPrefix(f, "hog") {
+				h = append(h, f)
+			}
+		}
+		return strings.Join(h, ";")
+	}
+	perHost := func(s *Summary) float64 { return float64(s.Run.WorldSize) / float64(max(len(s.Run.Hosts), 1)) }
+	switch {
+	case hog(a) != hog(b):
+		l.Configured = "an injected hog"
+	case perHost(a) != perHost(b):
+		l.Configured = "ranks per host"
+	}
+	return l
 }
 
 // headlineChanges is the runs' headline figures as changes, with the diff's

@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,5 +112,118 @@ func TestDiffHeadline(t *testing.T) {
 		if s, b := get(d, "step time"), get(d, "bus bandwidth"); s.Verdict != c.step || b.Verdict != c.busbw || s.Section != "headline" {
 			t.Errorf("step %v → %v ns, busbw %v → %v: verdicts %q and %q, want %q and %q", s.A, s.B, b.A, b.B, s.Verdict, b.Verdict, c.step, c.busbw)
 		}
+	}
+}
+
+// loadedRun is epochRun with the rank's samples: its resident memory, and
+// its threads' wait for a core rising by wait in every step.
+func loadedRun(stepNS, wait int64, injected ...string) *trace.Run {
+	run := epochRun(stepNS)
+	rk := &run.Ranks[0]
+	var total float64
+	for _, e := range slices.Clone(rk.Events) {
+		if e.Kind != trace.KindStep {
+			continue
+		}
+		for _, at := range []int64{e.Start, e.End()} {
+			s := ev(trace.KindSample, 0, SampleSchedWait, at, 0)
+			s.Value = total
+			m := ev(trace.KindSample, 0, SampleRSS, at, 0)
+			m.Value = 1 << 27
+			rk.Events = append(rk.Events, s, m)
+			if at == e.Start {
+				total += float64(wait)
+			}
+		}
+	}
+	run.Manifest.Injected = injected
+	return run
+}
+
+// The machine's load: a run whose ranks waited for a core longer is slower
+// by up to that wait without an effect of its own. A step half again as
+// long whose extra time its ranks spent waiting for a core is within
+// noise (load); the same step with little of its time waited, or slower
+// though its ranks waited less, or with the load injected on purpose, is
+// worse.
+func TestDiffWeighsTheMachineLoad(t *testing.T) {
+	base := Summarize(loadedRun(1e6, 10_000))
+	if got := base.StepSummary.CoreWaitNS; got < 9_000 || got > 11_000 {
+		t.Fatalf("core wait per step %v ns, want 10 µs", got)
+	}
+	if r := base.Resources; r.CoreWaitRanks != 1 || r.CoreWaitNS != 100_000 {
+		t.Fatalf("core wait %d ns over %d ranks, want 100 µs over 1", r.CoreWaitNS, r.CoreWaitRanks)
+	}
+	for _, tc := range []struct {
+		name       string
+		a, b       *trace.Run
+		verdict    string
+		explained  bool
+		configured string
+	}{
+		{"B waited the extra time", loadedRun(1e6, 10_000), loadedRun(15e5, 500_000), WithinNoise, true, ""},
+		{"B waited a fifth of it", loadedRun(1e6, 10_000), loadedRun(15e5, 100_000), Worse, false, ""},
+		{"A waited more", loadedRun(1e6, 500_000), loadedRun(15e5, 0), Worse, false, ""},
+		{"B faster though it waited more", loadedRun(15e5, 10_000), loadedRun(1e6, 500_000), Better, false, ""},
+		{"the load is injected", loadedRun(1e6, 10_000), loadedRun(15e5, 500_000, "hog:rank=0"), Worse, false, "an injected hog"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Compare(Summarize(tc.a), Summarize(tc.b))
+			if d.Load == nil || d.Load.Configured != tc.configured {
+				t.Fatalf("load %+v, want configured %q", d.Load, tc.configured)
+			}
+			found := false
+			for _, c := range d.Changes {
+				switch c.ID {
+				case "step_time", "collective.allreduce.ring.12.mean_time":
+					found = true
+					if c.Verdict != tc.verdict || c.LoadExplains != tc.explained {
+						t.Errorf("%s %v → %v: %q (load explains %v), want %q (%v)", c.ID, c.A, c.B, c.Verdict, c.LoadExplains, tc.verdict, tc.explained)
+					}
+				case "core_wait_per_step":
+					if c.Verdict != "" {
+						t.Errorf("the core wait has a verdict: %+v", c)
+					}
+				}
+			}
+			if !found {
+				t.Fatal("no step time")
+			}
+			if tc.explained != (d.Load.Explained > 0) {
+				t.Errorf("%d changes explained by the load", d.Load.Explained)
+			}
+		})
+	}
+	// Without the readings in one run the diff cannot weigh the load.
+	if d := Compare(Summarize(epochRun(1e6)), Summarize(loadedRun(15e5, 500_000))); d.Load != nil {
+		t.Errorf("load %+v from one run's readings", d.Load)
+	}
+}
+
+// The load's factors: a time may lose what its run waited (to nothing),
+// a rate over a time gain it (to infinity), and a change explains when
+// the interval scaled by some factor from 1 to the load's holds 1.
+func TestLoadTermFactors(t *testing.T) {
+	l := &loadTerm{s: [2]float64{0, 50}, num: [2]float64{100, 150}}
+	if f := l.factors(); len(f) != 1 || math.Abs(f[0]-2.0/3) > 1e-12 {
+		t.Errorf("time factors %v, want [2/3]", f)
+	}
+	if !l.explains(1.4, 1.6) || l.explains(1.6, 1.7) || l.explains(0.5, 0.9) {
+		t.Error("a time's explains")
+	}
+	r := &loadTerm{s: [2]float64{0, 200}, den: [2]float64{100, 150}}
+	if f := r.factors(); len(f) != 1 || !math.IsInf(f[0], 1) {
+		t.Errorf("rate factors %v, want [+Inf]", f)
+	}
+	if !r.explains(0.1, 0.5) || r.explains(2, 3) {
+		t.Error("a rate's explains")
+	}
+	fr := &loadTerm{s: [2]float64{0, 10}, num: [2]float64{20, 20}, den: [2]float64{100, 100}}
+	if f := fr.factors(); len(f) != 3 {
+		t.Errorf("fraction factors %v, want 3", f)
+	}
+	var none *loadTerm
+	if none.explains(2, 3) {
+		t.Error("no load explains")
 	}
 }

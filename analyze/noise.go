@@ -207,6 +207,86 @@ type noise struct {
 	// accuracy's LostAccuracy, the replay's noise share), in place of
 	// UnsampledFloor.
 	floorAbs float64
+	// load is what the machine's load may have added to the figure in
+	// each run; nil where a run did not read it.
+	load *loadTerm
+}
+
+// The machine's load (docs/metrics.md, "The machine's load"). A rank
+// whose threads wait for a core (another process, more ranks than cores)
+// is held up by as long, and so may every rank that waits for it: in each
+// run the load adds to a time figure some share k of its ranks' core
+// wait, summed over them (s), where k lies between 0 (none of the wait
+// fell on the figure) and 1 (all of it did). Nothing says k is the same
+// in both runs, but a change the load may explain is one that vanishes
+// for some common k: the figure less k·s in each run. At k = 1 each
+// run's figure is scaled by its gain: (v − s)/v for a time, v/(v − s)
+// for a rate over a time v (throughput, bus bandwidth), either for a
+// fraction of two times. A run with no load scales by 1; a run whose
+// figure the load may wholly be scales a time to 0 and a rate to
+// infinity.
+type loadTerm struct {
+	s   [2]float64 // the ranks' core wait summed over them, per unit of the figure, in A and B
+	num [2]float64 // the time the figure is (or a fraction's numerator), ns, in A and B; 0: none
+	den [2]float64 // the time a rate or fraction is over, ns; 0: none
+}
+
+// factors are the ratios by which the load, all of it on the figure (k =
+// 1), may scale B's figure over A's: one for the numerator, one for the
+// denominator, each where the figure has it.
+func (l *loadTerm) factors() []float64 {
+	var out []float64
+	scale := func(ga, gb float64) {
+		switch {
+		case ga == gb: // both 0, both infinite, or equal: no change in the ratio
+			out = append(out, 1)
+		case ga == 0 || math.IsInf(gb, 1):
+			out = append(out, math.Inf(1))
+		default:
+			out = append(out, gb/ga)
+		}
+	}
+	timeGain := func(v, s float64) float64 { return max(v-s, 0) / v }
+	rateGain := func(v, s float64) float64 {
+		if v-s <= 0 {
+			return math.Inf(1)
+		}
+		return v / (v - s)
+	}
+	if l.num[0] > 0 && l.num[1] > 0 {
+		scale(timeGain(l.num[0], l.s[0]), timeGain(l.num[1], l.s[1]))
+	}
+	if l.den[0] > 0 && l.den[1] > 0 {
+		scale(rateGain(l.den[0], l.s[0]), rateGain(l.den[1], l.s[1]))
+	}
+	if l.num[0] > 0 && l.num[1] > 0 && l.den[0] > 0 && l.den[1] > 0 {
+		// A fraction whose numerator and denominator both hold it.
+		both := func(i int) float64 {
+			g, h := timeGain(l.num[i], l.s[i]), rateGain(l.den[i], l.s[i])
+			if g == 0 || math.IsInf(h, 1) {
+				return g // 0: the numerator, wholly the load, decides
+			}
+			return g * h
+		}
+		scale(both(0), both(1))
+	}
+	return out
+}
+
+// explains reports whether the load may account for a change whose ratio
+// B/A lies within [lo, hi] by the runs' own variation: whether, scaled by
+// any factor between 1 and the load's, the interval holds 1.
+func (l *loadTerm) explains(lo, hi float64) bool {
+	if l == nil || (lo <= 1 && hi >= 1) {
+		return false
+	}
+	for _, f := range l.factors() {
+		switch {
+		case hi < 1 && hi*f >= 1, lo > 1 && (f == 0 || lo*f <= 1):
+			return true
+		}
+	}
+	return false
 }
 
 func sampled(from string, a, b Spread) noise { return noise{from: from, a: a, b: b} }
@@ -234,6 +314,11 @@ func (n noise) apply(c *Change) {
 		c.CILow, c.CIHigh = &lo, &hi
 		c.NoiseRel, c.NoiseFrom = max(math.Expm1(h), NoiseFloor), n.from
 	}
+	if n.load != nil && c.NoiseFrom != "too few calls" && c.A > 0 && c.B > 0 {
+		// The ratio's bounds by the runs' own variation (withinNoise).
+		r := c.B / c.A
+		c.LoadExplains = n.load.explains(r/(1+c.NoiseRel), r*(1+c.NoiseRel))
+	}
 }
 
 // withinNoise reports whether a change is no larger than the runs' own
@@ -242,6 +327,9 @@ func (n noise) apply(c *Change) {
 func withinNoise(c Change) bool {
 	if c.Rel == nil {
 		return false
+	}
+	if c.LoadExplains {
+		return true
 	}
 	if c.NoiseFrom == "too few calls" {
 		return true

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -63,7 +64,14 @@ type Resources struct {
 	// for a core markedly more than the others.
 	SchedWaitMedian float64 `json:"sched_wait_median"`
 	Descheduled     []int   `json:"descheduled"`
-	Energy          Energy  `json:"energy"`
+	// CoreWaitRanks counts the ranks that read how long their threads
+	// waited for a core (two sched_wait_ns readings or more); CoreWaitNS
+	// is that wait summed over them, from each rank's first reading to its
+	// last. A diff weighs the runs' difference in it against their
+	// changes in time (docs/metrics.md, "The machine's load").
+	CoreWaitRanks int    `json:"core_wait_ranks"`
+	CoreWaitNS    int64  `json:"core_wait_ns"`
+	Energy        Energy `json:"energy"`
 }
 
 // DescheduledBelow is the share of the ranks' median CPU per compute
@@ -182,18 +190,7 @@ func rises(p []samplePt) float64 {
 
 // at interpolates a cumulative counter at t, clamped to its readings.
 func at(p []samplePt, t int64) float64 {
-	i := sort.Search(len(p), func(i int) bool { return p[i].at >= t })
-	switch {
-	case i == 0:
-		return p[0].v
-	case i == len(p):
-		return p[len(p)-1].v
-	}
-	a, b := p[i-1], p[i]
-	if b.at == a.at {
-		return b.v
-	}
-	return a.v + (b.v-a.v)*float64(t-a.at)/float64(b.at-a.at)
+	return interpolate(p, sort.Search(len(p), func(i int) bool { return p[i].at >= t }), t)
 }
 
 // resources fills the ranks' sample figures in st (indexed like ranks)
@@ -256,6 +253,10 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 			r.CPUUtil = float64(r.CPUUserNS+r.CPUSystemNS) / float64(r.SampledNS)
 		}
 		r.SchedWaitNS = int64(rises(a.sched))
+		if len(a.sched) > 1 {
+			out.CoreWaitRanks++
+			out.CoreWaitNS += r.SchedWaitNS
+		}
 		if r.SampledNS > 0 {
 			r.SchedWaitFraction = float64(r.SchedWaitNS) / float64(r.SampledNS)
 		}
@@ -306,6 +307,7 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		slices.Sort(gaps)
 		out.PeriodNS = gaps[len(gaps)/2]
 	}
+	stepCoreWaits(ranks, steps, out.CoreWaitRanks)
 	if len(energy) == 0 {
 		if !out.Sampled {
 			out.Energy.Note = NotSampled
@@ -352,6 +354,77 @@ func (s *Summarizer) resources(ranks []*RankSummarizer, st []RankStats, steps []
 		}
 	}
 	return out
+}
+
+// stepCoreWaits sets each step's CoreWaitNS: the ranks' waits for a core
+// in the step's window, averaged over the n ranks that read them. Each
+// rank's readings are walked once over the windows' bounds in time order.
+func stepCoreWaits(ranks []*RankSummarizer, steps []StepStats, n int) {
+	if n == 0 || len(steps) == 0 {
+		return
+	}
+	bounds := make([]int64, 0, 2*len(steps))
+	for _, st := range steps {
+		bounds = append(bounds, st.StartNS, st.StartNS+st.MaxNS)
+	}
+	order := make([]int, len(bounds))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(bounds[i], bounds[j]) })
+	vals := make([]float64, len(bounds))
+	sums := make([]float64, len(steps))
+	for _, rs := range ranks {
+		p := rs.res.sched
+		if len(p) < 2 {
+			continue
+		}
+		cum := cumulativeRises(p)
+		k := 0
+		for _, i := range order {
+			t := bounds[i]
+			for k < len(cum) && cum[k].at < t {
+				k++
+			}
+			vals[i] = interpolate(cum, k, t)
+		}
+		for i := range steps {
+			sums[i] += max(vals[2*i+1]-vals[2*i], 0)
+		}
+	}
+	for i := range steps {
+		steps[i].CoreWaitNS = sums[i] / float64(n)
+	}
+}
+
+// cumulativeRises is a counter's rises summed from its first reading, at
+// each reading: it never falls, where a sum over threads may.
+func cumulativeRises(p []samplePt) []samplePt {
+	out := make([]samplePt, len(p))
+	var sum float64
+	for i, q := range p {
+		if i > 0 {
+			sum += max(q.v-p[i-1].v, 0)
+		}
+		out[i] = samplePt{q.at, sum}
+	}
+	return out
+}
+
+// interpolate is the cumulative counter p at t, where k is the first
+// reading at or after t (len(p) when none): clamped to the readings.
+func interpolate(p []samplePt, k int, t int64) float64 {
+	switch {
+	case k == 0:
+		return p[0].v
+	case k == len(p):
+		return p[len(p)-1].v
+	}
+	a, b := p[k-1], p[k]
+	if b.at == a.at {
+		return b.v
+	}
+	return a.v + (b.v-a.v)*float64(t-a.at)/float64(b.at-a.at)
 }
 
 // memorySeries is rss as a series of at most MemoryPoints points, times

@@ -117,6 +117,12 @@ func (s *Summarizer) Finalize() *Summary {
 	par(func() { sum.Stragglers = s.stragglers(ranks, calls, inst) })
 	wg.Wait()
 	sum.Resources = s.resources(ranks, sum.Ranks, sum.Steps, sum.Run.SamplesPerStep)
+	if len(sum.Steps) > 0 {
+		for _, st := range sum.Steps {
+			sum.StepSummary.CoreWaitNS += st.CoreWaitNS
+		}
+		sum.StepSummary.CoreWaitNS /= float64(len(sum.Steps))
+	}
 	sum.PointToPoint = pointToPoint(ranks, sp, sum.StepSummary.Steps)
 	labelPatterns(sum)
 	for _, rs := range ranks {

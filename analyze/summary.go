@@ -345,6 +345,12 @@ type StepStats struct {
 	// step's first start to its slowest rank's end, interpolated between
 	// readings; 0 where no host measured energy.
 	EnergyJ float64 `json:"energy_j"`
+	// CoreWaitNS is the time the ranks' threads waited for a core (ready
+	// to run, not running) in the step's window, from the step's first
+	// start to its slowest rank's end, interpolated between the ranks'
+	// sched_wait_ns readings and averaged over the ranks that read it; 0
+	// where none did (Resources.CoreWaitRanks).
+	CoreWaitNS float64 `json:"core_wait_ns"`
 }
 
 // StepSummary averages the steps.
@@ -357,6 +363,8 @@ type StepSummary struct {
 	IdleNS        float64 `json:"idle_ns"`
 	WaitNS        float64 `json:"wait_ns"`
 	SamplesPerSec float64 `json:"samples_per_sec"`
+	// CoreWaitNS is the mean over steps of StepStats.CoreWaitNS.
+	CoreWaitNS float64 `json:"core_wait_ns"`
 }
 
 // NameTime is total time in one compute span name.

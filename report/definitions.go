@@ -91,6 +91,7 @@ func init() {
 		{"activations", "activation bytes", "The bytes the program says its model's activation buffers hold (commprof's trainer reports them).", secMemory},
 		{"cpu", "CPU time and use", "The rank's user and system CPU time between its first and last sample; use is their sum over that time, in cores.", secMemory},
 		{"compute-cpu", "CPU per compute", "The rank's CPU time over its compute spans' time: near 1 (or more with threads) when it computed on a core of its own, well below the other ranks' when it was descheduled.", secMemory},
+		{"core-wait", "core wait per step", "The time the ranks' threads waited for a core (ready to run, not running) in a step, mean over ranks: a diff counts a change in time no larger than the runs' difference in it as within noise (load).", secDiff},
 		{"sched-wait", "waiting for a core", "The share of the sampled time the rank's threads (an MPI rank: its main thread) were ready to run but waited for a core (the kernel's schedstat run delay), summed over its threads, so more than 100% when several wait at once: how long the host kept it descheduled.", secMemory},
 		{"energy", "energy", "RAPL package and DRAM energy of each host and its GPUs' (NVML, read by MPI ranks), read by one rank per host, from the first reading to the last, summed over hosts; per step, interpolated between readings.", secMemory},
 		{"result", "results", "The trainer's final metrics as it recorded them in the run's manifest: loss, train and test accuracy, images per second.", secDiff},

@@ -79,7 +79,7 @@ func OutcomeTable(d *analyze.Diff) *Table {
 		{Name: "metric"}, {Name: "A", Numeric: true}, {Name: "B", Numeric: true}, {Name: "change", Numeric: true},
 		{Name: "95% interval", Numeric: true}, {Name: ""}}}
 	for _, c := range d.Outcomes {
-		t.Rows = append(t.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), c.Verdict})
+		t.Rows = append(t.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), VerdictText(c)})
 		t.RowDefs = append(t.RowDefs, changeDef(c))
 	}
 	t.Defs = map[string]string{"change": "diff-change", "95% interval": "diff-noise"}
@@ -112,7 +112,7 @@ func DiffTables(d *analyze.Diff, limit int, effectsOnly bool) []*Table {
 		case effectsOnly && !IsEffect(c):
 			quiet++
 		case c.Section == "epoch":
-			epochs.Rows = append(epochs.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), c.Verdict})
+			epochs.Rows = append(epochs.Rows, []string{c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), VerdictText(c)})
 			epochs.RowDefs = append(epochs.RowDefs, changeDef(c))
 		case limit > 0 && len(steps.Rows) >= limit:
 			more++
@@ -121,7 +121,7 @@ func DiffTables(d *analyze.Diff, limit int, effectsOnly bool) []*Table {
 			if c.EffectNS != 0 {
 				effect = signed(c.EffectNS)
 			}
-			steps.Rows = append(steps.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), effect, c.Verdict})
+			steps.Rows = append(steps.Rows, []string{c.Section, c.Metric, FormatValue(c.A, c.Unit), FormatValue(c.B, c.Unit), FormatRel(c), FormatNoise(c), effect, VerdictText(c)})
 			steps.RowDefs = append(steps.RowDefs, changeDef(c))
 		}
 	}
@@ -179,4 +179,39 @@ func WriteDiffOverview(w io.Writer, d *analyze.Diff) {
 	if d.PerSample {
 		fmt.Fprintf(w, "per-sample figures use the global batch: %d (A) and %d (B) samples per step\n", d.A.SamplesPerStep, d.B.SamplesPerStep)
 	}
+	if l := FormatLoad(d); l != "" {
+		fmt.Fprintf(w, "machine load: %s\n", l)
+	}
+}
+
+// FormatLoad says how long each run's ranks waited for a core and what
+// that does to the diff's verdicts; "" when a run did not read it.
+func FormatLoad(d *analyze.Diff) string {
+	l := d.Load
+	if l == nil {
+		return ""
+	}
+	of := "of each step"
+	if d.Basis != "step" {
+		of = "of their time"
+	}
+	s := fmt.Sprintf("the ranks waited for a core %s %s in A and %s in B", units.Percent(l.AShare, 1), of, units.Percent(l.BShare, 1))
+	switch {
+	case l.Configured != "":
+		return s + " (the configurations differ in " + l.Configured + ": the load is their change, not noise)"
+	case l.Explained == 1:
+		return s + "; 1 change no larger than that may account for is within noise (load)"
+	case l.Explained > 1:
+		return s + fmt.Sprintf("; %d changes no larger than that may account for are within noise (load)", l.Explained)
+	}
+	return s
+}
+
+// VerdictText is a change's verdict as the tables print it: "within
+// noise (load)" where the machine's load may account for the change.
+func VerdictText(c analyze.Change) string {
+	if c.LoadExplains && c.Verdict == analyze.WithinNoise {
+		return c.Verdict + " (load)"
+	}
+	return c.Verdict
 }

@@ -488,6 +488,9 @@ func WriteDiffHTML(w io.Writer, a, b *analyze.Summary, d *analyze.Diff) error {
 	if !d.PerSample {
 		per = d.Basis
 	}
+	if l := FormatLoad(d); l != "" {
+		p.Findings = append(p.Findings, "Machine load: "+l+".")
+	}
 	for _, c := range d.Changes {
 		if len(p.Findings) >= 6 || c.EffectNS == 0 {
 			break

@@ -805,3 +805,66 @@ func TestTruthCalibratedModel(t *testing.T) {
 		t.Errorf("median error %.0f%% over %d sizes, want at most 50%%", 100*med, len(errs))
 	}
 }
+
+// TestTruthDiffUnderLoad: a second run of one configuration while another
+// process keeps a core busy is slower, and its ranks wait for a core; the
+// diff names none of that better or worse, and says the load may account
+// for it. A rank delayed 3 ms a step on purpose, on the same machine
+// without the other process, is worse.
+func TestTruthDiffUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	rec := func(name string, extra ...string) string {
+		out := filepath.Join(dir, name)
+		args := append([]string{"record", "--ranks", "2", "--out", out}, extra...)
+		args = append(args, "--", "train", "--epochs", "1", "--batch-size", "16", "--synthetic-size", "8000")
+		if r := truthRun(t, nil, args...); r.code != 0 {
+			t.Fatalf("record %s: exit %d\n%s", name, r.code, r.stderr)
+		}
+		return out
+	}
+	diff := func(x, y string) *analyze.Diff {
+		r := commprof(t, nil, "diff", x, y, "--format", "json")
+		var d analyze.Diff
+		if err := json.Unmarshal([]byte(r.stdout), &d); r.code != 0 || err != nil {
+			t.Fatalf("diff %s %s: exit %d %v\n%s", x, y, r.code, err, r.stderr)
+		}
+		return &d
+	}
+	a := rec("a")
+	hog := exec.Command("sh", "-c", "while :; do :; done")
+	if ts, err := exec.LookPath("taskset"); err == nil {
+		hog = exec.Command(ts, "-c", "0", "sh", "-c", "while :; do :; done")
+	}
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b := rec("b")
+	hog.Process.Kill()
+	hog.Wait()
+	c := rec("c", "--inject", "delay:rank=1,dur=3ms,every=1")
+
+	d := diff(a, b)
+	if d.Load == nil {
+		t.Fatal("the diff does not say how long the ranks waited for a core")
+	}
+	t.Logf("waited for a core: %.1f%% of each step in A, %.1f%% in B; %d changes within the load", 100*d.Load.AShare, 100*d.Load.BShare, d.Load.Explained)
+	if d.Load.BShare < d.Load.AShare+0.05 {
+		t.Errorf("with a core kept busy, B's ranks waited %.1f%% of each step, A's %.1f%%: the load is not seen", 100*d.Load.BShare, 100*d.Load.AShare)
+	}
+	for _, ch := range append(d.Outcomes, d.Changes...) {
+		if ch.Verdict == analyze.Better || ch.Verdict == analyze.Worse {
+			t.Errorf("same configuration, a core busy in B: %s %v → %v is %s", ch.Metric, ch.A, ch.B, ch.Verdict)
+		}
+	}
+	d = diff(a, c)
+	for _, ch := range d.Outcomes {
+		if ch.ID == "time_per_sample" {
+			t.Logf("delayed 3 ms a step: time per sample %.0f → %.0f ns, %s", ch.A, ch.B, ch.Verdict)
+			if ch.Verdict != analyze.Worse {
+				t.Errorf("a rank delayed 3 ms a step: time per sample %.0f → %.0f ns is %q, want worse", ch.A, ch.B, ch.Verdict)
+			}
+			return
+		}
+	}
+	t.Error("the diff of a delayed run has no time per sample")
+}
