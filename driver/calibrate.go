@@ -87,11 +87,12 @@ func Calibrate(ctx context.Context, o CalibrateOptions, progress io.Writer) (*an
 	return m, nil
 }
 
-// ReadModel reads a model file that commprof calibrate wrote.
+// ReadModel reads the model file (one commprof calibrate wrote) that a
+// --model flag names: a file that cannot be read is a UsageError.
 func ReadModel(path string) (*analyze.ModelFile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, Usagef("--model: %v", err)
 	}
 	return analyze.ParseModel(path, b)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/commprof/commprof/analyze"
@@ -315,4 +316,118 @@ func runLogged(ctx context.Context, args []string, logPath string) error {
 	}
 	defer lf.Close()
 	return self.Run(ctx, args, lf)
+}
+
+func splitInts(flag, s string, lo int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < lo {
+			return nil, Usagef("--%s %q: want whole numbers of %d or more, comma-separated", flag, s, lo)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// SweepSpec is a sweep as its flags give it: comma-separated lists of
+// batch sizes per rank, learning-rate rules, warm-up epochs and rank
+// counts, and the trainer's flags (or a PyTorch script's command line,
+// Python) each run passes on.
+type SweepSpec struct {
+	Out                            string
+	Batches, Rules, Warmups, Ranks string
+	Repeat                         int
+	Target                         float64
+	Model                          string // a model file from calibrate, for the projection
+	Project                        int
+	Force                          bool
+	TrainFlags                     []string
+	Python                         []string
+}
+
+// PlanSweep checks a sweep's spec and turns it into the options Sweep
+// takes, less its progress and log: the plan of runs and each run's
+// program line. Errors are UsageErrors but for the model file's.
+func PlanSweep(o SweepSpec) (SweepOptions, error) {
+	if o.Out == "" {
+		return SweepOptions{}, Usagef("--out DIR is required: the sweep's runs go under it")
+	}
+	batches, err := splitInts("batch-sizes", o.Batches, 1)
+	if err != nil {
+		return SweepOptions{}, err
+	}
+	ranks, err := splitInts("ranks", o.Ranks, 1)
+	if err != nil {
+		return SweepOptions{}, err
+	}
+	var rules, warmups []string
+	for _, r := range strings.Split(o.Rules, ",") {
+		r = strings.TrimSpace(r)
+		if r != "none" && r != "linear" && r != "sqrt" {
+			return SweepOptions{}, Usagef("--lr-scaling %q: want none, linear or sqrt, comma-separated", o.Rules)
+		}
+		rules = append(rules, r)
+	}
+	for _, w := range strings.Split(o.Warmups, ",") {
+		w = strings.TrimSpace(w)
+		if v, err := strconv.ParseFloat(w, 64); err != nil || v < 0 {
+			return SweepOptions{}, Usagef("--warmup-epochs %q: want epochs of 0 or more, comma-separated", o.Warmups)
+		}
+		warmups = append(warmups, w)
+	}
+	if o.Repeat < 1 {
+		return SweepOptions{}, Usagef("--repeat %d: want 1 or more", o.Repeat)
+	}
+	if o.Python != nil {
+		if o.Rules != "none" || o.Warmups != "0" {
+			return SweepOptions{}, Usagef("--lr-scaling and --warmup-epochs are the trainer's: a PyTorch script sets its own learning rate")
+		}
+		for _, f := range o.Python[1:] {
+			if f == "--batch-size" || strings.HasPrefix(f, "--batch-size=") {
+				return SweepOptions{}, Usagef("%s flag %s: the sweep passes each run's --batch-size", o.Python[0], f)
+			}
+		}
+	}
+	for _, f := range o.TrainFlags {
+		for _, owned := range []string{"--batch-size", "--lr-scaling", "--warmup-epochs", "--ranks", "-n"} {
+			if f == owned || strings.HasPrefix(f, owned+"=") {
+				return SweepOptions{}, Usagef("train flag %s: the sweep sets it from its own flags", f)
+			}
+		}
+	}
+	// Scale the learning rate from the sweep's smallest global batch,
+	// unless the train flags say otherwise.
+	base := "--lr-base-batch=" + strconv.Itoa(slices.Min(batches)*slices.Min(ranks))
+	for _, f := range o.TrainFlags {
+		if f == "--lr-base-batch" || strings.HasPrefix(f, "--lr-base-batch=") {
+			base = ""
+		}
+	}
+	var fit *analyze.Fit
+	if o.Model != "" {
+		m, err := ReadModel(o.Model)
+		if err != nil {
+			return SweepOptions{}, err
+		}
+		f := m.Fit
+		f.Source = o.Model
+		fit = &f
+	}
+	// A finished run is kept only when it was recorded with the command
+	// this sweep would record it with: the directory's name does not hold
+	// the train flags (--epochs, --data, --lr) or the computed
+	// --lr-base-batch.
+	programArgs := func(r SweepRun) []string {
+		if o.Python != nil {
+			return append(slices.Clone(o.Python), "--batch-size", strconv.Itoa(r.Batch))
+		}
+		args := []string{"train", "--quiet", "--batch-size", strconv.Itoa(r.Batch), "--lr-scaling", r.Rule, "--warmup-epochs", r.Warmup}
+		if base != "" {
+			args = append(args, base)
+		}
+		return append(args, o.TrainFlags...)
+	}
+	return SweepOptions{Out: o.Out, Plan: SweepPlan(ranks, batches, rules, warmups, o.Repeat), ProgramArgs: programArgs, Force: o.Force,
+		Target: o.Target, Fit: fit, Project: o.Project}, nil
 }

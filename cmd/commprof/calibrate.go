@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/iostreams"
@@ -101,14 +98,4 @@ func validFor(op collectives.Op, algo collectives.Algo) bool {
 		}
 	}
 	return false
-}
-
-// readModel reads a model file for --model.
-func readModel(path string) (*analyze.ModelFile, error) {
-	m, err := driver.ReadModel(path)
-	var pe *fs.PathError
-	if errors.As(err, &pe) { // the file could not be read
-		return nil, usagef("--model: %v", err)
-	}
-	return m, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/atomicfile"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/internal/rundir"
@@ -66,7 +67,7 @@ func runReport(ctx context.Context, ios *iostreams.IOStreams, o *reportOptions, 
 	start := time.Now()
 	po := report.RunPageOptions{Timeline: report.TimelineOptions{Detail: max(o.detail, 1), Bins: o.bins}, Memory: max(memory, 1)}
 	if o.model != "" {
-		m, err := readModel(o.model)
+		m, err := driver.ReadModel(o.model)
 		if err != nil {
 			return err
 		}

@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/commprof/commprof/analyze"
 	"github.com/commprof/commprof/driver"
 	"github.com/commprof/commprof/internal/iostreams"
 	"github.com/commprof/commprof/interpose/torch"
@@ -75,102 +71,16 @@ func newSweepCmd(ios *iostreams.IOStreams) *cobra.Command {
 	return cmd
 }
 
-// sweepRun is one configuration and repeat of a sweep.
-func splitInts(flag, s string, lo int) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < lo {
-			return nil, usagef("--%s %q: want whole numbers of %d or more, comma-separated", flag, s, lo)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
 func runSweep(ctx context.Context, o *sweepOptions) error {
-	if o.out == "" {
-		return usagef("--out DIR is required: the sweep's runs go under it")
-	}
-	batches, err := splitInts("batch-sizes", o.batches, 1)
+	opts, err := driver.PlanSweep(driver.SweepSpec{Out: o.out, Batches: o.batches, Rules: o.rules, Warmups: o.warmup, Ranks: o.ranks,
+		Repeat: o.repeat, Target: o.target, Model: o.model, Project: o.project, Force: o.force, TrainFlags: o.trainFlags, Python: o.python})
 	if err != nil {
 		return err
 	}
-	ranks, err := splitInts("ranks", o.ranks, 1)
-	if err != nil {
-		return err
-	}
-	var rules, warmups []string
-	for _, r := range strings.Split(o.rules, ",") {
-		r = strings.TrimSpace(r)
-		if r != "none" && r != "linear" && r != "sqrt" {
-			return usagef("--lr-scaling %q: want none, linear or sqrt, comma-separated", o.rules)
-		}
-		rules = append(rules, r)
-	}
-	for _, w := range strings.Split(o.warmup, ",") {
-		w = strings.TrimSpace(w)
-		if v, err := strconv.ParseFloat(w, 64); err != nil || v < 0 {
-			return usagef("--warmup-epochs %q: want epochs of 0 or more, comma-separated", o.warmup)
-		}
-		warmups = append(warmups, w)
-	}
-	if o.repeat < 1 {
-		return usagef("--repeat %d: want 1 or more", o.repeat)
-	}
-	if o.python != nil {
-		if o.rules != "none" || o.warmup != "0" {
-			return usagef("--lr-scaling and --warmup-epochs are the trainer's: a PyTorch script sets its own learning rate")
-		}
-		for _, f := range o.python[1:] {
-			if f == "--batch-size" || strings.HasPrefix(f, "--batch-size=") {
-				return usagef("%s flag %s: the sweep passes each run's --batch-size", o.python[0], f)
-			}
-		}
-	}
-	for _, f := range o.trainFlags {
-		for _, owned := range []string{"--batch-size", "--lr-scaling", "--warmup-epochs", "--ranks", "-n"} {
-			if f == owned || strings.HasPrefix(f, owned+"=") {
-				return usagef("train flag %s: the sweep sets it from its own flags", f)
-			}
-		}
-	}
-	// Scale the learning rate from the sweep's smallest global batch,
-	// unless the train flags say otherwise.
-	base := "--lr-base-batch=" + strconv.Itoa(slices.Min(batches)*slices.Min(ranks))
-	for _, f := range o.trainFlags {
-		if f == "--lr-base-batch" || strings.HasPrefix(f, "--lr-base-batch=") {
-			base = ""
-		}
-	}
-	var fit *analyze.Fit
-	if o.model != "" {
-		m, err := readModel(o.model)
-		if err != nil {
-			return err
-		}
-		f := m.Fit
-		f.Source = o.model
-		fit = &f
-	}
-	// A finished run is kept only when it was recorded with the command
-	// this sweep would record it with: the directory's name does not hold
-	// the train flags (--epochs, --data, --lr) or the computed
-	// --lr-base-batch.
-	programArgs := func(r driver.SweepRun) []string {
-		if o.python != nil {
-			return append(slices.Clone(o.python), "--batch-size", strconv.Itoa(r.Batch))
-		}
-		args := []string{"train", "--quiet", "--batch-size", strconv.Itoa(r.Batch), "--lr-scaling", r.Rule, "--warmup-epochs", r.Warmup}
-		if base != "" {
-			args = append(args, base)
-		}
-		return append(args, o.trainFlags...)
-	}
-	plan := driver.SweepPlan(ranks, batches, rules, warmups, o.repeat)
+	plan := opts.Plan
 	prog := newSweepProgress(o.stderr, o.tty)
-	res, err := driver.Sweep(ctx, driver.SweepOptions{Out: o.out, Plan: plan, ProgramArgs: programArgs, Force: o.force,
-		Target: o.target, Fit: fit, Project: o.project, Progress: prog, Log: o.stderr, Todo: prog.setTotal})
+	opts.Progress, opts.Log, opts.Todo = prog, o.stderr, prog.setTotal
+	res, err := driver.Sweep(ctx, opts)
 	prog.finish()
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
