@@ -303,10 +303,10 @@ func finishedManifest(m *trace.Manifest, name, runID string, args []string, o *R
 	return m
 }
 
-// printRecorded prints what was recorded, reading the run back batch by batch
-// (a long run does not fit in memory as events).
+// printRecorded prints what was recorded: the counts the writers put in
+// run.json, or, where they could not, read back batch by batch.
 func printRecorded(stdout, stderr io.Writer, dir string, started time.Time) {
-	c, err := load.Read(context.Background(), dir, []string{trace.ColKind})
+	c, err := load.Count(context.Background(), dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "commprof: the run in %s could not be read back: %v\n", dir, err)
 		return

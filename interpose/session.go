@@ -136,7 +136,7 @@ func Start(ctx context.Context, raw collectives.Transport, cfg SessionConfig) (*
 		// Without a recorder (ranks a launcher started by hand), rank 0
 		// holds the directory, so readers see the run alive.
 		s.claim = rundir.Claim(cfg.Dir)
-		if err := rundir.Begin(cfg.Dir, s.manifest(trace.StatusRunning, nil, nil)); err != nil {
+		if err := rundir.Begin(cfg.Dir, s.manifest(trace.StatusRunning, nil, nil, nil)); err != nil {
 			s.rec.Close()
 			f.Close()
 			if s.claim != nil {
@@ -246,8 +246,30 @@ func (s *Session) alignClocks(ctx context.Context, round uint64, epoch int64) (i
 	return msg[0], []clockSample{{offset: msg[1], rtt: msg[2]}}, nil
 }
 
-// manifest builds rank 0's manifest.
-func (s *Session) manifest(status string, end []clockSample, runErr error) *trace.Manifest {
+// gatherEvents sends this rank's event count to rank 0, which returns
+// every rank's (nil elsewhere, or when a rank did not send in time).
+func (s *Session) gatherEvents(ctx context.Context, events int64) []int64 {
+	h := collectives.Header{Comm: clockComm, Op: collectives.OpSendRecv, Algo: collectives.AlgoDirect, DType: collectives.Int64, Seq: 2 << 32}
+	msg := []int64{events}
+	buf := collectives.Int64s(msg).Bytes()
+	if s.rank != 0 {
+		_ = s.raw.Send(ctx, 0, h, buf)
+		return nil
+	}
+	counts := make([]int64, s.raw.Size())
+	counts[0] = events
+	for r := 1; r < len(counts); r++ {
+		if _, err := collectives.Recv(ctx, s.raw, r, h, buf); err != nil {
+			return nil
+		}
+		counts[r] = msg[0]
+	}
+	return counts
+}
+
+// manifest builds rank 0's manifest; counts, when not nil, are the
+// ranks' event counts.
+func (s *Session) manifest(status string, end []clockSample, counts []int64, runErr error) *trace.Manifest {
 	m := s.cfg.Manifest
 	m.FormatVersion = trace.FormatVersion
 	m.WorldSize = s.raw.Size()
@@ -284,6 +306,9 @@ func (s *Session) manifest(status string, end []clockSample, runErr error) *trac
 		if end != nil && end[r].rtt > 0 && end[r].at != c.at {
 			e.ClockDrift = float64(end[r].offset-c.offset) / float64(end[r].at-c.at)
 		}
+		if r < len(counts) {
+			e.Events = counts[r]
+		}
 		m.Ranks[r] = e
 	}
 	return &m
@@ -295,11 +320,13 @@ func (s *Session) manifest(status string, end []clockSample, runErr error) *trac
 // outcome; ctx's end marks the run interrupted.
 func (s *Session) Finish(ctx context.Context, runErr error) error {
 	var end []clockSample
+	aligned := false
 	if runErr == nil && ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, clocks, err := s.alignClocks(sctx, 1, s.epoch)
 		cancel()
-		if err == nil && s.rank == 0 {
+		aligned = err == nil
+		if aligned && s.rank == 0 {
 			end = clocks
 		}
 	}
@@ -312,6 +339,14 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 		fl.SetState(trace.InFlightFinalizing, s.rec.Now())
 	}
 	err := s.rec.Close()
+	var counts []int64
+	if aligned && err == nil {
+		// Every rank that got this far tells rank 0 what its stream
+		// holds, for the manifest: nobody reads the streams to count.
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		counts = s.gatherEvents(sctx, s.rec.Events())
+		cancel()
+	}
 	if runErr == nil && ctx.Err() == nil {
 		fl.SetState(trace.InFlightFinished, s.rec.Now())
 	}
@@ -343,7 +378,7 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 			runErr, status = err, trace.StatusFailed
 		}
 		if merr := rundir.Finish(s.cfg.Dir, func(*trace.Manifest) (*trace.Manifest, error) {
-			return s.manifest(status, end, runErr), nil
+			return s.manifest(status, end, counts, runErr), nil
 		}); merr != nil && err == nil {
 			err = fmt.Errorf("recording: %w", merr)
 		}

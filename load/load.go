@@ -266,6 +266,32 @@ type ReadCount struct {
 	Problems []error
 }
 
+// Count is what the run in dir holds, as Read counts it, taken from
+// run.json where every rank's writer counted its stream as it closed it
+// (a complete run): then no stream is read. Otherwise it reads the
+// streams' kind column.
+func Count(ctx context.Context, dir string) (ReadCount, error) {
+	rf, err := trace.OpenRun(dir)
+	if err != nil {
+		return ReadCount{}, err
+	}
+	if m := rf.Manifest; m != nil && m.Status == trace.StatusComplete && len(rf.Problems) == 0 && len(rf.Streams) > 0 && len(m.Ranks) == len(rf.Streams) {
+		c := ReadCount{Streams: len(rf.Streams), Status: rundir.Status(dir, m)}
+		for _, s := range rf.Streams {
+			c.DiskBytes += s.Bytes
+		}
+		counted := true
+		for _, r := range m.Ranks {
+			counted = counted && r.Events > 0
+			c.Events += r.Events
+		}
+		if counted {
+			return c, nil
+		}
+	}
+	return Read(ctx, dir, []string{trace.ColKind})
+}
+
 // Read reads every stream of the run in dir as Summary does, decoding the
 // columns cols names (nil for all), and only counts the events: what
 // `commprof record` says it recorded, and the reader's own speed, which

@@ -202,6 +202,10 @@ type RankEntry struct {
 	CPUs int `json:"cpus,omitempty"`
 	// ExitStatus is the rank's exit status when its launcher knew it.
 	ExitStatus *int `json:"exit_status,omitempty"`
+	// Events is how many events the rank's stream holds, as its writer
+	// counted them when it closed it; 0 where the writer did not say (a
+	// rank that did not finish, an older run): read the stream to count.
+	Events int64 `json:"events,omitempty"`
 }
 
 // WriteManifest writes m to dir/run.json atomically. Recorders do not call

@@ -86,10 +86,20 @@ func TestRecordBench(t *testing.T) {
 	if len(run.Problems) != 0 || m.Status != trace.StatusComplete || m.WorldSize != 3 || m.Config["op"] != "allreduce" || m.Command[3] != "bench" {
 		t.Fatalf("problems %v, manifest %+v", run.Problems, m)
 	}
-	for _, e := range m.Ranks {
+	// Each rank's writer counted its stream for run.json; record printed
+	// their sum without reading the streams back.
+	var total int64
+	for i, e := range m.Ranks {
 		if e.ExitStatus == nil || *e.ExitStatus != 0 {
 			t.Errorf("rank %d exit status %v", e.Rank, e.ExitStatus)
 		}
+		if n := int64(len(run.Ranks[i].Events)); e.Events != n {
+			t.Errorf("rank %d: run.json counts %d events, its stream holds %d", e.Rank, e.Events, n)
+		}
+		total += e.Events
+	}
+	if want := fmt.Sprintf("3 ranks, %d events,", total); !strings.Contains(r.stdout, want) {
+		t.Errorf("record printed no %q:\n%s", want, r.stdout)
 	}
 	// 9 sizes (8 B..1 MiB by 4) × (1 warm-up + 3 timed + 1 checked) allreduces,
 	// plus 2 per size for the statistics and a barrier per size and at the start.

@@ -143,6 +143,15 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 		}
 		m.Clock.Method = "same-host"
 	}
+	// What each stream holds, counted as Finish read it (a cut stream:
+	// what was read before the cut).
+	for i := range m.Ranks {
+		for j, st := range rf.Streams {
+			if st.Rank == m.Ranks[i].Rank {
+				m.Ranks[i].Events = streams[j].events
+			}
+		}
+	}
 	if m.Source == nil {
 		m.Source = &trace.Source{Format: "pmpi"}
 	}

@@ -156,7 +156,7 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 			return nil, err
 		}
 		os.Remove(paths[r])
-		m.Ranks = append(m.Ranks, trace.RankEntry{Rank: r, Host: s.Meta.Host, PID: s.Meta.PID, File: file})
+		m.Ranks = append(m.Ranks, trace.RankEntry{Rank: r, Host: s.Meta.Host, PID: s.Meta.PID, File: file, Events: int64(len(s.Events))})
 		switch {
 		case s.Cut != nil:
 			problems = append(problems, fmt.Sprintf("rank %d's recording was cut: %v", r, s.Cut))
