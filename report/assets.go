@@ -23,6 +23,24 @@ var echartsJS string
 //go:embed assets/format.js
 var formatJS string
 
+//go:embed assets/timeline-data.js
+var timelineDataJS string
+
+//go:embed assets/timeline-view.js
+var timelineViewJS string
+
+//go:embed assets/timeline-widget.js
+var timelineWidgetJS string
+
+//go:embed assets/timeline-draw.js
+var timelineDrawJS string
+
+//go:embed assets/timeline-detail.js
+var timelineDetailJS string
+
+//go:embed assets/timeline-interact.js
+var timelineInteractJS string
+
 //go:embed assets/timeline.js
 var timelineMountJS string
 
@@ -31,7 +49,13 @@ var timelineMountJS string
 // ones after it, and the last, timeline.js, the global CommprofTimeline
 // (docs/web.md).
 var timelineParts = []script{
-	{"timeline.js", timelineMountJS},
+	{"timeline-data.js", timelineDataJS},         // checks and indexes the data
+	{"timeline-view.js", timelineViewJS},         // the span shown, the layout, where things are
+	{"timeline-widget.js", timelineWidgetJS},     // the elements and the legend
+	{"timeline-draw.js", timelineDrawJS},         // a frame and the overlay
+	{"timeline-detail.js", timelineDetailJS},     // fetching a span's events
+	{"timeline-interact.js", timelineInteractJS}, // hit testing, tooltip, pinning, input
+	{"timeline.js", timelineMountJS},             // mount
 }
 
 // timelineJS is the timeline's parts joined in order, the one script that
