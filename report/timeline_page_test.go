@@ -482,7 +482,8 @@ func TestTimelinePage(t *testing.T) {
 		if !strings.Contains(got.Legend, evilName) {
 			t.Errorf("legend %q does not show the name %s as text", got.Legend, evilName)
 		}
-		// The page's own: the data, format.js, timeline.js and the mount.
+		// The page's own: the data, format.js, the timeline (its parts as
+		// one script) and the mount.
 		if got.Scripts != 4 || got.Images != 0 {
 			t.Errorf("%d scripts and %d images on the page: a name from the trace became HTML", got.Scripts, got.Images)
 		}
