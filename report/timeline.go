@@ -30,8 +30,8 @@ func laneOf(k trace.Kind) int {
 	return -1
 }
 
-// Timeline is the page model of a report's timeline, what timeline.js
-// draws (docs/web.md): the whole run as occupancy bins per rank and lane,
+// Timeline is the page model of a report's timeline, what the timeline's
+// scripts draw (docs/web.md): the whole run as occupancy bins per rank and lane,
 // plus every event inside a few windows of detail, chosen so that the page
 // stays small whatever the run's length.
 type Timeline struct {

@@ -388,7 +388,11 @@ func checkScreenshot(t *testing.T, path string) {
 }
 
 func TestAssetsInline(t *testing.T) {
-	for name, js := range map[string]string{"echarts.min.js": echartsJS, "format.js": formatJS, "timeline.js": timelineJS, "report.js": reportJS, "live.js": liveJS} {
+	scripts := map[string]string{"echarts.min.js": echartsJS, "format.js": formatJS, "report.js": reportJS, "live.js": liveJS}
+	for _, p := range timelineParts {
+		scripts[p.name] = p.js
+	}
+	for name, js := range scripts {
 		if strings.Contains(strings.ToLower(js), "</script") {
 			t.Errorf("%s contains </script and cannot be inlined", name)
 		}
@@ -398,6 +402,42 @@ func TestAssetsInline(t *testing.T) {
 	}
 	if len(echartsJS) < 100_000 || !strings.Contains(echartsJS, "echarts") {
 		t.Errorf("echarts.min.js: %d bytes", len(echartsJS))
+	}
+}
+
+// TestTimelineParts: every timeline script in assets/ is one of the parts
+// that timelineJS joins, as the file is, and timeline.js, which mounts
+// the others, comes last.
+func TestTimelineParts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("assets", "timeline*.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	rest := timelineJS
+	for _, p := range timelineParts {
+		names = append(names, p.name)
+		b, err := os.ReadFile(filepath.Join("assets", p.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != p.js {
+			t.Errorf("part %s is not assets/%s as it is", p.name, p.name)
+		}
+		i := strings.Index(rest, p.js)
+		if i < 0 {
+			t.Errorf("timelineJS does not hold %s after the parts before it", p.name)
+			continue
+		}
+		rest = rest[i+len(p.js):]
+	}
+	for _, f := range files {
+		if !slices.Contains(names, filepath.Base(f)) {
+			t.Errorf("%s is not one of timelineParts", f)
+		}
+	}
+	if len(names) != len(files) || names[len(names)-1] != "timeline.js" {
+		t.Errorf("timelineParts %v, want each of %v once, timeline.js last", names, files)
 	}
 }
 
@@ -442,7 +482,8 @@ func TestTimelinePage(t *testing.T) {
 		if !strings.Contains(got.Legend, evilName) {
 			t.Errorf("legend %q does not show the name %s as text", got.Legend, evilName)
 		}
-		// The page's own: the data, format.js, timeline.js and the mount.
+		// The page's own: the data, format.js, the timeline (its parts as
+		// one script) and the mount.
 		if got.Scripts != 4 || got.Images != 0 {
 			t.Errorf("%d scripts and %d images on the page: a name from the trace became HTML", got.Scripts, got.Images)
 		}
