@@ -419,8 +419,12 @@ func Compare(a, b *Summary) *Diff {
 		perStep(sampled("skew", BlockQuantileSpread(skewA, 0.95), BlockQuantileSpread(skewB, 0.95)), float64(a.Skew.Dist.P95), float64(b.Skew.Dist.P95)))
 	// The replay names a straggler only above its own noise floor; the
 	// share a rank costs varies by that floor's share of the run.
+	// A rank the machine keeps off its core is a straggler of the load's
+	// making: the share may move by the runs' difference in core wait
+	// over the step.
 	add("straggler_share", "straggler", "skew", "the costliest straggler's share of the run", "fraction", topShare(a), topShare(b), lower,
-		noise{from: "replay", floorAbs: math.Hypot(replayNoise(a), replayNoise(b))})
+		loaded(noise{from: "replay", floorAbs: math.Hypot(replayNoise(a), replayNoise(b))}, per(a), per(b),
+			pair(topShare(a)*stepTimes[0], topShare(b)*stepTimes[1]), stepTimes))
 	if a.Fit.Usable && b.Fit.Usable {
 		// A model without the signal to be shown has nothing to compare.
 		// The model is fitted to the calls' times: the load may be in them

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -200,27 +199,35 @@ func TestDiffWeighsTheMachineLoad(t *testing.T) {
 	}
 }
 
-// The load's factors: a time may lose what its run waited (to nothing),
-// a rate over a time gain it (to infinity), and a change explains when
-// the interval scaled by some factor from 1 to the load's holds 1.
-func TestLoadTermFactors(t *testing.T) {
-	l := &loadTerm{s: [2]float64{0, 50}, num: [2]float64{100, 150}}
-	if f := l.factors(); len(f) != 1 || math.Abs(f[0]-2.0/3) > 1e-12 {
-		t.Errorf("time factors %v, want [2/3]", f)
+// What the load explains: a time that grew by no more than B's extra
+// wait, not one that grew more, nor one that fell; a rate whose time
+// grew so; a fraction that moved by no more than the extra wait over its
+// denominator, either way.
+func TestLoadTermExplains(t *testing.T) {
+	time := &loadTerm{s: [2]float64{10, 60}, num: [2]float64{100, 150}}
+	for _, c := range []struct {
+		lo, hi float64
+		want   bool
+	}{
+		{1.4, 1.6, true},   // grew by 40 to 60 ns, the extra wait is 50
+		{1.55, 1.7, false}, // grew by at least 55 ns
+		{0.5, 0.9, false},  // fell while B waited more
+		{0.9, 1.1, false},  // within the runs' own variation: not the load's doing
+	} {
+		if got := time.explains(c.lo, c.hi); got != c.want {
+			t.Errorf("time, ratio %v-%v: explains %v, want %v", c.lo, c.hi, got, c.want)
+		}
 	}
-	if !l.explains(1.4, 1.6) || l.explains(1.6, 1.7) || l.explains(0.5, 0.9) {
-		t.Error("a time's explains")
+	if l := (&loadTerm{s: [2]float64{60, 10}, num: [2]float64{100, 150}}); l.explains(1.4, 1.6) || !l.explains(0.6, 0.7) {
+		t.Error("with A waiting more, a fall by up to the difference is explained, a rise is not")
 	}
-	r := &loadTerm{s: [2]float64{0, 200}, den: [2]float64{100, 150}}
-	if f := r.factors(); len(f) != 1 || !math.IsInf(f[0], 1) {
-		t.Errorf("rate factors %v, want [+Inf]", f)
+	rate := &loadTerm{s: [2]float64{0, 50}, den: [2]float64{100, 150}}
+	if !rate.explains(0.65, 0.75) || rate.explains(0.5, 0.6) || rate.explains(1.2, 1.3) {
+		t.Error("a rate over a time that grew by up to 50 ns of 100")
 	}
-	if !r.explains(0.1, 0.5) || r.explains(2, 3) {
-		t.Error("a rate's explains")
-	}
-	fr := &loadTerm{s: [2]float64{0, 10}, num: [2]float64{20, 20}, den: [2]float64{100, 100}}
-	if f := fr.factors(); len(f) != 3 {
-		t.Errorf("fraction factors %v, want 3", f)
+	frac := &loadTerm{s: [2]float64{0, 10}, num: [2]float64{20, 30}, den: [2]float64{100, 100}}
+	if !frac.explains(1.3, 1.5) || !frac.explains(0.4, 0.6) || frac.explains(1.6, 1.8) {
+		t.Error("a fraction of 0.2 moved by up to 0.1 either way")
 	}
 	var none *loadTerm
 	if none.explains(2, 3) {

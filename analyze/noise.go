@@ -217,74 +217,53 @@ type noise struct {
 // is held up by as long, and so may every rank that waits for it: in each
 // run the load adds to a time figure some share k of its ranks' core
 // wait, summed over them (s), where k lies between 0 (none of the wait
-// fell on the figure) and 1 (all of it did). Nothing says k is the same
-// in both runs, but a change the load may explain is one that vanishes
-// for some common k: the figure less k·s in each run. At k = 1 each
-// run's figure is scaled by its gain: (v − s)/v for a time, v/(v − s)
-// for a rate over a time v (throughput, bus bandwidth), either for a
-// fraction of two times. A run with no load scales by 1; a run whose
-// figure the load may wholly be scales a time to 0 and a rate to
-// infinity.
+// fell on the figure) and 1 (all of it did). Taken as the same k in both
+// runs, load alike in both cancels, and what is left of the change is
+// the difference of the figures less k times the difference d = s_B −
+// s_A. A change the load may explain is one that some k from 0 to 1
+// brings back within the runs' own variation: a time that grew by no
+// more than d, or fell by no more than −d; a rate over a time whose time
+// did; a fraction of two times that moved by no more than |d| over its
+// denominator, either way. A time that grew while its run waited less
+// is not explained: the load would have made the change larger.
 type loadTerm struct {
 	s   [2]float64 // the ranks' core wait summed over them, per unit of the figure, in A and B
 	num [2]float64 // the time the figure is (or a fraction's numerator), ns, in A and B; 0: none
 	den [2]float64 // the time a rate or fraction is over, ns; 0: none
 }
 
-// factors are the ratios by which the load, all of it on the figure (k =
-// 1), may scale B's figure over A's: one for the numerator, one for the
-// denominator, each where the figure has it.
-func (l *loadTerm) factors() []float64 {
-	var out []float64
-	scale := func(ga, gb float64) {
-		switch {
-		case ga == gb: // both 0, both infinite, or equal: no change in the ratio
-			out = append(out, 1)
-		case ga == 0 || math.IsInf(gb, 1):
-			out = append(out, math.Inf(1))
-		default:
-			out = append(out, gb/ga)
-		}
-	}
-	timeGain := func(v, s float64) float64 { return max(v-s, 0) / v }
-	rateGain := func(v, s float64) float64 {
-		if v-s <= 0 {
-			return math.Inf(1)
-		}
-		return v / (v - s)
-	}
-	if l.num[0] > 0 && l.num[1] > 0 {
-		scale(timeGain(l.num[0], l.s[0]), timeGain(l.num[1], l.s[1]))
-	}
-	if l.den[0] > 0 && l.den[1] > 0 {
-		scale(rateGain(l.den[0], l.s[0]), rateGain(l.den[1], l.s[1]))
-	}
-	if l.num[0] > 0 && l.num[1] > 0 && l.den[0] > 0 && l.den[1] > 0 {
-		// A fraction whose numerator and denominator both hold it.
-		both := func(i int) float64 {
-			g, h := timeGain(l.num[i], l.s[i]), rateGain(l.den[i], l.s[i])
-			if g == 0 || math.IsInf(h, 1) {
-				return g // 0: the numerator, wholly the load, decides
-			}
-			return g * h
-		}
-		scale(both(0), both(1))
-	}
-	return out
-}
-
 // explains reports whether the load may account for a change whose ratio
-// B/A lies within [lo, hi] by the runs' own variation: whether, scaled by
-// any factor between 1 and the load's, the interval holds 1.
+// B/A lies within [lo, hi] by the runs' own variation.
 func (l *loadTerm) explains(lo, hi float64) bool {
-	if l == nil || (lo <= 1 && hi >= 1) {
+	if l == nil || (lo <= 1 && hi >= 1) || !(lo > 0) {
 		return false
 	}
-	for _, f := range l.factors() {
-		switch {
-		case hi < 1 && hi*f >= 1, lo > 1 && (f == 0 || lo*f <= 1):
-			return true
+	d := l.s[1] - l.s[0]
+	var t float64 // A's time the change is of
+	switch {
+	case l.num[0] > 0 && l.den[0] > 0:
+		// A fraction: the gap between its two values, at the interval's
+		// nearer edge, against what |d| moves it by.
+		f, gap := l.num[0]/l.den[0], 0.0
+		if lo > 1 {
+			gap = f * (lo - 1)
+		} else {
+			gap = f * (1 - hi)
 		}
+		return gap <= math.Abs(d)/math.Max(l.den[0], l.den[1])
+	case l.den[0] > 0:
+		// A rate over a time: the time's ratio is the rate's inverted.
+		lo, hi, t = 1/hi, 1/lo, l.den[0]
+	case l.num[0] > 0:
+		t = l.num[0]
+	default:
+		return false
+	}
+	switch {
+	case d > 0 && lo > 1:
+		return t*(lo-1) <= d
+	case d < 0 && hi < 1:
+		return t*(1-hi) <= -d
 	}
 	return false
 }
