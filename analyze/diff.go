@@ -262,7 +262,10 @@ func Compare(a, b *Summary) *Diff {
 	// den: the time a rate is over) whose unit is 1/ua of a run in A and
 	// 1/ub in B (per step: the steps; per call: the calls).
 	loaded := func(nz noise, ua, ub float64, num, den [2]float64) noise {
-		if d.Load != nil && d.Load.Configured == "" && ua > 0 && ub > 0 {
+		// The load explains a change only in the run whose ranks waited
+		// a larger share of their time: one that waited longer only
+		// because it ran longer (a rank delayed on purpose) was no busier.
+		if l := d.Load; l != nil && l.Configured == "" && ua > 0 && ub > 0 && (totalB/ub-totalA/ua)*(l.BShare-l.AShare) > 0 {
 			nz.load = &loadTerm{s: [2]float64{totalA / ua, totalB / ub}, num: num, den: den}
 		}
 		return nz

@@ -162,6 +162,7 @@ func TestDiffWeighsTheMachineLoad(t *testing.T) {
 	}{
 		{"B waited the extra time", loadedRun(1e6, 10_000), loadedRun(15e5, 500_000), WithinNoise, true, ""},
 		{"B waited a fifth of it", loadedRun(1e6, 10_000), loadedRun(15e5, 100_000), Worse, false, ""},
+		{"B waited longer only as it ran longer", loadedRun(1e6, 400_000), loadedRun(15e5, 550_000), Worse, false, ""},
 		{"A waited more", loadedRun(1e6, 500_000), loadedRun(15e5, 0), Worse, false, ""},
 		{"B faster though it waited more", loadedRun(15e5, 10_000), loadedRun(1e6, 500_000), Better, false, ""},
 		{"the load is injected", loadedRun(1e6, 10_000), loadedRun(15e5, 500_000, "hog:rank=0"), Worse, false, "an injected hog"},

@@ -220,7 +220,10 @@ type noise struct {
 // fell on the figure) and 1 (all of it did). Taken as the same k in both
 // runs, load alike in both cancels, and what is left of the change is
 // the difference of the figures less k times the difference d = s_B −
-// s_A. A change the load may explain is one that some k from 0 to 1
+// s_A, counted only where the run that waited longer also waited a
+// larger share of its time (a run longer for a reason of its own waits
+// longer at the same rate, and is no busier). A change the load may
+// explain is one that some k from 0 to 1
 // brings back within the runs' own variation: a time that grew by no
 // more than d, or fell by no more than −d; a rate over a time whose time
 // did; a fraction of two times that moved by no more than |d| over its

@@ -817,8 +817,9 @@ func TestTruthCalibratedModel(t *testing.T) {
 // processes keep both of the ranks' cores busy is slower, and its ranks
 // wait for a core; the diff names none of that better or worse, and says
 // the load may account for it. A rank delayed 3 ms a step on purpose, on
-// the same machine without those processes, is worse. The machine may be
-// busy already: the test adds its load to whatever is there.
+// the same machine without those processes, is worse (on a machine busy
+// before the test began, worse or within noise (load)). The machine may
+// be busy already: the test adds its load to whatever is there.
 func TestTruthDiffUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	rec := func(name string, extra ...string) string {
@@ -874,12 +875,21 @@ func TestTruthDiffUnderLoad(t *testing.T) {
 			t.Errorf("same configuration, a core busy in B: %s %v → %v is %s", ch.Metric, ch.A, ch.B, ch.Verdict)
 		}
 	}
+	// On a machine busy before the test began, the delayed run's ranks
+	// may wait longer for a core than the first run's did (its steps are
+	// longer): the diff may then not tell the delay from the load, and
+	// must say so (within noise (load)), never better.
+	busy := d.Load.AShare > 0.1
 	d = diff(a, c)
 	for _, ch := range d.Outcomes {
 		if ch.ID == "time_per_sample" {
-			t.Logf("delayed 3 ms a step: time per sample %.0f → %.0f ns, %s", ch.A, ch.B, ch.Verdict)
-			if ch.Verdict != analyze.Worse {
-				t.Errorf("a rank delayed 3 ms a step: time per sample %.0f → %.0f ns is %q, want worse", ch.A, ch.B, ch.Verdict)
+			t.Logf("delayed 3 ms a step: time per sample %.0f → %.0f ns, %s (load explains: %v; cores waited for %.1f%% → %.1f%%)",
+				ch.A, ch.B, ch.Verdict, ch.LoadExplains, 100*d.Load.AShare, 100*d.Load.BShare)
+			switch {
+			case ch.Verdict == analyze.Worse:
+			case busy && ch.Verdict == analyze.WithinNoise && ch.LoadExplains:
+			default:
+				t.Errorf("a rank delayed 3 ms a step: time per sample %.0f → %.0f ns is %q (load explains: %v), want worse", ch.A, ch.B, ch.Verdict, ch.LoadExplains)
 			}
 			return
 		}
