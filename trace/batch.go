@@ -34,6 +34,37 @@ func (b *Batch) Event(i int) Event {
 	return e
 }
 
+// BatchOf lays events out as a Batch, the inverse of Event: every column
+// filled, each string column with a dictionary of its own. It feeds
+// events held in memory to what reads batches (an analysis's tests).
+func BatchOf(evs []Event) *Batch {
+	n := len(evs)
+	b := &Batch{Len: n,
+		Rank: make([]int32, n), Peer: make([]int32, n), Step: make([]int32, n), Root: make([]int32, n), Chunk: make([]int32, n),
+		Kind: make([]Kind, n), Name: make([]int32, n), Algo: make([]int32, n), DType: make([]int32, n), Comm: make([]int32, n),
+		Start: make([]int64, n), Dur: make([]int64, n), Bytes: make([]int64, n), Seq: make([]int64, n), Wait: make([]int64, n),
+		Value: make([]float64, n), Label: make([]int32, n)}
+	dicts := [5]map[string]int32{{}, {}, {}, {}, {}}
+	lists := [5]*[]string{&b.Names, &b.Algos, &b.DTypes, &b.Comms, &b.Labels}
+	id := func(d int, s string) int32 {
+		if i, ok := dicts[d][s]; ok {
+			return i
+		}
+		i := int32(len(*lists[d]))
+		dicts[d][s] = i
+		*lists[d] = append(*lists[d], s)
+		return i
+	}
+	for i := range evs {
+		e := &evs[i]
+		b.Rank[i], b.Peer[i], b.Step[i], b.Root[i], b.Chunk[i] = e.Rank, e.Peer, e.Step, e.Root, e.Chunk
+		b.Kind[i] = e.Kind
+		b.Name[i], b.Algo[i], b.DType[i], b.Comm[i], b.Label[i] = id(0, e.Name), id(1, e.Algo), id(2, e.DType), id(3, e.Comm), id(4, e.Label)
+		b.Start[i], b.Dur[i], b.Bytes[i], b.Seq[i], b.Wait[i], b.Value[i] = e.Start, e.Dur, e.Bytes, e.Seq, e.Wait, e.Value
+	}
+	return b
+}
+
 // NextBatch reads the next batch into b, decoding the columns the
 // Reader's options name. It returns io.EOF after the last batch of a
 // complete stream and a *TruncatedError if the stream was cut; Next and

@@ -948,3 +948,24 @@ func TestNaNMetrics(t *testing.T) {
 		}
 	}
 }
+
+// BatchOf is Event's inverse: every event, labels and all, comes back as
+// it went in, and each string column's dictionary holds each value once.
+func TestBatchOf(t *testing.T) {
+	evs := sample(3, 500, 0)
+	for i := range evs {
+		evs[i].Label = []string{"", "fc1.weight", "fc2.bias"}[i%3]
+	}
+	b := BatchOf(evs)
+	if b.Len != len(evs) {
+		t.Fatalf("%d rows, want %d", b.Len, len(evs))
+	}
+	for i, want := range evs {
+		if got := b.Event(i); !reflect.DeepEqual(got, want) {
+			t.Fatalf("row %d: %+v, want %+v", i, got, want)
+		}
+	}
+	if len(b.Labels) != 3 {
+		t.Errorf("labels dictionary %q, want 3 values", b.Labels)
+	}
+}
