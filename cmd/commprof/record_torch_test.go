@@ -53,6 +53,11 @@ func recordTorchJob(t *testing.T, py string, ranks int, script string, args ...s
 	if err != nil {
 		t.Fatal(err)
 	}
+	for i, e := range r.Manifest.Ranks {
+		if n := int64(len(r.Ranks[i].Events)); e.Events != n {
+			t.Errorf("rank %d: run.json counts %d events, its stream holds %d", e.Rank, e.Events, n)
+		}
+	}
 	return out, r
 }
 

@@ -65,6 +65,18 @@ func TestCProgram(t *testing.T) {
 		t.Fatalf("%d ranks, problems %v", len(run.Ranks), run.Problems)
 	}
 	man := run.Manifest
+	// Finish counted every stream for run.json (readRun checks each
+	// count against its stream), and record printed their sum.
+	var total int64
+	for _, e := range man.Ranks {
+		if e.Events == 0 {
+			t.Errorf("rank %d has no event count in run.json", e.Rank)
+		}
+		total += e.Events
+	}
+	if want := fmt.Sprintf("4 ranks, %d events,", total); !strings.Contains(res.stdout, want) {
+		t.Errorf("record printed no %q:\n%s", want, res.stdout)
+	}
 	if man.Status != trace.StatusComplete || man.Codec != trace.Zstd || man.Launcher != "pmi" || man.Config["mpi"] != "mpich" ||
 		!strings.HasPrefix(man.Source.Tool, "MPICH Version: 4") {
 		t.Errorf("manifest: status %s, codec %s, launcher %s, config %v, source %+v", man.Status, man.Codec, man.Launcher,

@@ -200,12 +200,23 @@ func recordDirect(t testing.TB, m mpiTools, np int, env []string, argv ...string
 	return dir, launch(t, m, np, env, "", argv...)
 }
 
-// readRun reads a run, failing t on any problem.
+// readRun reads a run, failing t on any problem, and checks the event
+// counts Finish put in run.json (none when the library was preloaded by
+// hand, without record) against the streams.
 func readRun(t testing.TB, dir string) *trace.Run {
 	t.Helper()
 	run, err := trace.ReadRun(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m := run.Manifest; m != nil {
+		for _, e := range m.Ranks {
+			for _, rk := range run.Ranks {
+				if rk.Info.Rank == e.Rank && e.Events != 0 && e.Events != int64(len(rk.Events)) {
+					t.Errorf("rank %d: run.json counts %d events, its stream holds %d", e.Rank, e.Events, len(rk.Events))
+				}
+			}
+		}
 	}
 	return run
 }
