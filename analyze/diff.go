@@ -40,6 +40,11 @@ type Diff struct {
 	// HeadlineNoise or less; a figure the diff lacks is within noise up
 	// to UnsampledFloor.
 	Headline []Change `json:"headline"`
+	// Tests counts the figures with a direction whose spread both runs
+	// measured; Level is the confidence of each one's interval, 95% over
+	// all of them at once (judgeChanges).
+	Tests int     `json:"tests"`
+	Level float64 `json:"level"`
 	// Load is how long each run's ranks waited for a core; nil when a run
 	// did not read it (recorded with --sample off, or imported).
 	Load *MachineLoad `json:"load,omitempty"`
@@ -61,8 +66,8 @@ type MachineLoad struct {
 	// Explained counts the changes the load may account for.
 	Explained int `json:"explained"`
 	// Configured, when set, says the runs' configurations differ in what
-	// loads the cores ("an injected hog", "ranks per host"): the load is
-	// then the change's own, an effect, and explains nothing.
+	// may load the cores ("injected faults", "ranks per host"): the load
+	// is then the change's own, an effect, and explains nothing.
 	Configured string `json:"configured,omitempty"`
 }
 
@@ -117,6 +122,10 @@ type Change struct {
 	LoadExplains bool `json:"load_explains,omitempty"`
 
 	weight float64 // of the relative change in the ordering
+	// What the verdict is given against, once every figure is known
+	// (judgeChanges).
+	nz noise
+	bt better
 }
 
 // ConfigChange is one configuration key that differs.
@@ -203,18 +212,7 @@ func Compare(a, b *Summary) *Diff {
 			r := (vb - va) / math.Abs(va)
 			c.Rel = &r
 		}
-		nz.apply(&c)
-		if c.Delta != 0 && va != 0 && vb != 0 {
-			switch {
-			case bt == neutral:
-			case withinNoise(c):
-				c.Verdict = WithinNoise
-			case bt == lower && c.Delta < 0, bt == higher && c.Delta > 0:
-				c.Verdict = Better
-			default:
-				c.Verdict = Worse
-			}
-		}
+		c.nz, c.bt = nz, bt
 		d.Changes = append(d.Changes, c)
 	}
 	per := func(s *Summary) float64 { // divisor for per-step figures
@@ -471,6 +469,7 @@ func Compare(a, b *Summary) *Diff {
 		}
 		return magnitude(ci) > magnitude(cj)
 	})
+	judgeChanges(d)
 	d.Title = title(d.Config)
 	d.Headline = headlineChanges(a, b, d)
 	if d.Load != nil {
@@ -481,6 +480,50 @@ func Compare(a, b *Summary) *Diff {
 		}
 	}
 	return d
+}
+
+// RunToRun is the NoiseFrom of a change judged against its run-to-run
+// floor (noise.go, RunFloorStep and RunFloorComm).
+const RunToRun = "run to run"
+
+// judgeChanges gives every change its interval and verdict. The diff
+// makes one test for each figure with a direction whose spread both runs
+// measured, some thirty of them: at 95% each, two runs of one
+// configuration would show one or two moved by chance alone. So the
+// level is 95% over all of them at once (Bonferroni): each figure's
+// interval is at 1 − 5%/m for m such figures.
+func judgeChanges(d *Diff) {
+	m := 0
+	for _, cs := range [][]Change{d.Outcomes, d.Changes} {
+		for _, c := range cs {
+			if c.bt != neutral && c.Rel != nil && c.nz.measured() {
+				m++
+			}
+		}
+	}
+	d.Tests = m
+	d.Level = 1 - (1-Confidence)/float64(max(m, 1))
+	for _, cs := range [][]Change{d.Outcomes, d.Changes} {
+		for i := range cs {
+			c := &cs[i]
+			c.nz.apply(c, d.Level)
+			if f := runFloor(*c); c.Rel != nil && f > c.NoiseRel && c.NoiseFrom != "too few calls" {
+				c.NoiseRel, c.NoiseFrom = f, RunToRun
+			}
+			if c.Delta == 0 || c.A == 0 || c.B == 0 {
+				continue
+			}
+			switch {
+			case c.bt == neutral:
+			case withinNoise(*c):
+				c.Verdict = WithinNoise
+			case c.bt == lower && c.Delta < 0, c.bt == higher && c.Delta > 0:
+				c.Verdict = Better
+			default:
+				c.Verdict = Worse
+			}
+		}
+	}
 }
 
 // machineLoad is how long each run's ranks waited for a core, per step
@@ -510,19 +553,12 @@ func machineLoad(a, b *Summary, steps bool) *MachineLoad {
 	l := &MachineLoad{}
 	l.ANS, l.AShare = of(a)
 	l.BNS, l.BShare = of(b)
-	hog := func(s *Summary) string {
-		var h []string
-		for _, f := range s.Run.Injected {
-			if strings.HasPrefix(f, "hog") {
-				h = append(h, f)
-			}
-		}
-		return strings.Join(h, ";")
-	}
 	perHost := func(s *Summary) float64 { return float64(s.Run.WorldSize) / float64(max(len(s.Run.Hosts), 1)) }
 	switch {
-	case hog(a) != hog(b):
-		l.Configured = "an injected hog"
+	case strings.Join(a.Run.Injected, ";") != strings.Join(b.Run.Injected, ";"):
+		// A hog loads a core on purpose; a slow link's shaper and a
+		// stall's stopper are processes of their own.
+		l.Configured = "injected faults"
 	case perHost(a) != perHost(b):
 		l.Configured = "ranks per host"
 	}

@@ -4,6 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/commprof/commprof/trace"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // A diff's verdicts are given only to changes larger than the two runs'
@@ -25,6 +28,38 @@ const (
 	NoiseFloor     = 0.02
 	UnsampledFloor = 0.10
 )
+
+// Two runs of one configuration differ by more than either varies inside
+// itself: on a 2-core machine, 6 recordings of the same training run
+// (docs/metrics.md, "Run to run") had step times from 1.49 to 1.86 ms
+// (throughput 43% apart in another pair), and allreduce times from 142
+// to 511 µs and arrival wait fractions from 9.8% to 41.3%, in two modes
+// that held for a whole run while each run's steps varied little. A
+// change of one run against one other gets a verdict only beyond these
+// floors: RunFloorStep (a factor of 1.6) for times made of the step
+// (step time, throughput, epochs, compute, idle, energy), RunFloorComm (a
+// factor of 5) for communication's (exposed, arrival wait, skew, an op's
+// or a collective group's time and busbw, the fractions, the straggler
+// share, the fit).
+const (
+	RunFloorStep = 0.6
+	RunFloorComm = 4.0
+)
+
+// runFloor is the run-to-run floor of a change, 0 for none (bytes,
+// calls, memory, accuracy and loss are the same from run to run).
+func runFloor(c Change) float64 {
+	switch c.Def {
+	case "step-time", "throughput", "epoch-time", "time-to-target", "time-per-sample", "compute", "idle", "energy":
+		return RunFloorStep
+	case "exposed", "wait", "skew", "latency", "busbw", "op-time", "communication", "overlapped", "straggler", "model", "link":
+		return RunFloorComm
+	}
+	if c.ID == "result."+trace.MetricImagesPerSecond {
+		return RunFloorStep
+	}
+	return 0
+}
 
 // Verdicts of a diff's changes.
 const (
@@ -125,20 +160,28 @@ func BlockQuantileSpread(x []float64, q float64) Spread {
 // (delta method) and add in quadrature, with Welch's degrees of freedom.
 // The ratio's interval is b/a·e^−h to b/a·e^h. ok is false when either
 // run's spread was not measured.
-func LogNoise(sa, sb Spread) (h float64, ok bool) {
+func LogNoise(sa, sb Spread) (h float64, ok bool) { return logNoiseAt(sa, sb, Confidence) }
+
+// logNoiseAt is LogNoise at another confidence level.
+func logNoiseAt(sa, sb Spread, level float64) (h float64, ok bool) {
 	if !sa.Sampled() || !sb.Sampled() {
 		return 0, false
 	}
 	va, vb := sa.RSD*sa.RSD, sb.RSD*sb.RSD
 	df := WelchDF(va, float64(sa.Blocks-1), vb, float64(sb.Blocks-1))
-	return TQuantile(df) * math.Sqrt(va+vb), true
+	return tQuantileAt(df, level) * math.Sqrt(va+vb), true
 }
 
 // RelInterval is the interval at Confidence on the relative change
 // b/a − 1 given the runs' spreads; ok as for LogNoise, and false when a
 // or b is not positive.
 func RelInterval(a, b float64, sa, sb Spread) (lo, hi float64, ok bool) {
-	h, ok := LogNoise(sa, sb)
+	return relIntervalAt(a, b, sa, sb, Confidence)
+}
+
+// relIntervalAt is RelInterval at another confidence level.
+func relIntervalAt(a, b float64, sa, sb Spread, level float64) (lo, hi float64, ok bool) {
+	h, ok := logNoiseAt(sa, sb, level)
 	if !ok || !(a > 0) || !(b > 0) {
 		return 0, 0, false
 	}
@@ -157,25 +200,19 @@ func WelchDF(va, dfa, vb, dfb float64) float64 {
 	return (va + vb) * (va + vb) / den
 }
 
-// tTable is Student's t two-sided 95% quantile (the 0.975 quantile) for
-// 1..30 degrees of freedom.
-var tTable = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
-
 // TQuantile is Student's t 0.975 quantile (the half-width factor of a
-// two-sided 95% interval) for df degrees of freedom; fractional df take
-// the next smaller whole number (wider), and beyond 30 the Cornish–Fisher
-// expansion of the normal quantile.
-func TQuantile(df float64) float64 {
-	if !(df >= 1) {
-		return tTable[0]
+// two-sided 95% interval) for df degrees of freedom.
+func TQuantile(df float64) float64 { return tQuantileAt(df, Confidence) }
+
+// tQuantileAt is the half-width factor of a two-sided interval at
+// confidence level for df degrees of freedom; a fractional df takes the
+// next smaller whole number (wider), and under 1, 1.
+func tQuantileAt(df, level float64) float64 {
+	df = max(math.Floor(df), 1)
+	if math.IsInf(df, 1) {
+		return distuv.UnitNormal.Quantile(1 - (1-level)/2)
 	}
-	if df <= float64(len(tTable)) {
-		return tTable[int(df)-1]
-	}
-	const z = 1.959964
-	return z + (z*z*z+z)/(4*df) + (5*math.Pow(z, 5)+16*z*z*z+3*z)/(96*df*df)
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}.Quantile(1 - (1-level)/2)
 }
 
 func sumOf(x []float64) float64 {
@@ -276,8 +313,13 @@ func sampled(from string, a, b Spread) noise { return noise{from: from, a: a, b:
 // ofCalls is the noise of a collective group's or an op's figure.
 func ofCalls(a, b Spread) noise { return noise{from: "calls", a: a, b: b, needSamples: true} }
 
-// apply sets a change's interval, its noise and where that came from.
-func (n noise) apply(c *Change) {
+// sampled reports whether both runs measured the figure's spread: its
+// interval is a test at a confidence level.
+func (n noise) measured() bool { return n.a.Sampled() && n.b.Sampled() }
+
+// apply sets a change's interval at the confidence level (two-sided, per
+// figure), its noise and where that came from.
+func (n noise) apply(c *Change, level float64) {
 	if c.Rel == nil {
 		return
 	}
@@ -291,8 +333,8 @@ func (n noise) apply(c *Change) {
 			c.NoiseFrom = n.from
 		}
 	}
-	if lo, hi, ok := RelInterval(c.A, c.B, n.a, n.b); ok {
-		h, _ := LogNoise(n.a, n.b)
+	if lo, hi, ok := relIntervalAt(c.A, c.B, n.a, n.b, level); ok {
+		h, _ := logNoiseAt(n.a, n.b, level)
 		c.CILow, c.CIHigh = &lo, &hi
 		c.NoiseRel, c.NoiseFrom = max(math.Expm1(h), NoiseFloor), n.from
 	}
@@ -319,7 +361,10 @@ func withinNoise(c Change) bool {
 	if c.CILow != nil && *c.CILow <= 0 && *c.CIHigh >= 0 {
 		return true
 	}
-	if *c.Rel <= -1 { // a sign change: no factor to compare
+	if *c.Rel <= -1 || (c.CILow == nil && c.nz.floorAbs > 0) {
+		// A sign change has no factor to compare; a floor in the figure's
+		// own unit (an accuracy's half point, the replay's noise share)
+		// bounds the difference, not the ratio.
 		return math.Abs(*c.Rel) <= c.NoiseRel
 	}
 	return math.Abs(math.Log1p(*c.Rel)) <= math.Log1p(c.NoiseRel)

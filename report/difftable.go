@@ -50,6 +50,8 @@ func FormatRel(c analyze.Change) string {
 // straggler replay's noise); "" for none.
 func FormatNoise(c analyze.Change) string {
 	switch {
+	case c.NoiseFrom == analyze.RunToRun:
+		return fmt.Sprintf("×%.3g run to run", 1+c.NoiseRel)
 	case c.CILow != nil && c.CIHigh != nil:
 		return fmt.Sprintf("%s…%s", pct(*c.CILow), pct(*c.CIHigh))
 	case c.NoiseRel > 0:
@@ -178,6 +180,9 @@ func WriteDiffOverview(w io.Writer, d *analyze.Diff) {
 	}
 	if d.PerSample {
 		fmt.Fprintf(w, "per-sample figures use the global batch: %d (A) and %d (B) samples per step\n", d.A.SamplesPerStep, d.B.SamplesPerStep)
+	}
+	if d.Tests > 1 {
+		fmt.Fprintf(w, "intervals: 95%% for the %d figures with samples at once, each at %s\n", d.Tests, units.Percent(d.Level, 1))
 	}
 	if l := FormatLoad(d); l != "" {
 		fmt.Fprintf(w, "machine load: %s\n", l)

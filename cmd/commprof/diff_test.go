@@ -69,15 +69,7 @@ func TestDiffVerdictsAboveTheNoise(t *testing.T) {
 		return out
 	}
 	a, b, big := rec("a", "16", "1"), rec("b", "16", "1"), rec("big", "512", "3")
-	diff := func(x, y string) *analyze.Diff {
-		r := commprof(t, nil, "diff", x, y, "--format", "json")
-		var d analyze.Diff
-		if err := json.Unmarshal([]byte(r.stdout), &d); r.code != 0 || err != nil {
-			t.Fatalf("diff %s %s: exit %d %v\n%s", x, y, r.code, err, r.stderr)
-		}
-		return &d
-	}
-	d := diff(a, b)
+	d := diffJSON(t, a, b)
 	for _, c := range append(d.Outcomes, d.Changes...) {
 		if c.Verdict == analyze.Better || c.Verdict == analyze.Worse {
 			t.Errorf("same configuration: %s %s → %s (%+.1f%%, noise %.1f%% from %s) is %s",
@@ -91,7 +83,7 @@ func TestDiffVerdictsAboveTheNoise(t *testing.T) {
 		strings.Contains(r.stdout, " worse\n") || !strings.Contains(r.stdout, "--all prints them") {
 		t.Errorf("the terminal diff of one configuration:\n%s", r.stdout)
 	}
-	d = diff(a, big)
+	d = diffJSON(t, a, big)
 	// Bytes per sample fall by the batch ratio: an effect whatever the
 	// machine does. Exposed communication per sample falls too, but on 2
 	// ranks a batch of 512's exposed time per step spreads so widely
@@ -113,4 +105,15 @@ func TestDiffVerdictsAboveTheNoise(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("batch 16 → 512 lacks %v", want)
 	}
+}
+
+// diffJSON is commprof diff's JSON of runs x and y.
+func diffJSON(t *testing.T, x, y string) *analyze.Diff {
+	t.Helper()
+	r := commprof(t, nil, "diff", x, y, "--format", "json")
+	var d analyze.Diff
+	if err := json.Unmarshal([]byte(r.stdout), &d); r.code != 0 || err != nil {
+		t.Fatalf("diff %s %s: exit %d %v\n%s", x, y, r.code, err, r.stderr)
+	}
+	return &d
 }
