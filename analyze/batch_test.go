@@ -8,8 +8,12 @@ import "github.com/commprof/commprof/trace"
 // tests cannot import.
 
 // Summarize summarizes a run held in memory.
-func Summarize(run *trace.Run) *Summary {
-	meta := Meta{Dir: run.Dir, Manifest: run.Manifest}
+func Summarize(run *trace.Run) *Summary { return summarizeReplaying(run, 0) }
+
+// summarizeReplaying is Summarize with the replay bounded to ops
+// operations (0: the default).
+func summarizeReplaying(run *trace.Run, ops int64) *Summary {
+	meta := Meta{Dir: run.Dir, Manifest: run.Manifest, ReplayOps: ops}
 	if run.Manifest != nil {
 		meta.WorldSize = run.Manifest.WorldSize
 	}

@@ -72,6 +72,9 @@ type Stragglers struct {
 	WithoutNS float64 `json:"without_ns"`
 	// CriticalPath is the cross-rank critical path of the slowest window.
 	CriticalPath *CriticalPath `json:"critical_path,omitempty"`
+	// Sample is set when the run was too long to replay whole: every
+	// figure above is then of the stretch it names, in the run's middle.
+	Sample *ReplaySample `json:"sample,omitempty"`
 }
 
 // RankCost is what one rank's slowness cost the job.
@@ -297,6 +300,7 @@ type windowRef struct {
 // stragglers replays the run. steps are each rank's step spans.
 func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [][2]int) Stragglers {
 	out := Stragglers{Ranks: []RankCost{}, Named: []int{}, NoiseBoundNS: -1}
+	ranks, calls, inst, out.Sample = replayWindow(ranks, calls, inst, cmp.Or(s.meta.ReplayOps, replayBudget))
 	rp := s.newReplayer(ranks, calls, inst)
 	if rp == nil {
 		out.Reason = "the run has no communication between ranks to replay"

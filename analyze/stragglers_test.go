@@ -381,3 +381,45 @@ func TestCriticalPathIsOfTheSlowestStep(t *testing.T) {
 		t.Errorf("the path runs %d-%d ns, want the step's 60-80 ms", cp.StartNS, cp.EndNS)
 	}
 }
+
+// TestReplayWindow: a run with more operations than the replay's budget
+// is replayed over the stretch in its middle that holds about that many,
+// and the verdict there is the whole run's: a rank that stalls 5 ms at
+// every tenth exchange of 400 is named at 5 ms a tenth of the exchanges
+// replayed, and a clean run names nobody.
+func TestReplayWindow(t *testing.T) {
+	var stalls []int
+	for it := 0; it < 400; it += 10 {
+		stalls = append(stalls, it)
+	}
+	run := halo{ranks: 4, iters: 400, slow: 2, stall: 5_000_000, stalls: stalls}.run()
+	whole := Summarize(run).Stragglers
+	if whole.Sample != nil || whole.Windows != 400 || !slices.Equal(whole.Named, []int{2}) {
+		t.Fatalf("whole run: sample %+v, %d windows, named %v", whole.Sample, whole.Windows, whole.Named)
+	}
+	// Each exchange is 4 messages and 4 waits on each of 4 ranks.
+	const budget = 3200
+	st := summarizeReplaying(run, budget).Stragglers
+	sm := st.Sample
+	if sm == nil || sm.TotalOps != 400*4*8 || sm.Ops > budget || sm.Ops < budget*3/4 {
+		t.Fatalf("sample %+v, want at most %d of %d operations, and most of that", sm, budget, 400*4*8)
+	}
+	if st.Windows < 70 || st.Windows > 100 || st.ReplayErrorNS != 0 {
+		t.Fatalf("%d windows replayed (want about %d), replay error %d ns", st.Windows, budget/32, st.ReplayErrorNS)
+	}
+	if mid := (sm.FromNS + sm.ToNS) / 2; mid < run.Ranks[0].Events[len(run.Ranks[0].Events)*2/5].Start ||
+		mid > run.Ranks[0].Events[len(run.Ranks[0].Events)*3/5].Start {
+		t.Errorf("stretch %d..%d ns is not in the run's middle", sm.FromNS, sm.ToNS)
+	}
+	if !slices.Equal(st.Named, []int{2}) {
+		t.Fatalf("named %v in the stretch: %+v", st.Named, st.Ranks)
+	}
+	want := float64(5e6) * float64(st.Windows) / 10
+	if got := float64(st.Ranks[0].CostNS); math.Abs(got-want) > 0.15*want {
+		t.Errorf("rank 2 costs %.1f ms in the stretch, want about %.1f ms (5 ms each tenth of %d exchanges)", got/1e6, want/1e6, st.Windows)
+	}
+	clean := summarizeReplaying(halo{ranks: 4, iters: 400, slow: -1}.run(), budget).Stragglers
+	if clean.Sample == nil || len(clean.Named) != 0 {
+		t.Errorf("clean run: sample %+v, named %v", clean.Sample, clean.Named)
+	}
+}

@@ -15,6 +15,9 @@ type Meta struct {
 	WorldSize int
 	DiskBytes int64
 	Problems  []string
+	// ReplayOps bounds the operations the what-if replay lays out (0:
+	// replayBudget); a longer run is replayed over a stretch of it.
+	ReplayOps int64
 }
 
 // PointToPoint is the op name of messages sent with Send and Recv rather

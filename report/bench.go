@@ -92,6 +92,7 @@ func benchCards(s *analyze.Summary) []card {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
 			c.Detail = fmt.Sprintf("%s of the run", units.Percent(h.StragglerShare, 0))
 		}
+		c.Detail = strings.TrimPrefix(c.Detail+replaySample(s), " · ")
 		cs = append(cs, c)
 	}
 	return cs

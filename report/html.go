@@ -333,6 +333,7 @@ func runCards(s *analyze.Summary) []card {
 			}
 			c.Detail += stragglerCPU(s, h.Straggler)
 		}
+		c.Detail += replaySample(s)
 		cs = append(cs, c)
 	}
 	cs = append(cs, resourceCards(s)...)
@@ -656,4 +657,16 @@ func culpritText(d *analyze.Diagnosis) string {
 		return ""
 	}
 	return "; culprit: " + analyze.RankList(d.Culprits)
+}
+
+// replaySample says which stretch of a long run the replay covered; ""
+// when it covered all of it.
+func replaySample(s *analyze.Summary) string {
+	sm := s.Stragglers.Sample
+	if sm == nil || sm.TotalOps == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" · replayed over %s of the run's %s operations, %s to %s into it (the run is too long to replay whole)",
+		units.Percent(float64(sm.Ops)/float64(sm.TotalOps), 0), units.Int(float64(sm.TotalOps)),
+		units.Duration(float64(sm.FromNS-s.Run.FirstNS)), units.Duration(float64(sm.ToNS-s.Run.FirstNS)))
 }

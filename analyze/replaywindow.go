@@ -1,0 +1,149 @@
+package analyze
+
+import (
+	"slices"
+)
+
+// replayBudget bounds the operations the what-if replay lays out: rank
+// calls, point-to-point messages, waits and step bounds. The replay keeps
+// about 150 bytes per operation and replays the run a few dozen times, so
+// a run with more is replayed over the stretch in its middle that holds
+// this many: about 1 GB of replay at most, and a minute's replaying at
+// worst, whatever the run's length.
+const replayBudget = 1 << 19
+
+// ReplaySample says which part of the run the replay covered, when it
+// did not cover all of it.
+type ReplaySample struct {
+	// FromNS and ToNS bound the stretch replayed (clock times, as
+	// events'): the calls and messages that started in it.
+	FromNS int64 `json:"from_ns"`
+	ToNS   int64 `json:"to_ns"`
+	// Ops is how many operations (rank calls, messages, waits, step
+	// bounds) it holds, of TotalOps in the run.
+	Ops      int64 `json:"ops"`
+	TotalOps int64 `json:"total_ops"`
+}
+
+// replayWindow returns the ranks, calls and instances the replay lays
+// out: all of them when the run's operations fit in budget, else those
+// that started in the stretch in the middle of the run that holds about
+// budget of them, copied (the summary's other analyses read the
+// originals meanwhile). sample is nil when nothing was left out.
+func replayWindow(ranks []*RankSummarizer, calls []callRec, inst [][2]int, budget int64) ([]*RankSummarizer, []callRec, [][2]int, *ReplaySample) {
+	total := int64(len(calls))
+	lo, hi := int64(0), int64(0)
+	seen := false
+	see := func(t int64) {
+		if !seen {
+			lo, hi, seen = t, t, true
+		}
+		lo, hi = min(lo, t), max(hi, t)
+	}
+	for _, c := range calls {
+		see(c.start)
+	}
+	for _, rs := range ranks {
+		total += int64(len(rs.p2pMsgs) + len(rs.waits) + 2*len(rs.steps))
+		for _, m := range rs.p2pMsgs {
+			see(m.start)
+		}
+	}
+	if total <= budget || !seen || hi <= lo {
+		return ranks, calls, inst, nil
+	}
+	// Count the operations by start time in fine buckets, then widen a
+	// stretch of buckets from the median operation's until it holds the
+	// budget.
+	const nb = 1 << 14
+	var hist [nb]int64
+	width := float64(hi-lo+1) / nb
+	bucket := func(t int64) int { return min(max(int(float64(t-lo)/width), 0), nb-1) }
+	for _, c := range calls {
+		hist[bucket(c.start)]++
+	}
+	for _, rs := range ranks {
+		for _, m := range rs.p2pMsgs {
+			hist[bucket(m.start)]++
+		}
+		for _, w := range rs.waits {
+			hist[bucket(w.start)]++
+		}
+		for _, st := range rs.steps {
+			hist[bucket(st.start)] += 2
+		}
+	}
+	mid, acc := 0, int64(0)
+	for mid < nb-1 && acc+hist[mid] < total/2 {
+		acc += hist[mid]
+		mid++
+	}
+	a, b, n := mid, mid+1, hist[mid]
+	var nl, nr int64 // operations added on either side of the median's bucket
+	for {
+		left := a > 0 && n+hist[a-1] <= budget
+		right := b < nb && n+hist[b] <= budget
+		if !left && !right {
+			break
+		}
+		// Grow the side that holds fewer, so that the stretch stays
+		// centred on the median.
+		if left && (!right || nl <= nr) {
+			a--
+			n, nl = n+hist[a], nl+hist[a]
+		} else {
+			n, nr = n+hist[b], nr+hist[b]
+			b++
+		}
+	}
+	from, to := lo+int64(float64(a)*width), lo+int64(float64(b)*width)
+	if b == nb {
+		to = hi + 1
+	}
+	in := func(t int64) bool { return t >= from && t < to }
+
+	// Instances by their first member's start.
+	var wc []callRec
+	var wi [][2]int
+	keep := map[[2]int64]bool{} // (comm, seq) of kept calls: their waits go with them
+	for _, r := range inst {
+		first := calls[r[0]].start
+		for _, c := range calls[r[0]:r[1]] {
+			first = min(first, c.start)
+		}
+		if !in(first) {
+			continue
+		}
+		start := len(wc)
+		wc = append(wc, calls[r[0]:r[1]]...)
+		wi = append(wi, [2]int{start, len(wc)})
+		keep[[2]int64{int64(calls[r[0]].comm), calls[r[0]].seq}] = true
+	}
+	wr := make([]*RankSummarizer, 0, len(ranks))
+	for _, rs := range ranks {
+		c := &RankSummarizer{s: rs.s, rank: rs.rank, world: rs.world, host: rs.host}
+		var last int64 // the last kept message's end: waits for it come before
+		for _, m := range rs.p2pMsgs {
+			if in(m.start) {
+				c.p2pMsgs = append(c.p2pMsgs, m)
+				last = max(last, m.end)
+			}
+		}
+		for _, w := range rs.waits {
+			if w.name == rs.s.p2p {
+				if w.start >= from && w.start <= last {
+					c.waits = append(c.waits, w)
+				}
+			} else if keep[[2]int64{int64(w.comm), w.seq}] {
+				c.waits = append(c.waits, w)
+			}
+		}
+		c.steps = slices.DeleteFunc(slices.Clone(rs.steps), func(st stepRec) bool { return !in(st.start) || st.end >= to })
+		wr = append(wr, c)
+	}
+	kept := int64(len(wc))
+	for _, c := range wr {
+		kept += int64(len(c.p2pMsgs) + len(c.waits) + 2*len(c.steps))
+	}
+	return wr, wc, wi, &ReplaySample{FromNS: from, ToNS: to, Ops: kept, TotalOps: total}
+}
