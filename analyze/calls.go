@@ -11,31 +11,41 @@ import (
 // The collective calls of every rank, merged: which the program waited
 // on, their instances across ranks, arrival waits and communicator sizes.
 
-// classifyCalls marks each rank's calls that the program waited on
-// (non-blocking) and those outside its timed regions (trace.MarkTimed),
-// when the program marked any.
-func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) {
+// callClass marks one rank's calls as they are merged: those the
+// program waited on (non-blocking), those outside its timed regions
+// (trace.MarkTimed) when it marked any, and each call's message waits
+// that came after its event.
+type callClass struct {
+	waited  map[callKey]bool
+	timed   bool
+	regions []span
+	late    []collWaitRec // sorted by (comm, seq)
+}
+
+// callKey names a collective's call, or a message's wait (by name: its
+// seq is a tag).
+type callKey struct {
+	comm, name int32
+	seq        int64
+}
+
+// classifyCalls works out, for each rank, what its calls are marked with
+// as they are merged (rs.timed is set here).
+func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) []*callClass {
 	anyTimed := false
 	for _, rs := range ranks {
 		for _, m := range rs.marks {
 			anyTimed = anyTimed || m.Name == trace.MarkTimed
 		}
 	}
-	for _, rs := range ranks {
+	out := make([]*callClass, len(ranks))
+	for i, rs := range ranks {
+		cl := &callClass{timed: anyTimed, late: rs.lateWaits()}
+		out[i] = cl
 		if len(rs.waits) > 0 {
-			// The name tells a collective's wait from a message's, whose
-			// seq is its tag.
-			type key struct {
-				comm, name int32
-				seq        int64
-			}
-			waited := make(map[key]bool, len(rs.waits))
+			cl.waited = make(map[callKey]bool, len(rs.waits))
 			for _, w := range rs.waits {
-				waited[key{w.comm, w.name, w.seq}] = true
-			}
-			for i := range rs.calls {
-				c := &rs.calls[i]
-				c.nonBlocking = waited[key{c.comm, c.name, c.seq}]
+				cl.waited[callKey{w.comm, w.name, w.seq}] = true
 			}
 		}
 		if !anyTimed {
@@ -54,57 +64,81 @@ func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) {
 				open = -1
 			}
 		}
-		regions = union(regions)
-		rs.timed = regions
-		for i := range rs.calls {
-			c := &rs.calls[i]
-			j := sort.Search(len(regions), func(j int) bool { return regions[j].hi >= c.start+c.dur })
-			c.untimed = j == len(regions) || c.start < regions[j].lo
-			c.region = -1
-			if !c.untimed {
-				c.region = int32(j)
-			}
-		}
+		cl.regions = union(regions)
+		rs.timed = cl.regions
 	}
+	return out
+}
+
+// timedRegion returns the timed region (of a rank's merged regions) that
+// holds call c, if one does.
+func timedRegion(regions []span, c callRec) (int32, bool) {
+	j := sort.Search(len(regions), func(j int) bool { return regions[j].hi >= c.start+c.dur })
+	if j == len(regions) || c.start < regions[j].lo {
+		return -1, false
+	}
+	return int32(j), true
+}
+
+// mark sets c's flags and region and adds its late message waits; calls
+// come in (comm, seq) order.
+func (cl *callClass) mark(c *callRec) {
+	if cl.waited != nil {
+		c.nonBlocking = cl.waited[callKey{c.comm, c.name, c.seq}]
+	}
+	if cl.timed {
+		_, in := timedRegion(cl.regions, *c)
+		c.untimed = !in
+	}
+	ws := cl.late
+	for len(ws) > 0 && (ws[0].comm < c.comm || ws[0].comm == c.comm && ws[0].seq < c.seq) {
+		ws = ws[1:]
+	}
+	for k := 0; k < len(ws) && ws[k].comm == c.comm && ws[k].seq == c.seq; k++ {
+		c.recvWait += ws[k].wait
+	}
+	cl.late = ws
 }
 
 // mergeCalls joins the ranks' collective events, sorted by communicator,
-// sequence and rank, so that one call's events are adjacent. Each rank's
-// events are already nearly in order, so each is sorted on its own and
-// the ranks are merged, instead of sorting everything at once.
-func (s *Summarizer) mergeCalls(ranks []*RankSummarizer) []callRec {
+// sequence and rank, so that one call's events are adjacent, marking each
+// with its rank's class. Each rank's events are already in order, or
+// nearly: each is read (or sorted) on its own and the ranks are merged,
+// instead of sorting everything at once. The ranks' logs are read once,
+// and let go as they are.
+func (s *Summarizer) mergeCalls(ranks []*RankSummarizer, classes []*callClass) []callRec {
 	n := 0
-	lists := make([][]callRec, 0, len(ranks))
-	for _, rs := range ranks {
-		n += len(rs.calls)
-		slices.SortFunc(rs.calls, cmpCall)
-		rs.attachWaits()
-		lists = append(lists, rs.calls)
-		rs.calls = nil
+	rds := make([]*logReader, 0, len(ranks))
+	cls := make([]*callClass, 0, len(ranks))
+	for i, rs := range ranks {
+		n += rs.calls.n
+		rds = append(rds, rs.calls.reader(rs.rank))
+		cls = append(cls, classes[i])
+		rs.calls = callLog{}
 	}
-	// Each list holds one rank's calls and the lists come in rank order
-	// (Finalize sorts ranks), so the merged order, by (comm, seq, rank),
-	// takes each (comm, seq) from the lists in turn: find the smallest
-	// head, then drain every list's calls with that key, list by list.
+	// The readers come in rank order (Finalize sorts ranks), so the
+	// merged order, by (comm, seq, rank), takes each (comm, seq) from
+	// the readers in turn: find the smallest head, then drain every
+	// reader's calls with that key, reader by reader.
 	calls := make([]callRec, 0, n)
 	for {
 		var key callRec
 		found := false
-		for _, l := range lists {
-			if len(l) > 0 && (!found || l[0].comm < key.comm || l[0].comm == key.comm && l[0].seq < key.seq) {
-				key, found = l[0], true
+		for _, r := range rds {
+			if r.ok && (!found || r.head.comm < key.comm || r.head.comm == key.comm && r.head.seq < key.seq) {
+				key, found = r.head, true
 			}
 		}
 		if !found {
 			return calls
 		}
-		for i, l := range lists {
-			j := 0
-			for j < len(l) && l[j].comm == key.comm && l[j].seq == key.seq {
-				j++
+		for i, r := range rds {
+			for r.ok && r.head.comm == key.comm && r.head.seq == key.seq {
+				c := r.head
+				cls[i].mark(&c)
+				calls = append(calls, c)
+				r.next()
 			}
-			calls = append(calls, l[:j]...)
-			lists[i] = l[j:]
 		}
 	}
 }

@@ -29,15 +29,23 @@ func benchTimes(ranks []*RankSummarizer, calls []callRec) map[collKey]float64 {
 		n     int64
 		mixed bool
 	}
+	timed := map[int32][]span{}
+	for _, rs := range ranks {
+		timed[int32(rs.rank)] = rs.timed
+	}
 	regions := map[rr]*acc{}
 	for _, c := range calls {
-		if c.region < 0 {
+		if c.untimed {
+			continue
+		}
+		j, ok := timedRegion(timed[c.rank], c)
+		if !ok {
 			continue
 		}
 		k := collKey{c.name, c.algo, SizeBucket(c.bytes)}
-		a := regions[rr{c.rank, c.region}]
+		a := regions[rr{c.rank, j}]
 		if a == nil {
-			regions[rr{c.rank, c.region}] = &acc{key: k, n: 1}
+			regions[rr{c.rank, j}] = &acc{key: k, n: 1}
 			continue
 		}
 		a.mixed = a.mixed || a.key != k
@@ -45,10 +53,6 @@ func benchTimes(ranks []*RankSummarizer, calls []callRec) map[collKey]float64 {
 	}
 	if len(regions) == 0 {
 		return nil
-	}
-	timed := map[int32][]span{}
-	for _, rs := range ranks {
-		timed[int32(rs.rank)] = rs.timed
 	}
 	type sums struct{ span, n int64 }
 	per := map[collKey]map[int32]*sums{}

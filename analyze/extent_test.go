@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -101,4 +102,37 @@ func wantProblem(t *testing.T, problems []string, parts ...string) {
 		}
 	}
 	t.Errorf("no problem says %q; problems: %q", parts, problems)
+}
+
+// TestRankWaitsMergesAsTheyCome: a rank's wait spans merged as they come
+// (in order) or sorted (out of order, as calls on two communicators come)
+// sum to the length of their union.
+func TestRankWaitsMergesAsTheyCome(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for trial := range 200 {
+		var calls []callRec
+		var waits []int64
+		var want [3][]span
+		at := [3]int64{}
+		for range 50 {
+			r := rng.IntN(3)
+			at[r] += rng.Int64N(100)
+			start := at[r]
+			if r == 2 && trial%2 == 0 {
+				start = rng.Int64N(3000) // rank 2 out of order in half the trials
+			}
+			w := rng.Int64N(150) - 20
+			calls = append(calls, callRec{rank: int32(r), start: start})
+			waits = append(waits, w)
+			if w > 0 {
+				want[r] = append(want[r], span{start, start + w})
+			}
+		}
+		got := rankWaits(calls, waits, 3)
+		for r := range 3 {
+			if l := length(union(want[r])); got[r] != l {
+				t.Fatalf("trial %d rank %d: %d ns of waits, want the union's %d", trial, r, got[r], l)
+			}
+		}
+	}
 }

@@ -36,11 +36,13 @@ type RankSummarizer struct {
 	dicts [4]dictMap // names, algos, comms, labels of the current stream
 
 	events                   int64
-	calls                    []callRec
-	waits                    []waitRec // the program's waits on non-blocking calls
-	p2p                      []span    // point-to-point sends and receives
-	p2pMsgs                  []p2pRec  // the same, with their peers, for the replay
-	collWaits                []collWaitRec
+	calls                    callLog
+	waits                    []waitRec          // the program's waits on non-blocking calls
+	p2p                      []span             // point-to-point sends and receives
+	p2pMsgs                  []p2pRec           // the same, with their peers, for the replay
+	pending                  map[[2]int64]int64 // (comm, seq) -> message waits of a call not yet read
+	held                     callRec            // the last call read, not yet packed
+	holding                  bool
 	reduce                   linReg // reduction kernels: ns against bytes
 	selfBytes, selfMsgs      int64  // messages to itself: local copies, not network traffic
 	compute                  []span
@@ -71,7 +73,8 @@ type RankSummarizer struct {
 	sizesByName    map[int32]*[65]*SizeStats
 }
 
-// callRec is one rank's event of one collective call.
+// callRec is one rank's event of one collective call. Its fields are
+// laid out to pack into 72 bytes: a run holds one per rank and call.
 type callRec struct {
 	comm, name, algo int32
 	label            int32 // the user-level name (a tensor), 0 for none
@@ -80,12 +83,11 @@ type callRec struct {
 	seq              int64
 	start, dur       int64
 	bytes            int64
-	untimed          bool  // outside the program's timed regions (warm-up, checks)
-	region           int32 // the timed region it is in, -1 for none
-	nonBlocking      bool  // the program waited on it with a wait event
 	// recvWait sums the waits of the call's own messages received on
 	// its rank (time posted before the first byte), for the replay.
-	recvWait int64
+	recvWait    int64
+	untimed     bool // outside the program's timed regions (warm-up, checks)
+	nonBlocking bool // the program waited on it with a wait event
 }
 
 type stepRec struct {
@@ -195,8 +197,21 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			if b.Label != nil {
 				label = labels[b.Label[i]]
 			}
-			rs.calls = append(rs.calls, callRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], algo: algos[b.Algo[i]], label: label,
-				rank: int32(rs.rank), root: b.Root[i], step: b.Step[i], seq: b.Seq[i], start: start, dur: dur, bytes: b.Bytes[i], region: -1})
+			c := callRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], algo: algos[b.Algo[i]], label: label,
+				rank: int32(rs.rank), root: b.Root[i], step: b.Step[i], seq: b.Seq[i], start: start, dur: dur, bytes: b.Bytes[i]}
+			// The call's messages come after its event (commprof's own
+			// calls) or before it (their waits summed in pending): the
+			// last call is held unpacked until the next, for those after.
+			if k := [2]int64{int64(c.comm), c.seq}; len(rs.pending) > 0 {
+				if w, ok := rs.pending[k]; ok {
+					c.recvWait = w
+					delete(rs.pending, k)
+				}
+			}
+			if rs.holding {
+				rs.calls.add(rs.held)
+			}
+			rs.held, rs.holding = c, true
 		case trace.KindSend:
 			// A message to itself is a local copy, not communication.
 			if names[b.Name[i]] == rs.s.p2p && int(b.Peer[i]) != rs.rank {
@@ -267,44 +282,49 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 	}
 }
 
-// collWaitRec sums the waits of a collective's messages received on a
-// rank; a call's messages mostly come one after another, so they add to
-// the last record.
+// collWaitRec is the summed waits of a collective's messages received on
+// a rank.
 type collWaitRec struct {
 	comm int32
 	seq  int64
 	wait int64
 }
 
+// collWait adds a collective's message wait to its call, which is mostly
+// read after its messages: the waits are summed in pending until it is.
 func (rs *RankSummarizer) collWait(comm int32, seq, wait int64) {
-	if n := len(rs.collWaits); n > 0 && rs.collWaits[n-1].comm == comm && rs.collWaits[n-1].seq == seq {
-		rs.collWaits[n-1].wait += wait
+	if rs.holding && rs.held.comm == comm && rs.held.seq == seq {
+		rs.held.recvWait += wait
 		return
 	}
-	rs.collWaits = append(rs.collWaits, collWaitRec{comm, seq, wait})
+	if rs.pending == nil {
+		rs.pending = map[[2]int64]int64{}
+	}
+	rs.pending[[2]int64{int64(comm), seq}] += wait
 }
 
-// attachWaits adds each call's message waits to it; rs.calls is sorted
-// by (comm, seq).
-func (rs *RankSummarizer) attachWaits() {
-	ws := rs.collWaits
-	slices.SortFunc(ws, func(a, b collWaitRec) int {
-		if c := cmp.Compare(a.comm, b.comm); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
-	j := 0
-	for i := range rs.calls {
-		c := &rs.calls[i]
-		for j < len(ws) && (ws[j].comm < c.comm || ws[j].comm == c.comm && ws[j].seq < c.seq) {
-			j++
-		}
-		for k := j; k < len(ws) && ws[k].comm == c.comm && ws[k].seq == c.seq; k++ {
-			c.recvWait += ws[k].wait
-		}
+// flushCalls packs the call held for its messages' waits.
+func (rs *RankSummarizer) flushCalls() {
+	if rs.holding {
+		rs.calls.add(rs.held)
+		rs.holding = false
 	}
-	rs.collWaits = nil
+}
+
+// lateWaits returns the message waits no call of the rank's took as it
+// was read (its event came before its messages, or it has none), sorted
+// by (comm, seq).
+func (rs *RankSummarizer) lateWaits() []collWaitRec {
+	rs.flushCalls()
+	ws := make([]collWaitRec, 0, len(rs.pending))
+	for k, w := range rs.pending {
+		ws = append(ws, collWaitRec{int32(k[0]), k[1], w})
+	}
+	rs.pending = nil
+	slices.SortFunc(ws, func(a, b collWaitRec) int {
+		return cmp.Or(cmp.Compare(a.comm, b.comm), cmp.Compare(a.seq, b.seq))
+	})
+	return ws
 }
 
 func (rs *RankSummarizer) recv(name, peer int32, bytes, dur, wait int64) {

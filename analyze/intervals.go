@@ -66,6 +66,9 @@ func clipLength(s []span, from *int, lo, hi int64) int64 {
 
 // subtract returns the parts of merged spans a not in merged spans b.
 func subtract(a, b []span) []span {
+	if len(b) == 0 {
+		return a // spans are not changed once merged: no copy needed
+	}
 	var out []span
 	j := 0
 	for _, x := range a {

@@ -28,12 +28,23 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) 
 	for _, rs := range ranks {
 		haveWaits = haveWaits || len(rs.waits) > 0
 	}
+	// Sized first: a run holds one span per rank and call.
+	per := make([]int, world)
+	for _, c := range calls {
+		per[c.rank]++
+	}
+	for _, rs := range ranks {
+		per[rs.rank] += len(rs.p2p)
+	}
 	comm := make([][]span, world)
-	blocked := make([][]span, world)
+	for r, n := range per {
+		comm[r] = make([]span, 0, n)
+	}
+	blocked := make([][]span, world) // the program blocked in: only needed with waits
 	for _, c := range calls {
 		sp := span{c.start, c.start + c.dur}
 		comm[c.rank] = append(comm[c.rank], sp)
-		if !c.nonBlocking {
+		if haveWaits && !c.nonBlocking {
 			blocked[c.rank] = append(blocked[c.rank], sp)
 		}
 	}
@@ -103,15 +114,50 @@ func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst []
 // union of its waits, since calls that overlap on a rank (non-blocking
 // ones, Horovod's concurrent negotiations) wait at the same time.
 func rankWaits(calls []callRec, waits []int64, world int) []int64 {
-	per := make([][]span, world)
+	// A rank's calls come in (comm, seq) order, which is time order on
+	// one communicator: the wait spans of a rank whose come in order are
+	// merged as they come; another's are collected and sorted.
+	type acc struct {
+		lo, hi, total  int64
+		open, unsorted bool
+		all            []span
+	}
+	per := make([]acc, world)
 	for i, c := range calls {
-		if waits[i] > 0 {
-			per[c.rank] = append(per[c.rank], span{c.start, c.start + waits[i]})
+		if a := &per[c.rank]; waits[i] > 0 {
+			a.unsorted = a.unsorted || a.open && c.start < a.lo
+			a.lo, a.open = c.start, true
+		}
+	}
+	for r := range per {
+		per[r].open = false
+	}
+	for i, c := range calls {
+		if waits[i] <= 0 {
+			continue
+		}
+		a := &per[c.rank]
+		sp := span{c.start, c.start + waits[i]}
+		switch {
+		case a.unsorted:
+			a.all = append(a.all, sp)
+		case !a.open:
+			a.lo, a.hi, a.open = sp.lo, sp.hi, true
+		case sp.lo <= a.hi:
+			a.hi = max(a.hi, sp.hi)
+		default:
+			a.total += a.hi - a.lo
+			a.lo, a.hi = sp.lo, sp.hi
 		}
 	}
 	out := make([]int64, world)
-	for r, sp := range per {
-		out[r] = length(union(sp))
+	for r, a := range per {
+		switch {
+		case a.unsorted:
+			out[r] = length(union(a.all))
+		case a.open:
+			out[r] = a.total + a.hi - a.lo
+		}
 	}
 	return out
 }

@@ -39,16 +39,29 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 		times []int64
 	}
 	byStep := map[int32]*acc{}
+	// The calls' waits and bytes, of the ranks that have steps.
 	waitOf := map[int32][]stepWait{}
 	perRank := map[int32]int{}
+	for _, rs := range ranks {
+		if len(rs.steps) > 0 {
+			perRank[int32(rs.rank)] = 0
+		}
+	}
+	if len(perRank) == 0 {
+		return []StepStats{}, StepSummary{}
+	}
 	for _, c := range calls {
-		perRank[c.rank]++
+		if n, ok := perRank[c.rank]; ok {
+			perRank[c.rank] = n + 1
+		}
 	}
 	for r, n := range perRank {
 		waitOf[r] = make([]stepWait, 0, n)
 	}
 	for i, c := range calls {
-		waitOf[c.rank] = append(waitOf[c.rank], stepWait{c.start, waits[i], c.bytes})
+		if l, ok := waitOf[c.rank]; ok {
+			waitOf[c.rank] = append(l, stepWait{c.start, waits[i], c.bytes})
+		}
 	}
 	for _, rs := range ranks {
 		if len(rs.steps) == 0 {

@@ -90,8 +90,7 @@ func (s *Summarizer) Finalize() *Summary {
 	ext, far := s.extent(ranks)
 	sum.Problems = append(sum.Problems, far...)
 
-	s.classifyCalls(ranks)
-	calls := s.mergeCalls(ranks)
+	calls := s.mergeCalls(ranks, s.classifyCalls(ranks))
 	inst := instances(calls)
 	waits := arrivalWaits(calls, inst, world)
 	sp := s.spans(ranks, calls, rows)

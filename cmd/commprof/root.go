@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -75,6 +76,11 @@ tables and diffs.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+		if slices.Contains(analysisCommands, c.Name()) {
+			limitMemory()
+		}
+	}
 	root.SetIn(ios.In)
 	root.SetOut(ios.Out)
 	root.SetErr(ios.ErrOut)
@@ -93,6 +99,24 @@ tables and diffs.`,
 	root.AddCommand(&cobra.Command{Use: inject.HelperArg, Hidden: true, DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error { return inject.RunHelper(cmd.Context(), args) }})
 	return root
+}
+
+// analysisCommands are the commands that read runs; they keep their heap
+// near analysisMemory.
+var analysisCommands = []string{"stats", "report", "diff", "serve", "sweep", "export", "predict", "doctor"}
+
+// analysisMemory is the soft limit on the heap of a command that reads
+// runs: the Go collector works harder as the heap nears it, instead of
+// letting the heap grow to twice what is live, so that a 100M-event run
+// is summarized in under 1 GB (docs/benchmarks.md). A run whose summary
+// needs more goes over it, at the cost of more collections. GOMEMLIMIT
+// set in the environment replaces it.
+const analysisMemory = 768 << 20
+
+func limitMemory() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(analysisMemory)
+	}
 }
 
 // takesProgram marks the commands that run a program given after --.
