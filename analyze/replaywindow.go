@@ -6,11 +6,11 @@ import (
 
 // replayBudget bounds the operations the what-if replay lays out: rank
 // calls, point-to-point messages, waits and step bounds. The replay keeps
-// about 150 bytes per operation and replays the run a few dozen times, so
-// a run with more is replayed over the stretch in its middle that holds
-// this many: about 1 GB of replay at most, and a minute's replaying at
-// worst, whatever the run's length.
-const replayBudget = 1 << 19
+// about 250 bytes per operation at its peak and replays the run a few
+// dozen times: 2^18 operations took 65 MB and 1.5 s of the 100M-event
+// benchmark run's summary. A run with more is replayed over the stretch
+// in its middle that holds this many.
+const replayBudget = 1 << 18
 
 // ReplaySample says which part of the run the replay covered, when it
 // did not cover all of it.
