@@ -7,7 +7,7 @@ BIN     := bin/commprof
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := openmpi-bin libopenmpi-dev iproute2 dataset-fashion-mnist chromium mpich libmpich-dev python3-mpi4py python3-numpy hpcc python3-torch
+APT_PKGS := openmpi-bin libopenmpi-dev libzstd-dev iproute2 dataset-fashion-mnist chromium mpich libmpich-dev python3-mpi4py python3-numpy hpcc python3-torch
 
 .PHONY: all build demo test deps go-deps system-deps web-deps echarts pmpi pmpi-libs bench bench-go bench-mpi bench-pmpi vet fmt clean
 
@@ -34,11 +34,11 @@ pmpi-libs: $(PMPI_LIBS)
 
 bin/libcommprof-pmpi-openmpi.so: $(PMPI_SRC)
 	@mkdir -p bin
-	$(MPICC_OPENMPI) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread -ldl
+	$(MPICC_OPENMPI) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lzstd -lpthread -ldl
 
 bin/libcommprof-pmpi-mpich.so: $(PMPI_SRC)
 	@mkdir -p bin
-	$(MPICC_MPICH) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lpthread -ldl
+	$(MPICC_MPICH) $(PMPI_CFLAGS) -o $@ interpose/pmpi/c/*.c -lzstd -lpthread -ldl
 
 # The main job: the reference trainer on 4 local ranks over loopback TCP,
 # on its embedded data set, recorded into runs/demo, and its HTML report.

@@ -115,7 +115,7 @@ func prepareMPI(ctx context.Context, o *RecordOptions, args []string) (*mpiRecor
 	if err != nil {
 		return nil, fmt.Errorf("%w, beside which the PMPI library lies", err)
 	}
-	pass := []string{envnames.TraceDir, envnames.RunID, envnames.RunName, envnames.Command, envnames.Sample}
+	pass := []string{envnames.TraceDir, envnames.RunID, envnames.RunName, envnames.Command, envnames.Sample, envnames.Codec}
 	if len(o.Inject) > 0 {
 		faults, err := FaultsOf(o.Inject)
 		if err != nil {

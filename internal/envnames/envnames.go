@@ -15,7 +15,8 @@ const (
 	TraceDir = "COMMPROF_TRACE_DIR"
 	RunID    = "COMMPROF_RUN_ID"
 	RunName  = "COMMPROF_RUN_NAME"
-	// Codec is the stream compression commprof's own ranks write with.
+	// Codec is the stream compression commprof's own ranks write with;
+	// the PMPI library writes zstd unless it is none.
 	Codec = "COMMPROF_CODEC"
 	// Command is the recorded command line, as a JSON array.
 	Command = "COMMPROF_COMMAND"

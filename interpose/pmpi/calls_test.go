@@ -361,7 +361,7 @@ func TestMPI4PyCalls(t *testing.T) {
 	checkSpans(t, run)
 
 	man := run.Manifest
-	if man.Status != trace.StatusComplete || man.WorldSize != 3 || man.Launcher != "openmpi" || man.Codec != trace.None {
+	if man.Status != trace.StatusComplete || man.WorldSize != 3 || man.Launcher != "openmpi" || man.Codec != trace.Zstd {
 		t.Errorf("manifest: status %s, world %d, launcher %s, codec %s", man.Status, man.WorldSize, man.Launcher, man.Codec)
 	}
 	if s := man.Source; s == nil || s.Format != "pmpi" || s.CollectiveMessages || !strings.HasPrefix(s.Tool, "Open MPI v") ||

@@ -35,10 +35,10 @@ func TestDiskFull(t *testing.T) {
 	})
 	dir := filepath.Join(mnt, "run")
 	// 3,000 allreduces a rank, 10 µs of work apart: some 200 KiB of
-	// events each, where record's reserve for run.json (1 MiB) leaves
-	// under 200 KiB; flushed every 5 ms, so that the batches written
-	// before the disk filled are kept.
-	res := command(t, []string{envnames.Flush + "=5ms"}, "", bin, "record", "--out", dir, "--", "mpirun.mpich", "-np", "2", prog, "coll", "-1", "0", "1", "3000", "0.01")
+	// events each uncompressed (--codec none), where record's reserve for
+	// run.json (1 MiB) leaves under 200 KiB; flushed every 5 ms, so that
+	// the batches written before the disk filled are kept.
+	res := command(t, []string{envnames.Flush + "=5ms"}, "", bin, "record", "--codec", "none", "--out", dir, "--", "mpirun.mpich", "-np", "2", prog, "coll", "-1", "0", "1", "3000", "0.01")
 	if res.err == nil {
 		t.Fatalf("record succeeded on a full disk\n%s%s", res.stdout, res.stderr)
 	}
@@ -78,4 +78,48 @@ func TestDiskFull(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".rank-*.why")); len(left) > 0 {
 		t.Errorf("left in the run: %v", left)
 	}
+}
+
+// TestStreamCompressedAsWritten: the library compresses its batches as it
+// writes them, so that a stream left as written (no compaction: a run
+// that did not end well, or COMMPROF_COMPACT=off) takes a few bytes an
+// event, not the 83 of raw columns; record --codec none writes them
+// raw. Both hold the same calls.
+func TestStreamCompressedAsWritten(t *testing.T) {
+	m := findMPI(t, MPICH)
+	prog := cProgram(t, m, "stall")
+	library(t, m)
+	bin := commprofBin(t)
+	perEvent := map[string]float64{}
+	for _, codec := range []string{"zstd", "none"} {
+		dir := filepath.Join(t.TempDir(), codec)
+		res := command(t, []string{envnames.Compact + "=off"}, "", bin, "record", "--codec", codec, "--out", dir, "--",
+			"mpirun.mpich", "-np", "2", prog, "coll", "-1", "0", "0", "20000", "0")
+		if res.err != nil {
+			t.Fatalf("%s: record: %v\n%s%s", codec, res.err, res.stdout, res.stderr)
+		}
+		run := readRun(t, dir)
+		if len(run.Ranks) != 2 || len(run.Problems) != 0 || run.Manifest.Codec != trace.Codec(codec) {
+			t.Fatalf("%s: %d ranks, problems %v, codec %s", codec, len(run.Ranks), run.Problems, run.Manifest.Codec)
+		}
+		var events, bytes int64
+		for _, rk := range run.Ranks {
+			n := 0
+			for _, e := range rk.Events {
+				if e.Kind == trace.KindCollective && e.Name == "allreduce" {
+					n++
+				}
+			}
+			if n < 20000 {
+				t.Errorf("%s: rank %d recorded %d allreduces, want the loop's 20,000 and more", codec, rk.Info.Rank, n)
+			}
+			events += int64(len(rk.Events))
+			bytes += rk.Bytes
+		}
+		perEvent[codec] = float64(bytes) / float64(events)
+	}
+	if perEvent["zstd"] > 12 || perEvent["none"] < 60 {
+		t.Errorf("as written: %.1f bytes an event compressed, %.1f raw; want at most 12 and at least 60", perEvent["zstd"], perEvent["none"])
+	}
+	t.Logf("as written: %.1f bytes an event compressed, %.1f raw", perEvent["zstd"], perEvent["none"])
 }

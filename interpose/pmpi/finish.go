@@ -40,7 +40,8 @@ type FinishOptions struct {
 	LauncherErr error
 	Interrupted bool
 	// Compact rewrites the streams of a complete run as large batches
-	// compressed with Codec (the library writes them uncompressed).
+	// compressed with Codec (the library writes them as zstd, or
+	// uncompressed when Codec is none).
 	Compact bool
 	Codec   trace.Codec
 	Warn    func(error) // hears of streams that could not be compacted
@@ -218,7 +219,12 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 	if m.End.IsZero() {
 		m.End = time.Now()
 	}
-	m.Codec = trace.None
+	// The library compresses its batches with zstd as it writes them,
+	// unless told none (record --codec none).
+	m.Codec = trace.Zstd
+	if o.Codec == trace.None {
+		m.Codec = trace.None
+	}
 	if m.Status == trace.StatusComplete && o.Compact {
 		all := true
 		for i, s := range streams {

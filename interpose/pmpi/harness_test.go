@@ -117,7 +117,7 @@ func library(t testing.TB, m mpiTools) string {
 		srcs, _ := filepath.Glob("c/*.c")
 		args := append([]string{"-O2", "-g", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror",
 			"-o", out}, srcs...)
-		return run(".", m.cc, append(args, "-lpthread", "-ldl")...)
+		return run(".", m.cc, append(args, "-lzstd", "-lpthread", "-ldl")...)
 	})
 }
 

@@ -1,6 +1,12 @@
 /* The rank's Arrow IPC stream: the schema message (generated from the Go
  * writer's, schema.h), dictionary batches, record batches and the
- * end-of-stream marker, with uncompressed buffers.
+ * end-of-stream marker. Record batches' buffers are compressed with zstd
+ * as they are written (Arrow's BodyCompression, ZSTD codec, BUFFER
+ * method: each buffer its uncompressed length as an int64, then a zstd
+ * frame; -1 and the bytes as they are where zstd would not shrink them),
+ * so that the stream on disk stays about 5.4 bytes an event until the
+ * finisher compacts it, rather than 83 (record --codec none: as they are).
+ * Dictionaries are left as they are.
  *
  * An IPC message is a 0xFFFFFFFF continuation marker, the length of the
  * metadata (padded to 8 bytes), the metadata (a flatbuffer holding a
@@ -22,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 /* Arrow IPC constants. */
 enum {
@@ -90,13 +97,18 @@ static size_t table(size_t base, size_t vt, int tsize)
 	return t;
 }
 
-/* A record batch being laid out: its nodes and buffers, and the body. */
+/* A record batch being laid out: its nodes and buffers, and the body;
+ * zstd says its buffers are compressed (zbody holds the other body while
+ * they are). */
 struct layout {
 	size_t nnodes, nbufs;
 	int64_t nodes[2 * (CP_NCOLS + 1)];
 	int64_t bufs[2 * 2 * (CP_NCOLS + 1)];
 	unsigned char *body;
 	size_t blen, bcap;
+	int zstd;
+	unsigned char *zbody;
+	size_t zcap;
 };
 
 static struct layout lay;
@@ -151,19 +163,93 @@ static size_t vector16(size_t base, size_t n, const int64_t *v)
 	return at;
 }
 
+/* The zstd level of the batches as written: 3 keeps the stream at about
+ * 5.4 bytes an event on an allreduce loop (1: 5.8, 9: 5.2) at a few
+ * hundred MB/s of the flush thread's time. */
+#ifndef CP_ZSTD_LEVEL
+#define CP_ZSTD_LEVEL 3
+#endif
+
+/* Arrow's CompressionType and BodyCompressionMethod. */
+enum {
+	CODEC_ZSTD = 1,
+	METHOD_BUFFER = 0,
+};
+
 /* record_batch lays out a RecordBatch table of rows rows with lay's nodes
- * and buffers (slots: 0 length, 1 nodes, 2 buffers) and returns it. */
+ * and buffers (slots: 0 length, 1 nodes, 2 buffers, 3 compression) and
+ * returns it. */
 static size_t record_batch(size_t base, int64_t rows)
 {
-	const uint16_t offs[3] = {8, 4, 16};
-	size_t vt = vtable(base, 3, 24, offs);
+	const uint16_t offs[4] = {8, 4, 16, 20};
+	size_t vt = vtable(base, lay.zstd ? 4 : 3, 24, offs);
 	size_t t = table(base, vt, 24);
 	put64(t + 8, (uint64_t)rows);
 	size_t nv = vector16(base, lay.nnodes, lay.nodes);
 	ref(t + 4, nv);
 	size_t bv = vector16(base, lay.nbufs, lay.bufs);
 	ref(t + 16, bv);
+	if (lay.zstd) {
+		/* BodyCompression: 0 codec (byte), 1 method (byte). */
+		const uint16_t coffs[2] = {4, 5};
+		size_t cvt = vtable(base, 2, 8, coffs);
+		size_t c = table(base, cvt, 8);
+		out.b[c + 4] = CODEC_ZSTD;
+		out.b[c + 5] = METHOD_BUFFER;
+		ref(t + 20, c);
+	}
 	return t;
+}
+
+/* compress replaces lay's body by its buffers compressed; it returns -1
+ * (lay unchanged) when that cannot be done: the batch is then written
+ * as it is. */
+static int compress(void)
+{
+	static ZSTD_CCtx *cctx;
+	if (cctx == NULL && (cctx = ZSTD_createCCtx()) == NULL)
+		return -1;
+	size_t need = 0;
+	for (size_t i = 0; i < lay.nbufs; i++)
+		need += 16 + ZSTD_compressBound((size_t)lay.bufs[2 * i + 1]);
+	if (need > lay.zcap) {
+		unsigned char *b = realloc(lay.zbody, need);
+		if (b == NULL)
+			return -1;
+		lay.zbody = b;
+		lay.zcap = need;
+	}
+	size_t at = 0;
+	for (size_t i = 0; i < lay.nbufs; i++) {
+		const unsigned char *src = lay.body + lay.bufs[2 * i];
+		size_t n = (size_t)lay.bufs[2 * i + 1];
+		while (at % 8)
+			lay.zbody[at++] = 0;
+		lay.bufs[2 * i] = (int64_t)at;
+		if (n == 0) {
+			lay.bufs[2 * i + 1] = 0; /* an empty buffer has no length prefix */
+			continue;
+		}
+		int64_t len = (int64_t)n;
+		size_t z = ZSTD_compressCCtx(cctx, lay.zbody + at + 8, lay.zcap - at - 8, src, n, CP_ZSTD_LEVEL);
+		if (ZSTD_isError(z) || z >= n) {
+			len = -1; /* stored as it is */
+			memcpy(lay.zbody + at + 8, src, n);
+			z = n;
+		}
+		memcpy(lay.zbody + at, &len, 8);
+		lay.bufs[2 * i + 1] = (int64_t)(8 + z);
+		at += 8 + z;
+	}
+	unsigned char *b = lay.body;
+	size_t c = lay.bcap;
+	lay.body = lay.zbody;
+	lay.bcap = lay.zcap;
+	lay.blen = at;
+	lay.zbody = b;
+	lay.zcap = c;
+	lay.zstd = 1;
+	return 0;
 }
 
 static int write_all(int fd, const unsigned char *p, size_t n)
@@ -278,6 +364,7 @@ int cp_ipc_dictionary(int fd, long long id, const char *const *values, size_t n,
 	if (body_grow(4 * (n + 1) + data + 64))
 		return -1;
 	lay.nnodes = lay.nbufs = lay.blen = 0;
+	lay.zstd = 0;
 	node((int64_t)n);
 	buffer(0);
 	unsigned char *offs = buffer(4 * (n + 1));
@@ -301,6 +388,7 @@ int cp_ipc_batch(int fd, const struct cp_event *const *evs, size_t n, int rank)
 	if (body_grow(n * 96 + 8 * 2 * CP_NCOLS + 64))
 		return -1;
 	lay.nnodes = lay.nbufs = lay.blen = 0;
+	lay.zstd = 0;
 	/* Each column's place in the body, then one pass over the events
 	 * that writes every column: the events are read once. */
 	static const size_t width[C_NCOLS] = {
@@ -339,6 +427,13 @@ int cp_ipc_batch(int fd, const struct cp_event *const *evs, size_t n, int rank)
 		memcpy(col[C_LABEL] + 4 * i, &zero, 4);   /* "": a program's own names are not known */
 	}
 	int64_t rows = (int64_t)n;
+	static int raw = -1;
+	if (raw < 0) {
+		const char *c = getenv("COMMPROF_CODEC"); /* record --codec */
+		raw = c != NULL && strcmp(c, "none") == 0;
+	}
+	if (!raw)
+		compress(); /* as it is if it could not be */
 	return message(fd, HEADER_RECORD_BATCH, batch_header, &rows);
 }
 
