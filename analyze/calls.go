@@ -80,7 +80,7 @@ func timedRegion(regions []span, c callRec) (int32, bool) {
 	return int32(j), true
 }
 
-// mark sets c's flags and region and adds its late message waits; calls
+// mark sets c's flags and adds its late message waits; calls
 // come in (comm, seq) order.
 func (cl *callClass) mark(c *callRec) {
 	if cl.waited != nil {
