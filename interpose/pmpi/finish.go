@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/commprof/commprof/internal/rundir"
@@ -46,6 +48,10 @@ type FinishOptions struct {
 	Codec   trace.Codec
 	Warn    func(error) // hears of streams that could not be compacted
 }
+
+// compactSmallest is the most events a stream is compacted at zstd's
+// smallest level.
+const compactSmallest = 4 << 20
 
 // stream is what Finish learns from one rank's stream.
 type stream struct {
@@ -226,13 +232,30 @@ func Finish(dir string, o FinishOptions) (*trace.Manifest, error) {
 		m.Codec = trace.None
 	}
 	if m.Status == trace.StatusComplete && o.Compact {
-		all := true
+		// The streams are compacted side by side, at zstd's smallest
+		// level up to compactSmallest events a stream (4.7 rather than
+		// 5.0 bytes an event on an allreduce loop, for some 2.5 s of CPU a
+		// million events), at the fast level beyond.
+		errs := make([]error, len(streams))
+		sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+		var wg sync.WaitGroup
 		for i, s := range streams {
 			level := trace.LevelFast
-			if s.batches > 0 && s.events/s.batches < 4096 {
-				level = trace.LevelSmallest // timer-flushed: few events, worth the effort
+			if s.events <= compactSmallest || s.batches > 0 && s.events/s.batches < 4096 {
+				level = trace.LevelSmallest
 			}
-			if _, err := trace.Compact(rf.Streams[i].Path, trace.CompactOptions{Codec: o.Codec, Level: level}); err != nil {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				_, errs[i] = trace.Compact(rf.Streams[i].Path, trace.CompactOptions{Codec: o.Codec, Level: level})
+			}()
+		}
+		wg.Wait()
+		all := true
+		for i, err := range errs {
+			if err != nil {
 				all = false
 				if o.Warn != nil {
 					o.Warn(fmt.Errorf("rank %d's stream is kept as written: %w", rf.Streams[i].Rank, err))
