@@ -176,6 +176,14 @@ func stragglerFinding(s *Summary) []string {
 	}
 	noise := fmt.Sprintf("the run's noise (a rank with no slowness of its own would cost up to %s, at %s confidence)",
 		units.Duration(float64(st.NoiseBoundNS)), units.Percent(st.Confidence, 0))
+	// A run too long to replay whole was replayed over a stretch: its
+	// shares are of that stretch, and the finding says which.
+	of, stretch := "of the run", ""
+	if sm := st.Sample; sm != nil && sm.TotalOps > 0 {
+		of = "of the stretch replayed"
+		stretch = fmt.Sprintf("; the run is too long to replay whole: replayed over %s of its operations, %s to %s into it",
+			pct(float64(sm.Ops)/float64(sm.TotalOps)), units.Duration(float64(sm.FromNS-s.Run.FirstNS)), units.Duration(float64(sm.ToNS-s.Run.FirstNS)))
+	}
 	var out []string
 	for k, r := range st.Named {
 		var rc RankCost
@@ -184,8 +192,8 @@ func stragglerFinding(s *Summary) []string {
 				rc = x
 			}
 		}
-		f := fmt.Sprintf("rank %d is a straggler: its slowness cost the job %s (%s of the run, %s per %s, in %d of %d %ss",
-			r, units.Duration(float64(rc.CostNS)), pct(rc.Share), units.Duration(rc.PerWindowNS), unit, rc.Windows, st.Windows, unit)
+		f := fmt.Sprintf("rank %d is a straggler: its slowness cost the job %s (%s %s, %s per %s, in %d of %d %ss",
+			r, units.Duration(float64(rc.CostNS)), pct(rc.Share), of, units.Duration(rc.PerWindowNS), unit, rc.Windows, st.Windows, unit)
 		switch {
 		case !st.SplitKnown:
 			f += "; how it splits between its own work and its transfers is unknown, as the run could not be replayed"
@@ -207,7 +215,7 @@ func stragglerFinding(s *Summary) []string {
 			}
 			f += fmt.Sprintf("; without %s slowness a %s would take %s instead of %s", who, unit, units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
 		}
-		out = append(out, f)
+		out = append(out, f+stretch)
 	}
 	if len(st.Named) == 0 {
 		var f string
@@ -215,17 +223,17 @@ func stragglerFinding(s *Summary) []string {
 		case st.Undecided != "":
 			f = "no straggler verdict: " + st.Undecided
 		case len(rs) > 0 && st.Why != "" && st.Why != "within the run's noise":
-			f = fmt.Sprintf("no rank stands out: the costliest, rank %d, cost %s (%s of the run), %s; %s",
-				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), st.Why, noise)
+			f = fmt.Sprintf("no rank stands out: the costliest, rank %d, cost %s (%s %s), %s; %s",
+				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), of, st.Why, noise)
 		case len(rs) > 0:
-			f = fmt.Sprintf("no rank stands out above the run's noise: the costliest, rank %d, cost %s (%s of the run), %s more than the median rank, "+
+			f = fmt.Sprintf("no rank stands out above the run's noise: the costliest, rank %d, cost %s (%s %s), %s more than the median rank, "+
 				"under the %s a rank with no slowness of its own would be seen to cost (%s confidence)",
-				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), units.Duration(float64(max(rs[0].CostNS-st.NoiseNS, 0))),
+				rs[0].Rank, units.Duration(float64(rs[0].CostNS)), pct(rs[0].Share), of, units.Duration(float64(max(rs[0].CostNS-st.NoiseNS, 0))),
 				units.Duration(float64(st.NoiseBoundNS)), units.Percent(st.Confidence, 0))
 		default:
 			f = "no rank stands out above " + noise
 		}
-		out = append(out, f)
+		out = append(out, f+stretch)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/commprof/commprof/trace"
@@ -417,6 +418,11 @@ func TestReplayWindow(t *testing.T) {
 	want := float64(5e6) * float64(st.Windows) / 10
 	if got := float64(st.Ranks[0].CostNS); math.Abs(got-want) > 0.15*want {
 		t.Errorf("rank 2 costs %.1f ms in the stretch, want about %.1f ms (5 ms each tenth of %d exchanges)", got/1e6, want/1e6, st.Windows)
+	}
+	// The finding says the figures are of the stretch, and which.
+	sum := summarizeReplaying(run, budget)
+	if f := strings.Join(sum.Findings, "\n"); !strings.Contains(f, "of the stretch replayed") || !strings.Contains(f, "too long to replay whole") {
+		t.Errorf("the findings do not say the replay covered a stretch:\n%s", f)
 	}
 	clean := summarizeReplaying(halo{ranks: 4, iters: 400, slow: -1}.run(), budget).Stragglers
 	if clean.Sample == nil || len(clean.Named) != 0 {

@@ -90,7 +90,7 @@ func benchCards(s *analyze.Summary) []card {
 		c := card{Label: "straggler", Value: "none stands out", Def: "straggler"}
 		if h := s.Headline; h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
-			c.Detail = fmt.Sprintf("%s of the run", units.Percent(h.StragglerShare, 0))
+			c.Detail = fmt.Sprintf("%s %s", units.Percent(h.StragglerShare, 0), ofReplayed(s))
 		}
 		c.Detail = strings.TrimPrefix(c.Detail+replaySample(s), " · ")
 		cs = append(cs, c)

@@ -303,8 +303,8 @@ func runCards(s *analyze.Summary) []card {
 		}
 		if len(st.Ranks) > 0 {
 			rc := st.Ranks[0]
-			c.Detail = fmt.Sprintf("by cost: rank %d costliest, %s (%s of the run) · %s", rc.Rank,
-				units.Duration(float64(rc.CostNS)), units.Percent(rc.Share, 1), noise)
+			c.Detail = fmt.Sprintf("by cost: rank %d costliest, %s (%s %s) · %s", rc.Rank,
+				units.Duration(float64(rc.CostNS)), units.Percent(rc.Share, 1), ofReplayed(s), noise)
 			if st.Why != "" {
 				c.Detail += " · not named: " + st.Why
 			}
@@ -316,8 +316,8 @@ func runCards(s *analyze.Summary) []card {
 		}
 		if h.Straggler >= 0 {
 			c.Value, c.Class = fmt.Sprintf("rank %d", h.Straggler), "bad"
-			c.Detail = fmt.Sprintf("costs %s per %s (%s of the run, above the %s); without it a %s takes %s, not %s",
-				units.Duration(h.StragglerCostNS), unit, units.Percent(h.StragglerShare, 0), noise, unit,
+			c.Detail = fmt.Sprintf("costs %s per %s (%s %s, above the %s); without it a %s takes %s, not %s",
+				units.Duration(h.StragglerCostNS), unit, units.Percent(h.StragglerShare, 0), ofReplayed(s), noise, unit,
 				units.Duration(st.WithoutNS), units.Duration(st.WindowNS))
 			for _, rc := range st.Ranks {
 				switch {
@@ -657,6 +657,15 @@ func culpritText(d *analyze.Diagnosis) string {
 		return ""
 	}
 	return "; culprit: " + analyze.RankList(d.Culprits)
+}
+
+// ofReplayed is what a straggler's share is of: the run, or the stretch
+// of it replayed.
+func ofReplayed(s *analyze.Summary) string {
+	if s.Stragglers.Sample != nil {
+		return "of the stretch replayed"
+	}
+	return "of the run"
 }
 
 // replaySample says which stretch of a long run the replay covered; ""
