@@ -304,6 +304,9 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 	rp := s.newReplayer(ranks, calls, inst)
 	if rp == nil {
 		out.Reason = "the run has no communication between ranks to replay"
+		if out.Sample != nil {
+			out.Reason = "the stretch of the run replayed (the run is too long to replay whole) has no communication between ranks"
+		}
 		return out
 	}
 	// Where the trace does not say when a message's first byte arrived
@@ -325,7 +328,9 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		// stream was cut, or (an imported timeline) the ranks joined
 		// calls in different orders because nothing blocked on them.
 		// Each call is then judged on its own.
-		return perCall(calls, inst)
+		pc := perCall(calls, inst)
+		pc.Sample = out.Sample
+		return pc
 	}
 	out.Replayed = true
 	out.SplitKnown = true
