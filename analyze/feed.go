@@ -130,10 +130,13 @@ type sizeKey struct {
 }
 
 // denseRanks bounds what a rank's traffic accumulators index by peer:
-// peers below it are slots of a slice, the rare ones at or above it (a
-// world of many thousand ranks, or a damaged run) entries of a map, so
-// that no single value read from a stream sizes a slice.
-const denseRanks = 1 << 12
+// peers below it are slots of a slice, those at or above it entries of a
+// map, so that no single value read from a stream sizes a slice, and a
+// wide run's ranks, each of which talks to a few of thousands of peers,
+// do not each hold a slot per peer: at 4,096 ranks, slices up to 4,096
+// took 900 MB of `stats`, up to 256 none of its time (a rank of a
+// 512-rank run summarized as fast either way).
+const denseRanks = 1 << 8
 
 // matrixAcc is one op's received traffic on one rank, by source rank.
 type matrixAcc struct {
