@@ -17,17 +17,21 @@ import (
 // run of records per communicator, and starts another where a call comes
 // out of order (a call's event written late); the reader merges the runs.
 type callLog struct {
-	runs []*callRun
-	open map[int32]*callRun // the run a communicator's next call goes to
-	n    int
+	runs  []*callRun
+	open  map[int32]*callRun // the run a communicator's next call goes to
+	count map[int32]int      // runs by communicator
+	n     int
 }
 
-// callRun is one communicator's calls in sequence order.
+// callRun is one communicator's calls in sequence order, unless it is
+// unsorted: a communicator whose calls came out of order callLogRuns
+// times goes on in its last run, in any order, and is sorted when read.
 type callRun struct {
 	comm       int32
 	chunks     [][]byte
 	n          int
 	seq, start int64 // the last record's, which the next is written against
+	unsorted   bool
 }
 
 const (
@@ -35,8 +39,8 @@ const (
 	// callLogMax is the most a record takes: 10 varints of at most 10
 	// bytes.
 	callLogMax = 10 * binary.MaxVarintLen64
-	// callLogRuns is how many runs of one communicator are merged as
-	// they are; more are unpacked and sorted together.
+	// callLogRuns is how many runs of one communicator are kept, and
+	// merged as they are read; beyond, its calls are sorted when read.
 	callLogRuns = 64
 )
 
@@ -44,13 +48,19 @@ const (
 // region and flags are worked out at the merge.
 func (l *callLog) add(c callRec) {
 	r := l.open[c.comm]
-	if r == nil || c.seq < r.seq {
+	switch {
+	case r != nil && c.seq < r.seq && l.count[c.comm] >= callLogRuns:
+		// Calls in no order to speak of (non-blocking ones completing
+		// out of order): a run per call would cost a chunk per call.
+		r.unsorted = true
+	case r == nil || c.seq < r.seq:
 		r = &callRun{comm: c.comm}
 		l.runs = append(l.runs, r)
 		if l.open == nil {
-			l.open = map[int32]*callRun{}
+			l.open, l.count = map[int32]*callRun{}, map[int32]int{}
 		}
 		l.open[c.comm] = r
+		l.count[c.comm]++
 	}
 	last := len(r.chunks) - 1
 	if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < callLogMax {
@@ -188,7 +198,7 @@ func (lr *logReader) next() {
 			rr.next()
 			lr.cur = append(lr.cur, rr)
 		}
-		if len(runs) > callLogRuns {
+		if slices.ContainsFunc(runs, func(r *callRun) bool { return r.unsorted }) {
 			// Calls in no order to speak of: sort them.
 			var all []callRec
 			for _, rr := range lr.cur {

@@ -44,8 +44,10 @@ func TestCallLogRoundTrip(t *testing.T) {
 }
 
 // TestCallLogOutOfOrder: calls that come out of sequence order, a few
-// (a call's event written late) or all of them (more runs than are merged
-// as they are), read back in (comm, seq) order, ties in the order added.
+// (a call's event written late) or all of them (more runs than are kept:
+// sorted when read), read back in (comm, seq) order, ties in the order
+// added; a communicator out of order at every other call keeps at most
+// callLogRuns runs.
 func TestCallLogOutOfOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, swaps := range []int{3, 5000} {
@@ -65,10 +67,13 @@ func TestCallLogOutOfOrder(t *testing.T) {
 			l.add(c)
 			want = append(want, c)
 		}
+		if len(l.runs) > 2*callLogRuns {
+			t.Fatalf("%d swaps: %d runs for 2 communicators", swaps, len(l.runs))
+		}
 		slices.SortStableFunc(want, cmpCall)
 		r := l.reader(1)
 		for i, w := range want {
-			if !r.ok || r.head.comm != w.comm || r.head.seq != w.seq {
+			if !r.ok || r.head.comm != w.comm || r.head.seq != w.seq || r.head.start != w.start {
 				t.Fatalf("%d swaps: call %d reads %+v, want %+v", swaps, i, r.head, w)
 			}
 			r.next()
