@@ -310,10 +310,15 @@ func TestMatrixAndSizes(t *testing.T) {
 	wantB := [][]int64{{0, 400, 0}, {0, 0, 400}, {400, 0, 0}}
 	wantM := [][]int64{{0, 4, 0}, {0, 0, 4}, {4, 0, 0}}
 	wantT := [][]int64{{0, 200, 0}, {0, 0, 200}, {200, 0, 0}}
-	if !reflect.DeepEqual(s.Matrix.Bytes, wantB) || !reflect.DeepEqual(s.Matrix.Messages, wantM) || !reflect.DeepEqual(s.Matrix.TimeNS, wantT) {
+	d := s.Matrix.Dense()
+	if !reflect.DeepEqual(d.Bytes, wantB) || !reflect.DeepEqual(d.Messages, wantM) || !reflect.DeepEqual(d.TimeNS, wantT) {
 		t.Fatalf("matrix: %+v", s.Matrix)
 	}
-	if len(s.OpMatrices) != 1 || s.OpMatrices[0].Op != "allreduce" || s.OpMatrices[0].Pattern != "ring" || !reflect.DeepEqual(s.OpMatrices[0].Bytes, wantB) {
+	// Only the pairs with traffic are cells, by sender then receiver.
+	if c := s.Matrix.Cells; s.Matrix.Ranks != 3 || len(c) != 3 || c[0].Src != 0 || c[0].Dst != 1 || c[2].Src != 2 || c[2].Dst != 0 {
+		t.Fatalf("matrix cells: %+v", s.Matrix)
+	}
+	if len(s.OpMatrices) != 1 || s.OpMatrices[0].Op != "allreduce" || s.OpMatrices[0].Pattern != "ring" || !reflect.DeepEqual(s.OpMatrices[0].Dense().Bytes, wantB) {
 		t.Fatalf("op matrices: %+v", s.OpMatrices)
 	}
 	want := []SizeStats{{Op: "allreduce", Bucket: 7, BucketLbl: "64B-128B", Messages: 12, Bytes: 1200, TimeNS: 600, WaitNS: 360, GBps: 1200.0 / 240}}
@@ -693,8 +698,8 @@ func TestMessagesToItselfAreLocal(t *testing.T) {
 	if s.PointToPoint.Messages != 1 || s.PointToPoint.Bytes != 1000 || s.PointToPoint.TimeNS != 20+25 {
 		t.Fatalf("point to point: %+v", s.PointToPoint)
 	}
-	if s.Matrix.Bytes[0][0] != 0 || s.Matrix.Bytes[1][0] != 1000 {
-		t.Fatalf("matrix: %v", s.Matrix.Bytes)
+	if d := s.Matrix.Dense(); d.Bytes[0][0] != 0 || d.Bytes[1][0] != 1000 {
+		t.Fatalf("matrix: %v", s.Matrix)
 	}
 }
 

@@ -21,8 +21,8 @@ func TestTablesFollowTheRanksTheRunShows(t *testing.T) {
 			run := ringRun()
 			run.Manifest.WorldSize = world
 			s := Summarize(run)
-			if !reflect.DeepEqual(s.Matrix.Bytes, ringB) {
-				t.Fatalf("world %d: matrix %v, want the ring's 3 × 3", world, s.Matrix.Bytes)
+			if !reflect.DeepEqual(s.Matrix.Dense().Bytes, ringB) {
+				t.Fatalf("world %d: matrix %v, want the ring's 3 × 3", world, s.Matrix)
 			}
 			for _, row := range s.Skew.Series.Offset {
 				if len(row) != 3 {
@@ -47,8 +47,8 @@ func TestTablesFollowTheRanksTheRunShows(t *testing.T) {
 			message(trace.KindRecv, 1, far, "allreduce", "ring", 0, 900, 50, 1<<20, 0),
 			message(trace.KindSend, 1, far, "allreduce", "ring", 0, 950, 50, 1<<20, 0))
 		s := Summarize(run)
-		if !reflect.DeepEqual(s.Matrix.Bytes, ringB) {
-			t.Fatalf("matrix %v, want the ring's 3 × 3", s.Matrix.Bytes)
+		if !reflect.DeepEqual(s.Matrix.Dense().Bytes, ringB) {
+			t.Fatalf("matrix %v, want the ring's 3 × 3", s.Matrix)
 		}
 		if s.Ranks[1].BytesRecv != 400+1<<20 {
 			t.Errorf("rank 1 received %d bytes: the far message still counts in its totals", s.Ranks[1].BytesRecv)
@@ -72,7 +72,7 @@ func TestTablesFollowTheRanksTheRunShows(t *testing.T) {
 			run.Ranks = append(run.Ranks, rk)
 		}
 		s := Summarize(run)
-		if n := len(s.Matrix.Bytes); n != 1 {
+		if n := s.Matrix.Ranks; n != 1 {
 			t.Errorf("a matrix of %d ranks, want rank 0's alone", n)
 		}
 		if len(s.Skew.Series.Offset) != 3 {

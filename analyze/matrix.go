@@ -11,33 +11,35 @@ import (
 
 // Who sent what to whom: the communication matrices and message sizes.
 
-// matrices sums the ranks' traffic into n × n matrices, overall and per
-// op; ranks from n on are left out (see extent).
+// matrices sums the ranks' traffic into the matrices of n ranks, overall
+// and per op, as cells of the pairs with traffic; ranks from n on are
+// left out (see extent).
 func (s *Summarizer) matrices(ranks []*RankSummarizer, n int) (Matrix, []Matrix) {
-	newM := func(op string) Matrix {
-		m := Matrix{Op: op, Bytes: make([][]int64, n), Messages: make([][]int64, n), TimeNS: make([][]int64, n), SendNS: make([][]int64, n)}
-		for i := range n {
-			m.Bytes[i], m.Messages[i], m.TimeNS[i], m.SendNS[i] = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	type cells map[[2]int]*MatrixCell
+	all := cells{}
+	per := map[int32]cells{}
+	cell := func(m cells, src, dst int) *MatrixCell {
+		c := m[[2]int{src, dst}]
+		if c == nil {
+			c = &MatrixCell{Src: src, Dst: dst}
+			m[[2]int{src, dst}] = c
 		}
-		return m
+		return c
 	}
-	all := newM("")
-	per := map[int32]*Matrix{}
-	opM := func(name int32) *Matrix {
+	opM := func(name int32) cells {
 		m := per[name]
 		if m == nil {
-			mm := newM(s.str(name))
-			m = &mm
+			m = cells{}
 			per[name] = m
 		}
 		return m
 	}
 	for _, rs := range ranks {
 		src := rs.rank
-		addSend := func(m *Matrix, dst int, ns int64) {
-			if src < n && dst < n {
-				m.SendNS[src][dst] += ns
-				all.SendNS[src][dst] += ns
+		addSend := func(m cells, dst int, ns int64) {
+			if src < n && dst < n && ns != 0 {
+				cell(m, src, dst).SendNS += ns
+				cell(all, src, dst).SendNS += ns
 			}
 		}
 		for name, st := range rs.sendNSTo {
@@ -56,15 +58,14 @@ func (s *Summarizer) matrices(ranks []*RankSummarizer, n int) (Matrix, []Matrix)
 		for name, acc := range rs.matrices {
 			m := opM(name)
 			add := func(src int, bytes, msgs, ns int64) {
-				if src >= n || dst >= n {
+				if src >= n || dst >= n || bytes == 0 && msgs == 0 && ns == 0 {
 					return
 				}
-				m.Bytes[src][dst] += bytes
-				m.Messages[src][dst] += msgs
-				m.TimeNS[src][dst] += ns
-				all.Bytes[src][dst] += bytes
-				all.Messages[src][dst] += msgs
-				all.TimeNS[src][dst] += ns
+				for _, c := range []*MatrixCell{cell(m, src, dst), cell(all, src, dst)} {
+					c.Bytes += bytes
+					c.Messages += msgs
+					c.TimeNS += ns
+				}
 			}
 			for src := range acc.bytes {
 				add(src, acc.bytes[src], acc.msgs[src], acc.time[src])
@@ -74,12 +75,20 @@ func (s *Summarizer) matrices(ranks []*RankSummarizer, n int) (Matrix, []Matrix)
 			}
 		}
 	}
+	matrix := func(op string, m cells) Matrix {
+		out := Matrix{Op: op, Ranks: n, Cells: make([]MatrixCell, 0, len(m))}
+		for _, c := range m {
+			out.Cells = append(out.Cells, *c)
+		}
+		slices.SortFunc(out.Cells, func(a, b MatrixCell) int { return cmp.Or(cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst)) })
+		return out
+	}
 	out := []Matrix{}
-	for _, m := range per {
-		out = append(out, *m)
+	for name, m := range per {
+		out = append(out, matrix(s.str(name), m))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Op < out[j].Op })
-	return all, out
+	return matrix("", all), out
 }
 
 func (s *Summarizer) messageSizes(ranks []*RankSummarizer) []SizeStats {

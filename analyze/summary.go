@@ -4,7 +4,7 @@ import "github.com/commprof/commprof/trace"
 
 // SchemaVersion is the version of the Summary JSON (docs/stats-json.md).
 // It changes only when a field changes meaning or disappears.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Summary is everything the analyzer computed for one run. Times are in
 // ns, sizes in bytes, bandwidths in GB/s (1 GB = 1e9 bytes).
@@ -245,14 +245,47 @@ type RankStats struct {
 
 // Matrix is rank x rank traffic: Cells[src][dst], from received messages.
 type Matrix struct {
-	Op       string    `json:"op"` // "" for every op
-	Pattern  string    `json:"pattern,omitempty"`
-	Bytes    [][]int64 `json:"bytes"`
-	Messages [][]int64 `json:"messages"`
-	TimeNS   [][]int64 `json:"time_ns"` // the receives' time, post to completion (waiting for the sender included)
+	Op      string `json:"op"` // "" for every op
+	Pattern string `json:"pattern,omitempty"`
+	// Ranks is n: senders and receivers are ranks 0 to n-1.
+	Ranks int `json:"ranks"`
+	// Cells are the pairs of ranks with traffic, by sender, then
+	// receiver: a wide run's ranks each talk to a few of thousands.
+	Cells []MatrixCell `json:"cells"`
+}
+
+// MatrixCell is what one rank sent another.
+type MatrixCell struct {
+	Src      int   `json:"src"`
+	Dst      int   `json:"dst"`
+	Bytes    int64 `json:"bytes"`
+	Messages int64 `json:"messages"`
+	TimeNS   int64 `json:"time_ns"` // the receives' time, post to completion (waiting for the sender included)
 	// SendNS is the senders' time in their sends: what it took to push
 	// the bytes into the link, so Bytes/SendNS is the edge's bandwidth.
-	SendNS [][]int64 `json:"send_ns"`
+	SendNS int64 `json:"send_ns"`
+}
+
+// DenseMatrix is a Matrix as n × n tables indexed [sender][receiver], for
+// the few ranks a rank-by-rank chart shows.
+type DenseMatrix struct {
+	Bytes, Messages, TimeNS, SendNS [][]int64
+}
+
+// Dense lays m out as n × n tables: n² numbers each, for small n.
+func (m Matrix) Dense() DenseMatrix {
+	n := m.Ranks
+	d := DenseMatrix{Bytes: make([][]int64, n), Messages: make([][]int64, n), TimeNS: make([][]int64, n), SendNS: make([][]int64, n)}
+	for i := range n {
+		d.Bytes[i], d.Messages[i], d.TimeNS[i], d.SendNS[i] = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	}
+	for _, c := range m.Cells {
+		d.Bytes[c.Src][c.Dst] = c.Bytes
+		d.Messages[c.Src][c.Dst] = c.Messages
+		d.TimeNS[c.Src][c.Dst] = c.TimeNS
+		d.SendNS[c.Src][c.Dst] = c.SendNS
+	}
+	return d
 }
 
 // SizeStats is one op's messages in one log2 size bucket.
@@ -451,10 +484,8 @@ func (s *Summary) forgetTimes(starts bool) {
 		o.TimeNS, o.MeanNS, o.BusBWGBps, o.TransferBusBWGBps, o.WaitNS, o.Share = 0, 0, 0, 0, 0, 0
 	}
 	for _, m := range append([]Matrix{s.Matrix}, s.OpMatrices...) {
-		for _, rows := range [][][]int64{m.TimeNS, m.SendNS} {
-			for _, row := range rows {
-				clear(row)
-			}
+		for i := range m.Cells {
+			m.Cells[i].TimeNS, m.Cells[i].SendNS = 0, 0
 		}
 	}
 	for i := range s.MessageSizes {

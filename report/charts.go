@@ -248,7 +248,7 @@ func matrixVariantF(label, format string, m [][]float64, skipZero bool) chartVar
 }
 
 // edgeBandwidth is each edge's bytes over its senders' time, GB/s.
-func edgeBandwidth(m analyze.Matrix) [][]float64 {
+func edgeBandwidth(m analyze.DenseMatrix) [][]float64 {
 	out := make([][]float64, len(m.Bytes))
 	for i := range m.Bytes {
 		out[i] = make([]float64, len(m.Bytes[i]))
@@ -263,7 +263,7 @@ func edgeBandwidth(m analyze.Matrix) [][]float64 {
 
 // matrixChart: rank x rank traffic, by metric and op.
 func matrixChart(s *analyze.Summary) chartSpec {
-	if len(s.Matrix.Bytes) > manyRanks {
+	if s.Matrix.Ranks > manyRanks {
 		return hostMatrixChart(s)
 	}
 	c := chartSpec{ID: "chart-matrix", Title: "Traffic between ranks", Height: 420,
@@ -276,11 +276,12 @@ func matrixChart(s *analyze.Summary) chartSpec {
 				name += " (" + m.Pattern + ")"
 			}
 		}
+		d := m.Dense()
 		c.Variants = append(c.Variants,
-			matrixVariant("bytes, "+name, "bytes", m.Bytes),
-			matrixVariant("messages, "+name, "count", m.Messages),
-			matrixVariant("recv time, "+name, "ns", m.TimeNS),
-			matrixVariantF("bandwidth (bytes / send time), "+name, "gbps", edgeBandwidth(m), true))
+			matrixVariant("bytes, "+name, "bytes", d.Bytes),
+			matrixVariant("messages, "+name, "count", d.Messages),
+			matrixVariant("recv time, "+name, "ns", d.TimeNS),
+			matrixVariantF("bandwidth (bytes / send time), "+name, "gbps", edgeBandwidth(d), true))
 	}
 	add(s.Matrix)
 	for _, m := range s.OpMatrices {

@@ -214,17 +214,18 @@ func diffSizeChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 // diffMatrixChart: B - A bytes per step when the runs have the same ranks,
 // else each run's matrix.
 func diffMatrixChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
-	if max(len(a.Matrix.Bytes), len(b.Matrix.Bytes)) > manyRanks {
+	if max(a.Matrix.Ranks, b.Matrix.Ranks) > manyRanks {
 		return diffHostMatrixChart(a, b, d)
 	}
 	c := chartSpec{ID: "chart-diff-matrix", Title: "Traffic between ranks", Height: 420}
-	if len(a.Matrix.Bytes) == len(b.Matrix.Bytes) && len(a.Matrix.Bytes) > 0 {
-		n := len(a.Matrix.Bytes)
+	da, db := a.Matrix.Dense(), b.Matrix.Dense()
+	if a.Matrix.Ranks == b.Matrix.Ranks && a.Matrix.Ranks > 0 {
+		n := a.Matrix.Ranks
 		var cells []opts.HeatMapData
 		var m float64
 		for i := range n {
 			for j := range n {
-				v := float64(b.Matrix.Bytes[i][j])/perStep(b) - float64(a.Matrix.Bytes[i][j])/perStep(a)
+				v := float64(db.Bytes[i][j])/perStep(b) - float64(da.Bytes[i][j])/perStep(a)
 				cells = append(cells, opts.HeatMapData{Value: [3]interface{}{j, i, math.Round(v)}})
 				m = math.Max(m, math.Abs(v))
 			}
@@ -241,9 +242,10 @@ func diffMatrixChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 	for _, r := range []struct {
 		name string
 		s    *analyze.Summary
-	}{{"A", a}, {"B", b}} {
-		m := make([][]int64, len(r.s.Matrix.Bytes))
-		for i, row := range r.s.Matrix.Bytes {
+		d    analyze.DenseMatrix
+	}{{"A", a, da}, {"B", b, db}} {
+		m := make([][]int64, len(r.d.Bytes))
+		for i, row := range r.d.Bytes {
 			m[i] = make([]int64, len(row))
 			for j, v := range row {
 				m[i][j] = int64(float64(v) / perStep(r.s))

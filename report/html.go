@@ -185,7 +185,7 @@ func WriteHTML(w io.Writer, s *analyze.Summary, tl *Timeline, o Options) error {
 	if p.SummaryJS, err = jsonJS(pageSummary(s)); err != nil {
 		return err
 	}
-	if len(s.Ranks) > manyRanks || len(s.Matrix.Bytes) > manyRanks {
+	if len(s.Ranks) > manyRanks || s.Matrix.Ranks > manyRanks {
 		p.Notes = append(p.Notes, fmt.Sprintf("This run has %d ranks: its charts show percentile bands across ranks with the ranks that stand out, traffic summed by host, and a timeline of those ranks only; "+
 			"the page's JSON (#summary-data) leaves out the rank-by-rank traffic matrices, which commprof stats --format json gives.", len(s.Ranks)))
 	}

@@ -193,35 +193,39 @@ func hostGroups(s *analyze.Summary, n int) (groups []string, gof []int, hosts []
 	return groups, gof, hosts, of, what
 }
 
-// sumGroups sums an n x n matrix into k x k by each rank's group, each
-// value scaled by scale.
-func sumGroups(m [][]int64, gof []int, k int, scale float64) [][]float64 {
+// sumGroups sums a matrix's cells into k x k by each rank's group, each
+// value of field times scale.
+func sumGroups(m analyze.Matrix, field func(analyze.MatrixCell) int64, gof []int, k int, scale float64) [][]float64 {
 	out := make([][]float64, k)
 	for i := range out {
 		out[i] = make([]float64, k)
 	}
-	for src, row := range m {
-		for dst, v := range row {
-			if src < len(gof) && dst < len(gof) {
-				out[gof[src]][gof[dst]] += float64(v) * scale
-			}
+	for _, c := range m.Cells {
+		if c.Src < len(gof) && c.Dst < len(gof) {
+			out[gof[c.Src]][gof[c.Dst]] += float64(field(c)) * scale
 		}
 	}
 	return out
 }
 
+// The fields of a matrix cell, for sumGroups.
+func cellBytes(c analyze.MatrixCell) int64    { return c.Bytes }
+func cellMessages(c analyze.MatrixCell) int64 { return c.Messages }
+func cellTimeNS(c analyze.MatrixCell) int64   { return c.TimeNS }
+func cellSendNS(c analyze.MatrixCell) int64   { return c.SendNS }
+
 func hostMatrixChart(s *analyze.Summary) chartSpec {
-	n := len(s.Matrix.Bytes)
+	n := s.Matrix.Ranks
 	groups, gof, hosts, of, what := hostGroups(s, n)
 	c := chartSpec{ID: "chart-matrix", Title: "Traffic between hosts", Height: 420,
 		Note: fmt.Sprintf("%d ranks on %d hosts: received messages summed by the sender's %s (rows) and the receiver's (columns); choose the measure and the op, or the busiest host pairs' ranks", n, len(hosts), what)}
-	sum := func(m [][]int64) [][]float64 { return sumGroups(m, gof, len(groups), 1) }
 	add := func(m analyze.Matrix) {
+		sum := func(field func(analyze.MatrixCell) int64) [][]float64 { return sumGroups(m, field, gof, len(groups), 1) }
 		name := "every op"
 		if m.Op != "" {
 			name = m.Op
 		}
-		bytes, sendNS := sum(m.Bytes), sum(m.SendNS)
+		bytes, sendNS := sum(cellBytes), sum(cellSendNS)
 		bw := make([][]float64, len(bytes))
 		for i := range bytes {
 			bw[i] = make([]float64, len(bytes[i]))
@@ -233,8 +237,8 @@ func hostMatrixChart(s *analyze.Summary) chartSpec {
 		}
 		c.Variants = append(c.Variants,
 			labelledMatrix("bytes by host, "+name, "bytes", groups, groups, bytes),
-			labelledMatrix("messages by host, "+name, "count", groups, groups, sum(m.Messages)),
-			labelledMatrix("recv time by host, "+name, "ns", groups, groups, sum(m.TimeNS)),
+			labelledMatrix("messages by host, "+name, "count", groups, groups, sum(cellMessages)),
+			labelledMatrix("recv time by host, "+name, "ns", groups, groups, sum(cellTimeNS)),
 			labelledMatrix("bandwidth (bytes / send time) by host, "+name, "gbps", groups, groups, bw))
 	}
 	add(s.Matrix)
@@ -247,7 +251,7 @@ func hostMatrixChart(s *analyze.Summary) chartSpec {
 		bytes float64
 	}
 	var pairs []pair
-	for a, row := range sumGroups(s.Matrix.Bytes, of, len(hosts), 1) {
+	for a, row := range sumGroups(s.Matrix, cellBytes, of, len(hosts), 1) {
 		for b, v := range row {
 			if a != b && v > 0 {
 				pairs = append(pairs, pair{a, b, v})
@@ -266,10 +270,19 @@ func hostMatrixChart(s *analyze.Summary) chartSpec {
 			}
 		}
 		m := make([][]float64, len(src))
+		row, col := map[int]int{}, map[int]int{}
 		for i, r := range src {
 			m[i] = make([]float64, len(dst))
-			for j, d := range dst {
-				m[i][j] = float64(s.Matrix.Bytes[r][d])
+			row[r] = i
+		}
+		for j, d := range dst {
+			col[d] = j
+		}
+		for _, c := range s.Matrix.Cells {
+			i, ok := row[c.Src]
+			j, ok2 := col[c.Dst]
+			if ok && ok2 {
+				m[i][j] = float64(c.Bytes)
 			}
 		}
 		c.Variants = append(c.Variants, labelledMatrix(fmt.Sprintf("bytes, ranks of %s → %s", hosts[p.a], hosts[p.b]), "bytes",
@@ -363,15 +376,16 @@ func skewBandChart(s *analyze.Summary) (chartSpec, bool) {
 }
 
 // pageSummary is the summary a page embeds as its JSON: past manyRanks,
-// without the rank-by-rank matrices' cells (n² numbers each, 4,096 ranks'
-// are hundreds of MB), which stats --format json gives.
+// without the rank-by-rank matrices' cells (a cell per pair of ranks
+// that talk: hundreds of thousands in a wide run), which stats --format
+// json gives.
 func pageSummary(s *analyze.Summary) *analyze.Summary {
-	if len(s.Matrix.Bytes) <= manyRanks {
+	if s.Matrix.Ranks <= manyRanks {
 		return s
 	}
 	c := *s
 	strip := func(m analyze.Matrix) analyze.Matrix {
-		return analyze.Matrix{Op: m.Op, Pattern: m.Pattern, Bytes: [][]int64{}, Messages: [][]int64{}, TimeNS: [][]int64{}, SendNS: [][]int64{}}
+		return analyze.Matrix{Op: m.Op, Pattern: m.Pattern, Ranks: m.Ranks, Cells: []analyze.MatrixCell{}}
 	}
 	c.Matrix = strip(s.Matrix)
 	c.OpMatrices = make([]analyze.Matrix, len(s.OpMatrices))
@@ -451,10 +465,10 @@ func restSummed(t *Table, by string, from int) string {
 // same ranks on the same hosts, and each run's.
 func diffHostMatrixChart(a, b *analyze.Summary, d *analyze.Diff) chartSpec {
 	c := chartSpec{ID: "chart-diff-matrix", Title: "Traffic between hosts", Height: 420}
-	ga, gofA, _, _, what := hostGroups(a, len(a.Matrix.Bytes))
-	gb, gofB, _, _, _ := hostGroups(b, len(b.Matrix.Bytes))
-	ma := sumGroups(a.Matrix.Bytes, gofA, len(ga), 1/perStep(a))
-	mb := sumGroups(b.Matrix.Bytes, gofB, len(gb), 1/perStep(b))
+	ga, gofA, _, _, what := hostGroups(a, a.Matrix.Ranks)
+	gb, gofB, _, _, _ := hostGroups(b, b.Matrix.Ranks)
+	ma := sumGroups(a.Matrix, cellBytes, gofA, len(ga), 1/perStep(a))
+	mb := sumGroups(b.Matrix, cellBytes, gofB, len(gb), 1/perStep(b))
 	if slices.Equal(ga, gb) && slices.Equal(gofA, gofB) {
 		var cells []opts.HeatMapData
 		var m float64

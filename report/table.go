@@ -184,19 +184,16 @@ func peerTable(s *analyze.Summary, f formatter) *Table {
 	t := &Table{Title: "Traffic by sender and receiver", Columns: []Column{
 		{Name: "src", Numeric: true}, {Name: "dst", Numeric: true}, {Name: "bytes", Numeric: true, Unit: "bytes"},
 		{Name: "messages", Numeric: true}, {Name: "recv time", Numeric: true, Unit: "ns"}, {Name: "GB/s", Numeric: true, Unit: "GB/s"}}}
-	m := s.Matrix
-	for src := range m.Bytes {
-		for dst, b := range m.Bytes[src] {
-			if m.Messages[src][dst] == 0 {
-				continue
-			}
-			bw := 0.0
-			if m.TimeNS[src][dst] > 0 {
-				bw = float64(b) / float64(m.TimeNS[src][dst])
-			}
-			t.Rows = append(t.Rows, []string{f.int(int64(src)), f.int(int64(dst)), f.bytes(float64(b)), f.int(m.Messages[src][dst]),
-				f.or(s, "durations", f.dur(float64(m.TimeNS[src][dst]))), f.or(s, "bandwidth", f.gbps(bw))})
+	for _, c := range s.Matrix.Cells {
+		if c.Messages == 0 {
+			continue
 		}
+		bw := 0.0
+		if c.TimeNS > 0 {
+			bw = float64(c.Bytes) / float64(c.TimeNS)
+		}
+		t.Rows = append(t.Rows, []string{f.int(int64(c.Src)), f.int(int64(c.Dst)), f.bytes(float64(c.Bytes)), f.int(c.Messages),
+			f.or(s, "durations", f.dur(float64(c.TimeNS))), f.or(s, "bandwidth", f.gbps(bw))})
 	}
 	return t
 }

@@ -649,7 +649,7 @@ func TestTruthSlowLink(t *testing.T) {
 		t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	s := statsJSON(t, dir)
-	m := s.Matrix
+	m := s.Matrix.Dense()
 	bw := func(a, b int) float64 { return float64(m.Bytes[a][b]) / float64(m.SendNS[a][b]) }
 	slow := bw(0, 1)
 	t.Logf("edge 0→1: %.4f GB/s (cap 0.02); 1→2 %.4f, 2→3 %.4f, 3→0 %.4f", slow, bw(1, 2), bw(2, 3), bw(3, 0))
