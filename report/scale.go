@@ -220,7 +220,9 @@ func hostMatrixChart(s *analyze.Summary) chartSpec {
 	c := chartSpec{ID: "chart-matrix", Title: "Traffic between hosts", Height: 420,
 		Note: fmt.Sprintf("%d ranks on %d hosts: received messages summed by the sender's %s (rows) and the receiver's (columns); choose the measure and the op, or the busiest host pairs' ranks", n, len(hosts), what)}
 	add := func(m analyze.Matrix) {
-		sum := func(field func(analyze.MatrixCell) int64) [][]float64 { return sumGroups(m, field, gof, len(groups), 1) }
+		sum := func(field func(analyze.MatrixCell) int64) [][]float64 {
+			return sumGroups(m, field, gof, len(groups), 1)
+		}
 		name := "every op"
 		if m.Op != "" {
 			name = m.Op
