@@ -178,9 +178,6 @@ func compareFigures(t *testing.T, s *parquetStats, figs map[string][]map[string]
 		cells[[2]int64{i64("src", r["src"]), i64("dst", r["dst"])}] = [3]int64{i64("bytes", r["bytes"]), i64("messages", r["messages"]), i64("time_ns", r["time_ns"])}
 	}
 	var traffic int64
-	if s.Matrix.Ranks != 4 || len(s.Matrix.Cells) == 0 {
-		t.Errorf("stats' matrix: %d ranks, %d cells", s.Matrix.Ranks, len(s.Matrix.Cells))
-	}
 	for _, c := range s.Matrix.Cells {
 		want := [3]int64{c.Bytes, c.Messages, c.TimeNS}
 		if got := cells[[2]int64{c.Src, c.Dst}]; got != want {
