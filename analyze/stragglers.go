@@ -602,6 +602,19 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [
 		// given back.
 		without, _ := rp.replay(-1, false, named)
 		out.WithoutNS = float64(without.windowSpan()+int64(len(named))*out.NoiseNS) / float64(len(rp.windows))
+		if out.WithoutNS >= winMean {
+			// The windows' span and the run's can differ far (a rank's
+			// stream cut, its calls missing from the windows after): the
+			// named ranks' costs per window then say what holding them
+			// saves, rather than a window longer without them.
+			var cost float64
+			for _, rc := range out.Ranks {
+				if slices.Contains(named, rc.Rank) {
+					cost += rc.PerWindowNS
+				}
+			}
+			out.WithoutNS = max(winMean-cost, 0)
+		}
 	}
 	out.CriticalPath = rp.criticalPath(actual)
 	return out
