@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"slices"
+
+	"github.com/commprof/commprof/internal/stretch"
 )
 
 // replayBudget bounds the operations the what-if replay lays out: rank
@@ -53,8 +55,8 @@ func replayWindow(ranks []*RankSummarizer, calls []callRec, inst [][2]int, budge
 		return ranks, calls, inst, nil
 	}
 	// Count the operations by start time in fine buckets, then widen a
-	// stretch of buckets from the median operation's until it holds the
-	// budget.
+	// stretch of buckets from the median operation's while it holds no
+	// more than the budget.
 	const nb = 1 << 14
 	var hist [nb]int64
 	width := float64(hi-lo+1) / nb
@@ -78,24 +80,7 @@ func replayWindow(ranks []*RankSummarizer, calls []callRec, inst [][2]int, budge
 		acc += hist[mid]
 		mid++
 	}
-	a, b, n := mid, mid+1, hist[mid]
-	var nl, nr int64 // operations added on either side of the median's bucket
-	for {
-		left := a > 0 && n+hist[a-1] <= budget
-		right := b < nb && n+hist[b] <= budget
-		if !left && !right {
-			break
-		}
-		// Grow the side that holds fewer, so that the stretch stays
-		// centred on the median.
-		if left && (!right || nl <= nr) {
-			a--
-			n, nl = n+hist[a], nl+hist[a]
-		} else {
-			n, nr = n+hist[b], nr+hist[b]
-			b++
-		}
-	}
+	a, b := stretch.Around(hist[:], 0, nb, mid, budget)
 	from, to := lo+int64(float64(a)*width), lo+int64(float64(b)*width)
 	if b == nb {
 		to = hi + 1

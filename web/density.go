@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/commprof/commprof/analyze"
+	"github.com/commprof/commprof/internal/stretch"
 	"github.com/commprof/commprof/load"
 	"github.com/commprof/commprof/trace"
 )
@@ -72,26 +73,8 @@ func (d *density) shrink(from, to int64, limit int64) (int64, int64) {
 	if total <= limit {
 		return from, to
 	}
-	mid := d.bin(from + (to-from)/2)
-	a, b := mid, mid
-	n := d.counts[mid]
-	for {
-		grew := false
-		if a > lo && n+d.counts[a-1] <= limit {
-			a--
-			n += d.counts[a]
-			grew = true
-		}
-		if b < hi && n+d.counts[b+1] <= limit {
-			b++
-			n += d.counts[b]
-			grew = true
-		}
-		if !grew {
-			break
-		}
-	}
-	return max(from, int64(a)*d.width), min(to, int64(b+1)*d.width)
+	a, b := stretch.Around(d.counts, lo, hi+1, d.bin(from+(to-from)/2), limit)
+	return max(from, int64(a)*d.width), min(to, int64(b)*d.width)
 }
 
 func (d *density) bin(t int64) int {
