@@ -215,24 +215,43 @@ func BenchmarkServeTimelineLoad(b *testing.B) {
 	}
 	b.Logf("%s: %d events over %.2fs", dir, sum.Run.Events, float64(sum.Run.SpanNS)/1e9)
 	span := sum.Run.SpanNS
-	for _, mode := range []string{"narrow", "wide", "same"} {
+	name := filepath.Base(dir)
+	timeline := func(from, to int64) string { return fmt.Sprintf("/runs/%s/timeline.json?from=%d&to=%d", name, from, to) }
+	for _, mode := range []string{"narrow", "wide", "same", "pages"} {
 		b.Run(mode, func(b *testing.B) {
-			window := func(i int64) (int64, int64) {
+			clients, retry := 50, false
+			path := func(i int64) string {
 				switch mode {
 				case "narrow":
 					from := span / 100 * (i % 90)
-					return from, from + span/10
+					return timeline(from, from+span/10)
 				case "wide":
-					return i, span + 1
+					return timeline(i, span+1)
+				case "pages":
+					// Half the requests for the report page, half for
+					// windows from 1 ms to 1 s wide at places spread
+					// over the run; a 503 is retried after its
+					// Retry-After, as a browser's user would.
+					if i%2 == 0 {
+						return "/runs/" + name + "/"
+					}
+					from := span / 97 * (i % 97)
+					return timeline(from, from+[]int64{1e6, 1e8, 1e9}[i%3])
 				}
-				return span / 3, span/3 + span/10
+				return timeline(span/3, span/3+span/10)
 			}
-			serveLoad(b, filepath.Dir(dir), filepath.Base(dir), window)
+			if mode == "pages" {
+				clients, retry = 20, true
+			}
+			serveLoad(b, filepath.Dir(dir), name, clients, retry, path)
 		})
 	}
 }
 
-func serveLoad(b *testing.B, runs, name string, window func(i int64) (int64, int64)) {
+// serveLoad has clients send b.N requests for path(i) at once against
+// commprof serve, ignoring a 503's Retry-After or (retry) waiting it out
+// and asking again, and reports the answers and the server's peak RSS.
+func serveLoad(b *testing.B, runs, name string, clients int, retry bool, path func(i int64) string) {
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", runs)
 	cmd.Env = cleanEnv()
 	stdout, err := cmd.StdoutPipe()
@@ -280,7 +299,7 @@ func serveLoad(b *testing.B, runs, name string, window func(i int64) (int64, int
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range 50 {
+	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -289,8 +308,16 @@ func serveLoad(b *testing.B, runs, name string, window func(i int64) (int64, int
 				if i > int64(b.N) {
 					return
 				}
-				from, to := window(i)
-				code, d := fetch(fmt.Sprintf("%s/runs/%s/timeline.json?from=%d&to=%d", base, name, from, to))
+				code, d := fetch(base + path(i))
+				for retry && code == http.StatusServiceUnavailable {
+					mu.Lock()
+					busy++
+					mu.Unlock()
+					time.Sleep(2 * time.Second) // serve's Retry-After
+					var again time.Duration
+					code, again = fetch(base + path(i))
+					d += again
+				}
 				mu.Lock()
 				switch code {
 				case 200:
@@ -341,6 +368,9 @@ func serveLoad(b *testing.B, runs, name string, window func(i int64) (int64, int
 	}
 	if bad > 0 {
 		b.Errorf("%d answers neither 200 nor 503", bad)
+	}
+	if retry && ok != b.N {
+		b.Errorf("%d of %d requests answered 200 after their retries", ok, b.N)
 	}
 	pct := func(d []time.Duration, p float64) float64 {
 		if len(d) == 0 {
