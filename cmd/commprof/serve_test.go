@@ -216,7 +216,9 @@ func BenchmarkServeTimelineLoad(b *testing.B) {
 	b.Logf("%s: %d events over %.2fs", dir, sum.Run.Events, float64(sum.Run.SpanNS)/1e9)
 	span := sum.Run.SpanNS
 	name := filepath.Base(dir)
-	timeline := func(from, to int64) string { return fmt.Sprintf("/runs/%s/timeline.json?from=%d&to=%d", name, from, to) }
+	timeline := func(from, to int64) string {
+		return fmt.Sprintf("/runs/%s/timeline.json?from=%d&to=%d", name, from, to)
+	}
 	for _, mode := range []string{"narrow", "wide", "same", "pages"} {
 		b.Run(mode, func(b *testing.B) {
 			clients, retry := 50, false
