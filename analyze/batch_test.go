@@ -12,7 +12,11 @@ func Summarize(run *trace.Run) *Summary { return summarizeReplaying(run, 0) }
 
 // summarizeReplaying is Summarize with the replay bounded to ops
 // operations (0: the default).
-func summarizeReplaying(run *trace.Run, ops int64) *Summary {
+func summarizeReplaying(run *trace.Run, ops int64) *Summary { return summarizeChunked(run, ops, 0) }
+
+// summarizeChunked is summarizeReplaying with passes over the calls that
+// hold chunk of them at once (0: the default).
+func summarizeChunked(run *trace.Run, ops int64, chunk int) *Summary {
 	meta := Meta{Dir: run.Dir, Manifest: run.Manifest, ReplayOps: ops}
 	if run.Manifest != nil {
 		meta.WorldSize = run.Manifest.WorldSize
@@ -21,6 +25,7 @@ func summarizeReplaying(run *trace.Run, ops int64) *Summary {
 		meta.Problems = append(meta.Problems, p.Error())
 	}
 	s := NewSummarizer(meta)
+	s.chunk = chunk
 	for _, rk := range run.Ranks {
 		meta.DiskBytes += rk.Bytes
 		rs := s.Rank(rk.Info.Rank, rk.Info.Host)

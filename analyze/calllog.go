@@ -9,8 +9,9 @@ import (
 // callLog holds one rank's collective calls as they are read, packed:
 // each record's fields as varints, its sequence number and start as
 // differences from the record before. A record takes 15-25 bytes where a
-// callRec takes 80, and the log grows by whole chunks, never copied: a
-// run's calls are held once, unpacked, only when they are merged.
+// callRec takes 72, and the log grows by whole chunks, never copied. The
+// run's calls are never held unpacked: each analysis reads the logs
+// again, merged a chunk at a time (callSource).
 //
 // The merge wants each rank's calls in (comm, seq) order. A rank's calls
 // on one communicator come in sequence order, nearly: so the log keeps a
@@ -88,8 +89,8 @@ func (l *callLog) add(c callRec) {
 	l.n++
 }
 
-// runReader unpacks one run's records in order, letting each chunk go
-// once it is read.
+// runReader unpacks one run's records in order. Readers share the run
+// and leave it as it is: any number may read it, at once.
 type runReader struct {
 	r          *callRun
 	rank       int32
@@ -126,7 +127,6 @@ func (rr *runReader) next() {
 	c.dur, c.bytes, c.recvWait = v(), v(), v()
 	rr.off += i
 	if rr.off == len(rr.r.chunks[rr.chunk]) {
-		rr.r.chunks[rr.chunk] = nil // read once: let it go
 		rr.chunk, rr.off = rr.chunk+1, 0
 	}
 	rr.left--
@@ -145,7 +145,7 @@ type logReader struct {
 }
 
 // reader returns a reader of the log's records in (comm, seq) order,
-// positioned on the first. The log is read once: it is emptied.
+// positioned on the first. The log is left as it is.
 func (l *callLog) reader(rank int) *logReader {
 	byComm := map[int32][]*callRun{}
 	for _, r := range l.runs {
@@ -161,7 +161,6 @@ func (l *callLog) reader(rank int) *logReader {
 	}) {
 		lr.comms = append(lr.comms, byComm[c])
 	}
-	*l = callLog{}
 	lr.next()
 	return lr
 }

@@ -80,8 +80,9 @@ func timedRegion(regions []span, c callRec) (int32, bool) {
 	return int32(j), true
 }
 
-// mark sets c's flags and adds its late message waits; calls
-// come in (comm, seq) order.
+// mark sets c's flags and adds its late message waits; calls come in
+// (comm, seq) order. Each pass over the calls marks with its own copy of
+// the class (mark moves the copy's late waits on).
 func (cl *callClass) mark(c *callRec) {
 	if cl.waited != nil {
 		c.nonBlocking = cl.waited[callKey{c.comm, c.name, c.seq}]
@@ -100,27 +101,62 @@ func (cl *callClass) mark(c *callRec) {
 	cl.late = ws
 }
 
-// mergeCalls joins the ranks' collective events, sorted by communicator,
-// sequence and rank, so that one call's events are adjacent, marking each
-// with its rank's class. Each rank's events are already in order, or
-// nearly: each is read (or sorted) on its own and the ranks are merged,
-// instead of sorting everything at once. The ranks' logs are read once,
-// and let go as they are.
-func (s *Summarizer) mergeCalls(ranks []*RankSummarizer, classes []*callClass) []callRec {
-	n := 0
-	rds := make([]*logReader, 0, len(ranks))
-	cls := make([]*callClass, 0, len(ranks))
-	for i, rs := range ranks {
-		n += rs.calls.n
-		rds = append(rds, rs.calls.reader(rs.rank))
-		cls = append(cls, classes[i])
-		rs.calls = callLog{}
+// callSource is the run's collective calls, merged across ranks in
+// (comm, seq, rank) order so that one call's events are adjacent, each
+// marked with its rank's class. The calls stay packed in the ranks' logs:
+// each pass merges them again, a chunk of whole instances at a time, so
+// that what a pass holds does not grow with the run. Passes may run at
+// once.
+type callSource struct {
+	logs    []*callLog // in rank order (Finalize sorts ranks)
+	ranks   []int
+	classes []*callClass
+	world   int
+	n       int   // calls
+	perRank []int // calls per rank, indexed by rank
+	chunk   int
+}
+
+// callChunk is the most calls a pass holds at once, past which it hands
+// them on at the next instance's start.
+const callChunk = 1 << 16
+
+func (s *Summarizer) callSource(ranks []*RankSummarizer, classes []*callClass, world int) *callSource {
+	src := &callSource{classes: classes, world: world, perRank: make([]int, world), chunk: cmp.Or(s.chunk, callChunk)}
+	for _, rs := range ranks {
+		src.logs = append(src.logs, &rs.calls)
+		src.ranks = append(src.ranks, rs.rank)
+		src.n += rs.calls.n
+		if rs.rank < world {
+			src.perRank[rs.rank] += rs.calls.n
+		}
 	}
-	// The readers come in rank order (Finalize sorts ranks), so the
-	// merged order, by (comm, seq, rank), takes each (comm, seq) from
-	// the readers in turn: find the smallest head, then drain every
-	// reader's calls with that key, reader by reader.
-	calls := make([]callRec, 0, n)
+	return src
+}
+
+// each hands f the calls in chunks of whole instances, with the
+// instances (index ranges into the chunk) and each call's arrival wait.
+// The slices are reused: f must not keep them.
+func (src *callSource) each(f func(calls []callRec, inst [][2]int, waits []int64)) {
+	rds := make([]*logReader, len(src.logs))
+	cls := make([]callClass, len(src.logs))
+	for i, l := range src.logs {
+		rds[i] = l.reader(src.ranks[i])
+		cls[i] = *src.classes[i]
+	}
+	calls := make([]callRec, 0, min(src.n, src.chunk+len(rds)))
+	var inst [][2]int
+	var waits []int64
+	flush := func() {
+		inst = instancesInto(inst[:0], calls)
+		waits = arrivalWaitsInto(waits, calls, inst)
+		f(calls, inst, waits)
+		calls = calls[:0]
+	}
+	// The readers come in rank order, so the merged order, by (comm,
+	// seq, rank), takes each (comm, seq) from the readers in turn: find
+	// the smallest head, then drain every reader's calls with that key,
+	// reader by reader.
 	for {
 		var key callRec
 		found := false
@@ -130,7 +166,10 @@ func (s *Summarizer) mergeCalls(ranks []*RankSummarizer, classes []*callClass) [
 			}
 		}
 		if !found {
-			return calls
+			break
+		}
+		if len(calls) >= src.chunk {
+			flush()
 		}
 		for i, r := range rds {
 			for r.ok && r.head.comm == key.comm && r.head.seq == key.seq {
@@ -140,6 +179,9 @@ func (s *Summarizer) mergeCalls(ranks []*RankSummarizer, classes []*callClass) [
 				r.next()
 			}
 		}
+	}
+	if len(calls) > 0 {
+		flush()
 	}
 }
 
@@ -165,10 +207,32 @@ func untimed(calls []callRec, in [2]int) bool {
 	return false
 }
 
-// instances returns the [lo, hi) ranges of calls that are one collective
-// call on several ranks. Calls without a sequence number are their own.
-func instances(calls []callRec) [][2]int {
-	var out [][2]int
+// collect returns the calls of the instances whose first member started
+// at a time keep takes, and their instances: the calls held at once,
+// for the analyses that need them together (the replay).
+func (src *callSource) collect(keep func(start int64) bool) ([]callRec, [][2]int) {
+	var calls []callRec
+	var inst [][2]int
+	src.each(func(cs []callRec, in [][2]int, _ []int64) {
+		for _, r := range in {
+			first := cs[r[0]].start
+			for _, c := range cs[r[0]:r[1]] {
+				first = min(first, c.start)
+			}
+			if keep(first) {
+				at := len(calls)
+				calls = append(calls, cs[r[0]:r[1]]...)
+				inst = append(inst, [2]int{at, len(calls)})
+			}
+		}
+	})
+	return calls, inst
+}
+
+// instancesInto appends to out the [lo, hi) ranges of calls that are one
+// collective call on several ranks. Calls without a sequence number are
+// their own.
+func instancesInto(out [][2]int, calls []callRec) [][2]int {
 	for i := 0; i < len(calls); {
 		j := i + 1
 		if calls[i].seq >= 0 {
@@ -182,10 +246,11 @@ func instances(calls []callRec) [][2]int {
 	return out
 }
 
-// arrivalWaits returns, for each call event, the time its rank spent in
-// the call before the last rank arrived.
-func arrivalWaits(calls []callRec, inst [][2]int, world int) []int64 {
-	w := make([]int64, len(calls))
+// arrivalWaitsInto returns, in w's memory, for each call event the time
+// its rank spent in the call before the last rank arrived.
+func arrivalWaitsInto(w []int64, calls []callRec, inst [][2]int) []int64 {
+	w = slices.Grow(w[:0], len(calls))[:len(calls)]
+	clear(w)
 	for _, in := range inst {
 		if in[1]-in[0] < 2 {
 			continue
@@ -202,19 +267,89 @@ func arrivalWaits(calls []callRec, inst [][2]int, world int) []int64 {
 	return w
 }
 
-// commSizes returns each communicator's size as far as the calls show it:
-// the most ranks any of its calls had, and for the world at least the
-// run's world size. A call recorded by fewer ranks than its communicator
-// has (an imported timeline written by rank 0 only, one rank's profiler
-// file) still moved the communicator's bytes.
-func commSizes(calls []callRec, inst [][2]int, worldID int32, hasWorld bool, world int) map[int32]int {
-	out := map[int32]int{}
-	for _, in := range inst {
-		c := calls[in[0]].comm
-		out[c] = max(out[c], in[1]-in[0])
-	}
+// callCensus is what several analyses need to know of the calls before
+// their own passes over them, gathered in one pass.
+type callCensus struct {
+	// sizes is each communicator's size as far as the calls show it: the
+	// most ranks any of its calls had, and for the world at least the
+	// run's world size. A call recorded by fewer ranks than its
+	// communicator has (an imported timeline written by rank 0 only, one
+	// rank's profiler file) still moved the communicator's bytes.
+	sizes map[int32]int
+	bench map[collKey]float64 // benchAcc's times
+	// lastN, late and lateN are, per rank, the multi-rank calls it
+	// arrived last in, the sum of its arrival minus the mean arrival of
+	// the others, and how many calls that sums.
+	lastN []int64
+	late  []float64
+	lateN []int64
+	order *waitOrder
+	// labelled: some multi-rank call names a label; worldCalls: the
+	// timed world calls of two ranks or more.
+	labelled   bool
+	worldCalls int
+	// lo and hi bound the calls' starts (seen: there were calls).
+	lo, hi int64
+	seen   bool
+}
+
+func (s *Summarizer) census(ranks []*RankSummarizer, src *callSource) *callCensus {
+	world := src.world
+	cen := &callCensus{sizes: map[int32]int{}, lastN: make([]int64, world), late: make([]float64, world),
+		lateN: make([]int64, world), order: newWaitOrder(world)}
+	worldID, hasWorld := s.strIdx["world"]
+	bench := newBenchAcc(ranks)
+	src.each(func(calls []callRec, inst [][2]int, waits []int64) {
+		bench.add(calls)
+		cen.order.add(calls, waits)
+		for _, c := range calls {
+			if !cen.seen {
+				cen.lo, cen.hi, cen.seen = c.start, c.start, true
+			}
+			cen.lo, cen.hi = min(cen.lo, c.start), max(cen.hi, c.start)
+		}
+		for _, in := range inst {
+			c0 := calls[in[0]]
+			cen.sizes[c0.comm] = max(cen.sizes[c0.comm], in[1]-in[0])
+			if in[1]-in[0] < 2 {
+				continue
+			}
+			cen.lateness(calls, in)
+			if untimed(calls, in) {
+				continue
+			}
+			cen.labelled = cen.labelled || c0.label != 0
+			if hasWorld && c0.comm == worldID {
+				cen.worldCalls++
+			}
+		}
+	})
 	if hasWorld {
-		out[worldID] = max(out[worldID], world)
+		cen.sizes[worldID] = max(cen.sizes[worldID], s.meta.WorldSize)
 	}
-	return out
+	cen.bench = bench.times()
+	return cen
+}
+
+// lateness counts instance in of two ranks or more: who arrived last,
+// and each rank's arrival minus the mean arrival of the others.
+func (cen *callCensus) lateness(calls []callRec, in [2]int) {
+	k := in[1] - in[0]
+	var sum float64
+	li, first := in[0], calls[in[0]].start
+	for j := in[0]; j < in[1]; j++ {
+		sum += float64(calls[j].start)
+		first = min(first, calls[j].start)
+		if calls[j].start > calls[li].start {
+			li = j
+		}
+	}
+	if calls[li].start > first {
+		cen.lastN[calls[li].rank]++
+	}
+	for j := in[0]; j < in[1]; j++ {
+		others := (sum - float64(calls[j].start)) / float64(k-1)
+		cen.late[calls[j].rank] += float64(calls[j].start) - others
+		cen.lateN[calls[j].rank]++
+	}
 }

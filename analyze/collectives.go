@@ -18,51 +18,71 @@ type collKey struct {
 	bucket     int
 }
 
-// benchTimes returns, per collective group, the time per call as a
+// benchAcc gathers, per collective group, the time per call as a
 // benchmark measures it (nccl-tests, commprof bench): each rank's timed
 // loops' length over the calls in them, the slowest rank's. Groups whose
 // calls share a timed loop with other groups' are left out.
-func benchTimes(ranks []*RankSummarizer, calls []callRec) map[collKey]float64 {
-	type rr struct{ rank, region int32 }
-	type acc struct {
-		key   collKey
-		n     int64
-		mixed bool
-	}
-	timed := map[int32][]span{}
+type benchAcc struct {
+	timed   map[int32][]span // by rank: its timed regions
+	regions map[benchRegion]*benchLoop
+}
+
+type benchRegion struct{ rank, region int32 }
+
+type benchLoop struct {
+	key   collKey
+	n     int64
+	mixed bool
+}
+
+func newBenchAcc(ranks []*RankSummarizer) *benchAcc {
+	b := &benchAcc{timed: map[int32][]span{}, regions: map[benchRegion]*benchLoop{}}
 	for _, rs := range ranks {
-		timed[int32(rs.rank)] = rs.timed
+		if len(rs.timed) > 0 {
+			b.timed[int32(rs.rank)] = rs.timed
+		}
 	}
-	regions := map[rr]*acc{}
+	return b
+}
+
+func (b *benchAcc) add(calls []callRec) {
+	if len(b.timed) == 0 {
+		return
+	}
 	for _, c := range calls {
 		if c.untimed {
 			continue
 		}
-		j, ok := timedRegion(timed[c.rank], c)
+		j, ok := timedRegion(b.timed[c.rank], c)
 		if !ok {
 			continue
 		}
 		k := collKey{c.name, c.algo, SizeBucket(c.bytes)}
-		a := regions[rr{c.rank, j}]
+		a := b.regions[benchRegion{c.rank, j}]
 		if a == nil {
-			regions[rr{c.rank, j}] = &acc{key: k, n: 1}
+			b.regions[benchRegion{c.rank, j}] = &benchLoop{key: k, n: 1}
 			continue
 		}
 		a.mixed = a.mixed || a.key != k
 		a.n++
 	}
-	if len(regions) == 0 {
+}
+
+// times returns each group's time per call, nil when no calls were in
+// timed loops.
+func (b *benchAcc) times() map[collKey]float64 {
+	if len(b.regions) == 0 {
 		return nil
 	}
 	type sums struct{ span, n int64 }
 	per := map[collKey]map[int32]*sums{}
 	bad := map[collKey]bool{}
-	for key, a := range regions {
+	for key, a := range b.regions {
 		if a.mixed {
 			bad[a.key] = true
 			continue
 		}
-		g := timed[key.rank][key.region]
+		g := b.timed[key.rank][key.region]
 		if per[a.key] == nil {
 			per[a.key] = map[int32]*sums{}
 		}
@@ -88,7 +108,7 @@ func benchTimes(ranks []*RankSummarizer, calls []callRec) map[collKey]float64 {
 	return out
 }
 
-func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64) ([]CollStats, []OpStats) {
+func (s *Summarizer) collStats(src *callSource, cen *callCensus) ([]CollStats, []OpStats) {
 	type acc struct {
 		st       CollStats
 		durs     []int64
@@ -97,39 +117,39 @@ func (s *Summarizer) collStats(ranks []*RankSummarizer, calls []callRec, inst []
 		ranksN   map[int]int
 		commN    int // the largest communicator the group's calls ran on
 	}
-	worldID, hasWorld := s.strIdx["world"]
-	sizes := commSizes(calls, inst, worldID, hasWorld, s.meta.WorldSize)
-	bench := benchTimes(ranks, calls)
+	sizes, bench := cen.sizes, cen.bench
 	groups := map[collKey]*acc{}
-	for _, in := range inst {
-		if untimed(calls, in) {
-			continue
+	src.each(func(calls []callRec, inst [][2]int, waits []int64) {
+		for _, in := range inst {
+			if untimed(calls, in) {
+				continue
+			}
+			c0 := calls[in[0]]
+			k := collKey{c0.name, c0.algo, SizeBucket(c0.bytes)}
+			a := groups[k]
+			if a == nil {
+				a = &acc{ranksN: map[int]int{}}
+				groups[k] = a
+			}
+			a.st.Calls++
+			a.st.Bytes += c0.bytes
+			a.ranksN[in[1]-in[0]]++
+			a.commN = max(a.commN, sizes[c0.comm])
+			last := calls[in[0]].start
+			for _, c := range calls[in[0]:in[1]] {
+				last = max(last, c.start)
+			}
+			var callSum int64
+			for j := in[0]; j < in[1]; j++ {
+				c := calls[j]
+				callSum += c.dur
+				a.durs = append(a.durs, c.dur)
+				a.st.WaitNS += waits[j]
+				a.transfer += float64(max(c.start+c.dur-max(last, c.start), 0))
+			}
+			a.perCall = append(a.perCall, float64(callSum)/float64(in[1]-in[0]))
 		}
-		c0 := calls[in[0]]
-		k := collKey{c0.name, c0.algo, SizeBucket(c0.bytes)}
-		a := groups[k]
-		if a == nil {
-			a = &acc{ranksN: map[int]int{}}
-			groups[k] = a
-		}
-		a.st.Calls++
-		a.st.Bytes += c0.bytes
-		a.ranksN[in[1]-in[0]]++
-		a.commN = max(a.commN, sizes[c0.comm])
-		last := calls[in[0]].start
-		for _, c := range calls[in[0]:in[1]] {
-			last = max(last, c.start)
-		}
-		var callSum int64
-		for j := in[0]; j < in[1]; j++ {
-			c := calls[j]
-			callSum += c.dur
-			a.durs = append(a.durs, c.dur)
-			a.st.WaitNS += waits[j]
-			a.transfer += float64(max(c.start+c.dur-max(last, c.start), 0))
-		}
-		a.perCall = append(a.perCall, float64(callSum)/float64(in[1]-in[0]))
-	}
+	})
 	var out []CollStats
 	ops := map[string]*OpStats{}
 	var total int64

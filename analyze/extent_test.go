@@ -128,7 +128,9 @@ func TestRankWaitsMergesAsTheyCome(t *testing.T) {
 				want[r] = append(want[r], span{start, start + w})
 			}
 		}
-		got := rankWaits(calls, waits, 3)
+		order := newWaitOrder(3)
+		order.add(calls, waits)
+		got := rankWaits(func(f func([]callRec, [][2]int, []int64)) { f(calls, nil, waits) }, order, 3)
 		for r := range 3 {
 			if l := length(union(want[r])); got[r] != l {
 				t.Fatalf("trial %d rank %d: %d ns of waits, want the union's %d", trial, r, got[r], l)

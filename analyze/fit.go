@@ -759,10 +759,9 @@ func betaCurve(groups []callGroup, ft Fit) []BetaPoint {
 	return out
 }
 
-func (s *Summarizer) fitSums(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64) *fitSums {
+func (s *Summarizer) fitSums(ranks []*RankSummarizer, src *callSource, bench map[collKey]float64) *fitSums {
 	f := &fitSums{}
 	con := s.contention()
-	bench := benchTimes(ranks, calls)
 	world := 0
 	for _, rs := range ranks {
 		world = max(world, rs.world)
@@ -779,37 +778,39 @@ func (s *Summarizer) fitSums(ranks []*RankSummarizer, calls []callRec, inst [][2
 		bytes      int64
 	}
 	idx := map[gkey]int{}
-	for _, in := range inst {
-		p := in[1] - in[0]
-		c0 := calls[in[0]]
-		if p < 2 || untimed(calls, in) {
-			continue
+	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+		for _, in := range inst {
+			p := in[1] - in[0]
+			c0 := calls[in[0]]
+			if p < 2 || untimed(calls, in) {
+				continue
+			}
+			a, an, bl, bn, c, ok := terms(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes), con)
+			if !ok {
+				continue
+			}
+			if !slices.Contains(f.ranks, p) {
+				f.ranks = append(f.ranks, p)
+			}
+			k := gkey{c0.name, c0.algo, p, c0.bytes}
+			i, seen := idx[k]
+			if !seen {
+				i = len(f.groups)
+				idx[k] = i
+				f.groups = append(f.groups, callGroup{A: a, AN: an, B: bl, BN: bn, C: c, Bytes: c0.bytes, Ranks: p,
+					Msg: mainMsg(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes))})
+			}
+			g := &f.groups[i]
+			t := float64(callTime(calls, in))
+			if bt := bench[collKey{c0.name, c0.algo, SizeBucket(c0.bytes)}]; bt > 0 {
+				// A benchmark's loop: its time per call, as it measured it,
+				// includes transfers that began before the last arrival.
+				t = bt
+			}
+			g.SumT += t
+			g.N++
 		}
-		a, an, bl, bn, c, ok := terms(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes), con)
-		if !ok {
-			continue
-		}
-		if !slices.Contains(f.ranks, p) {
-			f.ranks = append(f.ranks, p)
-		}
-		k := gkey{c0.name, c0.algo, p, c0.bytes}
-		i, seen := idx[k]
-		if !seen {
-			i = len(f.groups)
-			idx[k] = i
-			f.groups = append(f.groups, callGroup{A: a, AN: an, B: bl, BN: bn, C: c, Bytes: c0.bytes, Ranks: p,
-				Msg: mainMsg(s.str(c0.name), s.str(c0.algo), p, float64(c0.bytes))})
-		}
-		g := &f.groups[i]
-		t := float64(callTime(calls, in))
-		if bt := bench[collKey{c0.name, c0.algo, SizeBucket(c0.bytes)}]; bt > 0 {
-			// A benchmark's loop: its time per call, as it measured it,
-			// includes transfers that began before the last arrival.
-			t = bt
-		}
-		g.SumT += t
-		g.N++
-	}
+	})
 	slices.Sort(f.ranks)
 	return f
 }
@@ -853,38 +854,49 @@ type callSize struct {
 	Measured float64 // mean time per call (minus arrival wait), ns
 }
 
-// stepCalls lists the world allreduces by size, per step.
-func (s *Summarizer) stepCalls(calls []callRec, inst [][2]int, waits []int64, steps int) []callSize {
+// stepCalls lists the world allreduces by size; PerStep counts the
+// run's calls until perStep divides it by the steps.
+func (s *Summarizer) stepCalls(src *callSource) []callSize {
 	type k struct {
 		algo  int32
 		bytes int64
 	}
 	m := map[k]*callSize{}
 	var sums = map[k]float64{}
-	for _, in := range inst {
-		c0 := calls[in[0]]
-		if s.str(c0.name) != "allreduce" || s.str(c0.comm) != "world" || untimed(calls, in) {
-			continue
+	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+		for _, in := range inst {
+			c0 := calls[in[0]]
+			if s.str(c0.name) != "allreduce" || s.str(c0.comm) != "world" || untimed(calls, in) {
+				continue
+			}
+			key := k{c0.algo, c0.bytes}
+			cs := m[key]
+			if cs == nil {
+				cs = &callSize{Op: "allreduce", Algo: s.str(c0.algo), Bytes: c0.bytes}
+				m[key] = cs
+			}
+			cs.PerStep++
+			sums[key] += float64(callTime(calls, in))
 		}
-		key := k{c0.algo, c0.bytes}
-		cs := m[key]
-		if cs == nil {
-			cs = &callSize{Op: "allreduce", Algo: s.str(c0.algo), Bytes: c0.bytes}
-			m[key] = cs
-		}
-		cs.PerStep++
-		sums[key] += float64(callTime(calls, in))
-	}
+	})
 	out := []callSize{}
 	for key, cs := range m {
 		cs.Measured = sums[key] / cs.PerStep
-		if steps > 0 {
-			cs.PerStep /= float64(steps)
-		}
 		out = append(out, *cs)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Bytes < out[j].Bytes })
 	return out
+}
+
+// perStep turns stepCalls' counts of calls into calls per step, when the
+// run has steps.
+func perStep(calls []callSize, steps int) []callSize {
+	if steps > 0 {
+		for i := range calls {
+			calls[i].PerStep /= float64(steps)
+		}
+	}
+	return calls
 }
 
 // Projection is the run's allreduce time per step projected to more ranks.

@@ -55,7 +55,7 @@ func (rs *RankSummarizer) pattern(comm, name, algo int32, seq int64, peer int32)
 
 // patterns merges the ranks' samples into one edge set per sampled call
 // and classifies it.
-func (s *Summarizer) patterns(ranks []*RankSummarizer, calls []callRec) []Pattern {
+func (s *Summarizer) patterns(ranks []*RankSummarizer, src *callSource) []Pattern {
 	type callKey struct {
 		k   patKey
 		seq int64
@@ -78,12 +78,17 @@ func (s *Summarizer) patterns(ranks []*RankSummarizer, calls []callRec) []Patter
 	}
 	// The members of a call are the ranks with an event for it.
 	members := map[callKey][]int{}
-	for _, c := range calls {
-		ck := callKey{patKey{c.comm, c.name, c.algo}, c.seq}
-		if edges[ck] != nil && !slices.Contains(members[ck], int(c.rank)) {
-			members[ck] = append(members[ck], int(c.rank))
-		}
+	if len(edges) == 0 {
+		return []Pattern{}
 	}
+	src.each(func(calls []callRec, _ [][2]int, _ []int64) {
+		for _, c := range calls {
+			ck := callKey{patKey{c.comm, c.name, c.algo}, c.seq}
+			if edges[ck] != nil && !slices.Contains(members[ck], int(c.rank)) {
+				members[ck] = append(members[ck], int(c.rank))
+			}
+		}
+	})
 	type agg struct {
 		p      Pattern
 		counts map[string]int

@@ -23,16 +23,13 @@ type rankSpans struct {
 // as then, the communication not covered by compute spans is exposed.
 // A point-to-point message the program waited for (Isend, Irecv) blocked
 // it only while it waited; another (Send, Recv) for its whole span.
-func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) []rankSpans {
+func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) []rankSpans {
 	haveWaits := false
 	for _, rs := range ranks {
 		haveWaits = haveWaits || len(rs.waits) > 0
 	}
 	// Sized first: a run holds one span per rank and call.
-	per := make([]int, world)
-	for _, c := range calls {
-		per[c.rank]++
-	}
+	per := slices.Clone(src.perRank)
 	for _, rs := range ranks {
 		per[rs.rank] += len(rs.p2p)
 	}
@@ -41,13 +38,15 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) 
 		comm[r] = make([]span, 0, n)
 	}
 	blocked := make([][]span, world) // the program blocked in: only needed with waits
-	for _, c := range calls {
-		sp := span{c.start, c.start + c.dur}
-		comm[c.rank] = append(comm[c.rank], sp)
-		if haveWaits && !c.nonBlocking {
-			blocked[c.rank] = append(blocked[c.rank], sp)
+	src.each(func(calls []callRec, _ [][2]int, _ []int64) {
+		for _, c := range calls {
+			sp := span{c.start, c.start + c.dur}
+			comm[c.rank] = append(comm[c.rank], sp)
+			if haveWaits && !c.nonBlocking {
+				blocked[c.rank] = append(blocked[c.rank], sp)
+			}
 		}
-	}
+	})
 	out := make([]rankSpans, world)
 	for _, rs := range ranks {
 		r := rs.rank
@@ -80,13 +79,13 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, calls []callRec, world int) 
 	return out
 }
 
-func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst [][2]int, waits []int64, sp []rankSpans, world int) []RankStats {
-	wait := rankWaits(calls, waits, world)
+func (s *Summarizer) rankStats(ranks []*RankSummarizer, src *callSource, cen *callCensus, sp []rankSpans, world int) []RankStats {
+	wait := rankWaits(src.each, cen.order, world)
 	var shared [][]span // per rank: its calls that other ranks hold too
 	if m := s.meta.Manifest; m != nil && m.Source != nil && m.Source.PartialRanks {
-		shared = sharedCalls(calls, inst, world)
+		shared = sharedCalls(src, world)
 	}
-	lastN, late, lateN := lateness(calls, inst, world)
+	lastN, late, lateN := cen.lastN, cen.late, cen.lateN
 	out := make([]RankStats, 0, len(ranks))
 	for _, rs := range ranks {
 		r := rs.rank
@@ -110,10 +109,32 @@ func (s *Summarizer) rankStats(ranks []*RankSummarizer, calls []callRec, inst []
 	return out
 }
 
+// waitOrder tells, per rank, whether the spans of its arrival waits come
+// in order of their starts as the calls are merged.
+type waitOrder struct {
+	last     []int64
+	open     []bool
+	unsorted []bool
+}
+
+func newWaitOrder(world int) *waitOrder {
+	return &waitOrder{last: make([]int64, world), open: make([]bool, world), unsorted: make([]bool, world)}
+}
+
+func (o *waitOrder) add(calls []callRec, waits []int64) {
+	for i, c := range calls {
+		if waits[i] > 0 {
+			o.unsorted[c.rank] = o.unsorted[c.rank] || o.open[c.rank] && c.start < o.last[c.rank]
+			o.last[c.rank], o.open[c.rank] = c.start, true
+		}
+	}
+}
+
 // rankWaits is each rank's time waiting for the last rank to arrive: the
 // union of its waits, since calls that overlap on a rank (non-blocking
-// ones, Horovod's concurrent negotiations) wait at the same time.
-func rankWaits(calls []callRec, waits []int64, world int) []int64 {
+// ones, Horovod's concurrent negotiations) wait at the same time. each
+// is a pass over the calls, which order has seen.
+func rankWaits(each func(func(calls []callRec, inst [][2]int, waits []int64)), order *waitOrder, world int) []int64 {
 	// A rank's calls come in (comm, seq) order, which is time order on
 	// one communicator: the wait spans of a rank whose come in order are
 	// merged as they come; another's are collected and sorted.
@@ -123,33 +144,29 @@ func rankWaits(calls []callRec, waits []int64, world int) []int64 {
 		all            []span
 	}
 	per := make([]acc, world)
-	for i, c := range calls {
-		if a := &per[c.rank]; waits[i] > 0 {
-			a.unsorted = a.unsorted || a.open && c.start < a.lo
-			a.lo, a.open = c.start, true
-		}
-	}
 	for r := range per {
-		per[r].open = false
+		per[r].unsorted = order.unsorted[r]
 	}
-	for i, c := range calls {
-		if waits[i] <= 0 {
-			continue
+	each(func(calls []callRec, _ [][2]int, waits []int64) {
+		for i, c := range calls {
+			if waits[i] <= 0 {
+				continue
+			}
+			a := &per[c.rank]
+			sp := span{c.start, c.start + waits[i]}
+			switch {
+			case a.unsorted:
+				a.all = append(a.all, sp)
+			case !a.open:
+				a.lo, a.hi, a.open = sp.lo, sp.hi, true
+			case sp.lo <= a.hi:
+				a.hi = max(a.hi, sp.hi)
+			default:
+				a.total += a.hi - a.lo
+				a.lo, a.hi = sp.lo, sp.hi
+			}
 		}
-		a := &per[c.rank]
-		sp := span{c.start, c.start + waits[i]}
-		switch {
-		case a.unsorted:
-			a.all = append(a.all, sp)
-		case !a.open:
-			a.lo, a.hi, a.open = sp.lo, sp.hi, true
-		case sp.lo <= a.hi:
-			a.hi = max(a.hi, sp.hi)
-		default:
-			a.total += a.hi - a.lo
-			a.lo, a.hi = sp.lo, sp.hi
-		}
-	}
+	})
 	out := make([]int64, world)
 	for r, a := range per {
 		switch {
@@ -164,47 +181,19 @@ func rankWaits(calls []callRec, waits []int64, world int) []int64 {
 
 // sharedCalls returns, per rank, the spans of its calls that at least one
 // other rank holds too.
-func sharedCalls(calls []callRec, inst [][2]int, world int) [][]span {
+func sharedCalls(src *callSource, world int) [][]span {
 	out := make([][]span, world)
-	for _, in := range inst {
-		if in[1]-in[0] < 2 {
-			continue
-		}
-		for _, c := range calls[in[0]:in[1]] {
-			out[c.rank] = append(out[c.rank], span{c.start, c.start + c.dur})
-		}
-	}
-	return out
-}
-
-// lateness counts, per rank, the multi-rank calls it arrived last in and
-// sums its arrival minus the mean arrival of the others.
-func lateness(calls []callRec, inst [][2]int, world int) (lastN []int64, late []float64, n []int64) {
-	lastN, late, n = make([]int64, world), make([]float64, world), make([]int64, world)
-	for _, in := range inst {
-		k := in[1] - in[0]
-		if k < 2 {
-			continue
-		}
-		var sum float64
-		li, first := in[0], calls[in[0]].start
-		for j := in[0]; j < in[1]; j++ {
-			sum += float64(calls[j].start)
-			first = min(first, calls[j].start)
-			if calls[j].start > calls[li].start {
-				li = j
+	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+		for _, in := range inst {
+			if in[1]-in[0] < 2 {
+				continue
+			}
+			for _, c := range calls[in[0]:in[1]] {
+				out[c.rank] = append(out[c.rank], span{c.start, c.start + c.dur})
 			}
 		}
-		if calls[li].start > first {
-			lastN[calls[li].rank]++
-		}
-		for j := in[0]; j < in[1]; j++ {
-			others := (sum - float64(calls[j].start)) / float64(k-1)
-			late[calls[j].rank] += float64(calls[j].start) - others
-			n[calls[j].rank]++
-		}
-	}
-	return lastN, late, n
+	})
+	return out
 }
 
 // extent returns how many ranks the rank-by-rank tables (the traffic

@@ -32,26 +32,29 @@ type ReplaySample struct {
 // that started in the stretch in the middle of the run that holds about
 // budget of them, copied (the summary's other analyses read the
 // originals meanwhile). sample is nil when nothing was left out.
-func replayWindow(ranks []*RankSummarizer, calls []callRec, inst [][2]int, budget int64) ([]*RankSummarizer, []callRec, [][2]int, *ReplaySample) {
-	total := int64(len(calls))
-	lo, hi := int64(0), int64(0)
-	seen := false
+func replayWindow(ranks []*RankSummarizer, src *callSource, cen *callCensus, budget int64) ([]*RankSummarizer, []callRec, [][2]int, *ReplaySample) {
+	total := int64(src.n)
+	for _, rs := range ranks {
+		total += int64(len(rs.p2pMsgs) + len(rs.waits) + 2*len(rs.steps))
+	}
+	if total <= budget {
+		calls, inst := src.collect(func(int64) bool { return true })
+		return ranks, calls, inst, nil
+	}
+	lo, hi, seen := cen.lo, cen.hi, cen.seen
 	see := func(t int64) {
 		if !seen {
 			lo, hi, seen = t, t, true
 		}
 		lo, hi = min(lo, t), max(hi, t)
 	}
-	for _, c := range calls {
-		see(c.start)
-	}
 	for _, rs := range ranks {
-		total += int64(len(rs.p2pMsgs) + len(rs.waits) + 2*len(rs.steps))
 		for _, m := range rs.p2pMsgs {
 			see(m.start)
 		}
 	}
-	if total <= budget || !seen || hi <= lo {
+	if !seen || hi <= lo {
+		calls, inst := src.collect(func(int64) bool { return true })
 		return ranks, calls, inst, nil
 	}
 	// Count the operations by start time in fine buckets, then widen a
@@ -61,9 +64,11 @@ func replayWindow(ranks []*RankSummarizer, calls []callRec, inst [][2]int, budge
 	var hist [nb]int64
 	width := float64(hi-lo+1) / nb
 	bucket := func(t int64) int { return min(max(int(float64(t-lo)/width), 0), nb-1) }
-	for _, c := range calls {
-		hist[bucket(c.start)]++
-	}
+	src.each(func(calls []callRec, _ [][2]int, _ []int64) {
+		for _, c := range calls {
+			hist[bucket(c.start)]++
+		}
+	})
 	for _, rs := range ranks {
 		for _, m := range rs.p2pMsgs {
 			hist[bucket(m.start)]++
@@ -88,21 +93,10 @@ func replayWindow(ranks []*RankSummarizer, calls []callRec, inst [][2]int, budge
 	in := func(t int64) bool { return t >= from && t < to }
 
 	// Instances by their first member's start.
-	var wc []callRec
-	var wi [][2]int
+	wc, wi := src.collect(in)
 	keep := map[[2]int64]bool{} // (comm, seq) of kept calls: their waits go with them
-	for _, r := range inst {
-		first := calls[r[0]].start
-		for _, c := range calls[r[0]:r[1]] {
-			first = min(first, c.start)
-		}
-		if !in(first) {
-			continue
-		}
-		start := len(wc)
-		wc = append(wc, calls[r[0]:r[1]]...)
-		wi = append(wi, [2]int{start, len(wc)})
-		keep[[2]int64{int64(calls[r[0]].comm), calls[r[0]].seq}] = true
+	for _, r := range wi {
+		keep[[2]int64{int64(wc[r[0]].comm), wc[r[0]].seq}] = true
 	}
 	wr := make([]*RankSummarizer, 0, len(ranks))
 	for _, rs := range ranks {

@@ -14,34 +14,57 @@ const skewSeriesMax = 400
 
 // skew measures arrival skew; rows is one more than the highest rank
 // with a stream, n the extent of the sampled series' rows (see extent).
-func (s *Summarizer) skew(calls []callRec, inst [][2]int, rows, n int) Skew {
+func (s *Summarizer) skew(src *callSource, cen *callCensus, rows, n int) Skew {
 	sk := Skew{Ranking: []int{}, ByOp: []OpSkew{}, Series: SkewSeries{Seq: []int64{}, Op: []string{}, Label: []string{}, Offset: [][]int64{}}}
-	all := make([]int64, 0, len(inst))
+	var all []int64
 	byOp := map[int32][]int64{}
 	worldID, hasWorld := s.strIdx["world"]
-	var worldInst [][2]int
-	for _, in := range inst {
-		if in[1]-in[0] < 2 || untimed(calls, in) {
-			continue
+	// The series samples the world calls, every stride-th.
+	stride := max(1, (cen.worldCalls+skewSeriesMax-1)/skewSeriesMax)
+	k := 0 // the world calls seen
+	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+		for _, in := range inst {
+			if in[1]-in[0] < 2 || untimed(calls, in) {
+				continue
+			}
+			first, last := calls[in[0]].start, calls[in[0]].start
+			for _, c := range calls[in[0]:in[1]] {
+				first, last = min(first, c.start), max(last, c.start)
+			}
+			all = append(all, last-first)
+			byOp[calls[in[0]].name] = append(byOp[calls[in[0]].name], last-first)
+			if !hasWorld || calls[in[0]].comm != worldID {
+				continue
+			}
+			if k++; (k-1)%stride != 0 {
+				continue
+			}
+			row := make([]int64, n)
+			for r := range row {
+				row[r] = -1
+			}
+			for _, c := range calls[in[0]:in[1]] {
+				if int(c.rank) < n {
+					row[c.rank] = c.start - first
+				}
+			}
+			sk.Series.Seq = append(sk.Series.Seq, calls[in[0]].seq)
+			sk.Series.Op = append(sk.Series.Op, s.str(calls[in[0]].name))
+			sk.Series.Label = append(sk.Series.Label, s.str(calls[in[0]].label))
+			sk.Series.Offset = append(sk.Series.Offset, row)
 		}
-		first, last := calls[in[0]].start, calls[in[0]].start
-		for _, c := range calls[in[0]:in[1]] {
-			first, last = min(first, c.start), max(last, c.start)
-		}
-		all = append(all, last-first)
-		byOp[calls[in[0]].name] = append(byOp[calls[in[0]].name], last-first)
-		if hasWorld && calls[in[0]].comm == worldID {
-			worldInst = append(worldInst, in)
-		}
-	}
+	})
 	sk.Calls = int64(len(all))
 	sk.Dist = dist(all)
-	sk.ByLabel, sk.LabelSeries = s.labelSkew(calls, inst)
+	sk.ByLabel, sk.LabelSeries = []LabelSkew{}, LabelSeries{AtNS: []int64{}, Label: []string{}, SkewNS: []int64{}, Last: []int{}}
+	if cen.labelled {
+		sk.ByLabel, sk.LabelSeries = s.labelSkew(src)
+	}
 	for name, d := range byOp {
 		sk.ByOp = append(sk.ByOp, OpSkew{Op: s.str(name), Dist: dist(d)})
 	}
 	sort.Slice(sk.ByOp, func(i, j int) bool { return sk.ByOp[i].Op < sk.ByOp[j].Op })
-	lastN, late, cnt := lateness(calls, inst, rows)
+	lastN, late, cnt := cen.lastN, cen.late, cen.lateN
 	for r := range rows {
 		if cnt[r] > 0 {
 			sk.Ranking = append(sk.Ranking, r)
@@ -54,33 +77,12 @@ func (s *Summarizer) skew(calls []callRec, inst [][2]int, rows, n int) Skew {
 		}
 		return late[a]/float64(cnt[a]) > late[b]/float64(cnt[b])
 	})
-	stride := max(1, (len(worldInst)+skewSeriesMax-1)/skewSeriesMax)
-	for i := 0; i < len(worldInst); i += stride {
-		in := worldInst[i]
-		first := calls[in[0]].start
-		for _, c := range calls[in[0]:in[1]] {
-			first = min(first, c.start)
-		}
-		row := make([]int64, n)
-		for r := range row {
-			row[r] = -1
-		}
-		for _, c := range calls[in[0]:in[1]] {
-			if int(c.rank) < n {
-				row[c.rank] = c.start - first
-			}
-		}
-		sk.Series.Seq = append(sk.Series.Seq, calls[in[0]].seq)
-		sk.Series.Op = append(sk.Series.Op, s.str(calls[in[0]].name))
-		sk.Series.Label = append(sk.Series.Label, s.str(calls[in[0]].label))
-		sk.Series.Offset = append(sk.Series.Offset, row)
-	}
 	return sk
 }
 
 // labelSkew is arrival skew per label (tensor), and every labelled call
 // over time.
-func (s *Summarizer) labelSkew(calls []callRec, inst [][2]int) ([]LabelSkew, LabelSeries) {
+func (s *Summarizer) labelSkew(src *callSource) ([]LabelSkew, LabelSeries) {
 	type acc struct {
 		st    LabelSkew
 		skews []int64
@@ -93,45 +95,47 @@ func (s *Summarizer) labelSkew(calls []callRec, inst [][2]int) ([]LabelSkew, Lab
 		last     int
 	}
 	var pts []point
-	for _, in := range inst {
-		c0 := calls[in[0]]
-		if in[1]-in[0] < 2 || c0.label == 0 || untimed(calls, in) {
-			continue
-		}
-		first, last, next, who := c0.start, int64(-1<<62), int64(-1<<62), -1
-		var wait int64
-		for _, c := range calls[in[0]:in[1]] {
-			first = min(first, c.start)
-			switch {
-			case c.start > last:
-				next, last, who = last, c.start, int(c.rank)
-			case c.start > next:
-				next = c.start
+	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+		for _, in := range inst {
+			c0 := calls[in[0]]
+			if in[1]-in[0] < 2 || c0.label == 0 || untimed(calls, in) {
+				continue
 			}
-		}
-		for _, c := range calls[in[0]:in[1]] {
-			wait += min(last-c.start, c.dur)
-		}
-		a := by[c0.label]
-		if a == nil {
-			a = &acc{st: LabelSkew{Label: s.str(c0.label), Op: s.str(c0.name)}, last: map[int]*LastRank{}}
-			by[c0.label] = a
-		}
-		a.st.Calls++
-		a.st.Bytes = max(a.st.Bytes, c0.bytes)
-		a.st.WaitNS += wait
-		a.skews = append(a.skews, last-first)
-		if last > first && who >= 0 {
-			lr := a.last[who]
-			if lr == nil {
-				lr = &LastRank{Rank: who}
-				a.last[who] = lr
+			first, last, next, who := c0.start, int64(-1<<62), int64(-1<<62), -1
+			var wait int64
+			for _, c := range calls[in[0]:in[1]] {
+				first = min(first, c.start)
+				switch {
+				case c.start > last:
+					next, last, who = last, c.start, int(c.rank)
+				case c.start > next:
+					next = c.start
+				}
 			}
-			lr.Calls++
-			lr.LateNS += last - next
+			for _, c := range calls[in[0]:in[1]] {
+				wait += min(last-c.start, c.dur)
+			}
+			a := by[c0.label]
+			if a == nil {
+				a = &acc{st: LabelSkew{Label: s.str(c0.label), Op: s.str(c0.name)}, last: map[int]*LastRank{}}
+				by[c0.label] = a
+			}
+			a.st.Calls++
+			a.st.Bytes = max(a.st.Bytes, c0.bytes)
+			a.st.WaitNS += wait
+			a.skews = append(a.skews, last-first)
+			if last > first && who >= 0 {
+				lr := a.last[who]
+				if lr == nil {
+					lr = &LastRank{Rank: who}
+					a.last[who] = lr
+				}
+				lr.Calls++
+				lr.LateNS += last - next
+			}
+			pts = append(pts, point{first, last - first, c0.label, who})
 		}
-		pts = append(pts, point{first, last - first, c0.label, who})
-	}
+	})
 	out := []LabelSkew{}
 	for _, a := range by {
 		a.st.Dist = dist(a.skews)

@@ -33,7 +33,7 @@ func (s *Summarizer) computeNames(ranks []*RankSummarizer) []NameTime {
 
 // steps breaks each rank's steps into compute, exposed and overlapped
 // communication and idle time, then averages each step over its ranks.
-func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int64, sp []rankSpans, samples int) ([]StepStats, StepSummary) {
+func (s *Summarizer) steps(ranks []*RankSummarizer, src *callSource, sp []rankSpans, samples int) ([]StepStats, StepSummary) {
 	type acc struct {
 		st    StepStats
 		times []int64
@@ -50,19 +50,16 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, calls []callRec, waits []int
 	if len(perRank) == 0 {
 		return []StepStats{}, StepSummary{}
 	}
-	for _, c := range calls {
-		if n, ok := perRank[c.rank]; ok {
-			perRank[c.rank] = n + 1
+	for r := range perRank {
+		waitOf[r] = make([]stepWait, 0, src.perRank[r])
+	}
+	src.each(func(calls []callRec, _ [][2]int, waits []int64) {
+		for i, c := range calls {
+			if l, ok := waitOf[c.rank]; ok {
+				waitOf[c.rank] = append(l, stepWait{c.start, waits[i], c.bytes})
+			}
 		}
-	}
-	for r, n := range perRank {
-		waitOf[r] = make([]stepWait, 0, n)
-	}
-	for i, c := range calls {
-		if l, ok := waitOf[c.rank]; ok {
-			waitOf[c.rank] = append(l, stepWait{c.start, waits[i], c.bytes})
-		}
-	}
+	})
 	for _, rs := range ranks {
 		if len(rs.steps) == 0 {
 			continue

@@ -298,9 +298,11 @@ type windowRef struct {
 }
 
 // stragglers replays the run. steps are each rank's step spans.
-func (s *Summarizer) stragglers(ranks []*RankSummarizer, calls []callRec, inst [][2]int) Stragglers {
+func (s *Summarizer) stragglers(ranks []*RankSummarizer, src *callSource, cen *callCensus) Stragglers {
 	out := Stragglers{Ranks: []RankCost{}, Named: []int{}, NoiseBoundNS: -1}
-	ranks, calls, inst, out.Sample = replayWindow(ranks, calls, inst, cmp.Or(s.meta.ReplayOps, replayBudget))
+	var calls []callRec
+	var inst [][2]int
+	ranks, calls, inst, out.Sample = replayWindow(ranks, src, cen, cmp.Or(s.meta.ReplayOps, replayBudget))
 	rp := s.newReplayer(ranks, calls, inst)
 	if rp == nil {
 		out.Reason = "the run has no communication between ranks to replay"

@@ -37,6 +37,7 @@ type Summarizer struct {
 	ranks  map[int]*RankSummarizer
 	p2p    int32 // the name of point-to-point messages, which belong to no collective
 	direct int32 // the algorithm "direct" (point-to-point collectives, whose patterns are by call)
+	chunk  int   // the calls a pass over them holds at once (0: callChunk); tests set it
 }
 
 // NewSummarizer starts a summary of a run.
@@ -90,13 +91,11 @@ func (s *Summarizer) Finalize() *Summary {
 	ext, far := s.extent(ranks)
 	sum.Problems = append(sum.Problems, far...)
 
-	calls := s.mergeCalls(ranks, s.classifyCalls(ranks))
-	inst := instances(calls)
-	waits := arrivalWaits(calls, inst, world)
-	sp := s.spans(ranks, calls, rows)
-	// The analyses below only read calls, waits and the ranks'
-	// accumulators, and each writes its own part of the summary: they run
-	// side by side.
+	src := s.callSource(ranks, s.classifyCalls(ranks), rows)
+	cen := s.census(ranks, src)
+	// The analyses below only read the calls (each its own passes over
+	// them) and the ranks' accumulators, and each writes its own part of
+	// the summary: they run side by side.
 	var wg sync.WaitGroup
 	par := func(f func()) {
 		wg.Add(1)
@@ -105,18 +104,26 @@ func (s *Summarizer) Finalize() *Summary {
 			f()
 		}()
 	}
-	par(func() { sum.Collectives, sum.Ops = s.collStats(ranks, calls, inst, waits) })
-	par(func() { sum.Ranks = s.rankStats(ranks, calls, inst, waits, sp, rows) })
+	par(func() { sum.Collectives, sum.Ops = s.collStats(src, cen) })
+	var sp []rankSpans
+	par(func() {
+		sp = s.spans(ranks, src, rows)
+		var both sync.WaitGroup
+		both.Go(func() { sum.Ranks = s.rankStats(ranks, src, cen, sp, rows) })
+		sum.Steps, sum.StepSummary = s.steps(ranks, src, sp, sum.Run.SamplesPerStep)
+		both.Wait()
+	})
 	par(func() {
 		sum.Matrix, sum.OpMatrices = s.matrices(ranks, ext)
 		sum.MessageSizes = s.messageSizes(ranks)
 		sum.Compute = s.computeNames(ranks)
-		sum.Patterns = s.patterns(ranks, calls)
+		sum.Patterns = s.patterns(ranks, src)
 	})
-	par(func() { sum.Skew = s.skew(calls, inst, rows, ext) })
-	par(func() { sum.Steps, sum.StepSummary = s.steps(ranks, calls, waits, sp, sum.Run.SamplesPerStep) })
-	par(func() { sum.fitAcc = s.fitSums(ranks, calls, inst, waits) })
-	par(func() { sum.Stragglers = s.stragglers(ranks, calls, inst) })
+	par(func() { sum.Skew = s.skew(src, cen, rows, ext) })
+	par(func() { sum.fitAcc = s.fitSums(ranks, src, cen.bench) })
+	var stepCalls []callSize
+	par(func() { stepCalls = s.stepCalls(src) })
+	par(func() { sum.Stragglers = s.stragglers(ranks, src, cen) })
 	wg.Wait()
 	sum.Resources = s.resources(ranks, sum.Ranks, sum.Steps, sum.Run.SamplesPerStep)
 	if len(sum.Steps) > 0 {
@@ -133,7 +140,7 @@ func (s *Summarizer) Finalize() *Summary {
 	sort.SliceStable(sum.Marks, func(i, j int) bool { return sum.Marks[i].AtNS < sum.Marks[j].AtNS })
 	sum.Epochs = epochs(sum.Marks, sum.Steps, sum.Run.FirstNS, sum.Run.SamplesPerStep)
 	sum.Fit = sum.fitAcc.solve()
-	sum.stepCalls = s.stepCalls(calls, inst, waits, len(sum.Steps))
+	sum.stepCalls = perStep(stepCalls, len(sum.Steps))
 	sum.Projection = sum.Project(DefaultProjectionRanks(world), nil)
 	if src := sum.Run.Source; src != nil && src.ToolPhases {
 		sum.forgetProgramWork()

@@ -1,0 +1,121 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/commprof/commprof/trace"
+)
+
+// mixedRun exercises every mark a call can carry as it is merged: two
+// communicators (one of two ranks), labels, steps, a timed region, calls
+// the program waited on, message waits, point-to-point messages, and one
+// rank's events written out of order.
+func mixedRun(iters int) *trace.Run {
+	rng := rand.New(rand.NewPCG(3, 9))
+	var evs []trace.Event
+	for r := range int32(3) {
+		var mine []trace.Event
+		timed := ev(trace.KindMark, r, trace.MarkTimed, 5*10_000, 0)
+		timed.Value = 1
+		untimed := ev(trace.KindMark, r, trace.MarkTimed, int64(iters-5)*10_000, 0)
+		mine = append(mine, timed, untimed)
+		for i := range int64(iters) {
+			t0 := i*10_000 + int64(r)*37 + rng.Int64N(500)
+			mine = append(mine, ev(trace.KindCompute, r, "forward", t0, 1500))
+			c := coll(r, "allreduce", "ring", i, t0+2000, 3000+int64(r)*11+rng.Int64N(400), 4096<<(i%3))
+			if i%2 == 0 {
+				c.Label = fmt.Sprintf("grad.%d", i%4)
+			}
+			mine = append(mine, c)
+			if i%5 == 0 {
+				mine = append(mine, waitFor(c, c.Start+c.Dur/2))
+			}
+			if r < 2 {
+				b := coll(r, "broadcast", "tree", i, t0+6000+rng.Int64N(100), 800, 512)
+				b.Comm, b.Root = "pair", 0
+				mine = append(mine, b)
+			}
+			if r != 1 {
+				peer := 2 - r
+				mine = append(mine, message(trace.KindSend, r, peer, PointToPoint, "direct", i, t0+7500, 300, 128, 0),
+					message(trace.KindRecv, r, peer, PointToPoint, "direct", i, t0+7600, 400, 128, 50))
+			}
+			if i%10 == 0 {
+				st := ev(trace.KindStep, r, "step", t0, 99_000)
+				st.Step = int32(i / 10)
+				mine = append(mine, st)
+			}
+		}
+		if r == 2 {
+			// Every 7th allreduce's event written after the next one's.
+			var at []int
+			for k, e := range mine {
+				if e.Kind == trace.KindCollective && e.Seq%7 == 0 {
+					at = append(at, k)
+				}
+			}
+			for _, k := range at {
+				for j := k + 1; j < len(mine); j++ {
+					if mine[j].Kind == trace.KindCollective && mine[j].Comm == "world" {
+						mine[k], mine[j] = mine[j], mine[k]
+						break
+					}
+				}
+			}
+		}
+		evs = append(evs, mine...)
+	}
+	return runOf(3, evs...)
+}
+
+// TestCallChunksDoNotChangeTheSummary: each analysis reads the run's
+// calls merged a chunk of instances at a time; whatever the chunk, the
+// summary is the same to the last bit as with the whole run in one.
+func TestCallChunksDoNotChangeTheSummary(t *testing.T) {
+	runs := map[string]*trace.Run{
+		"mixed":    mixedRun(120),
+		"late":     lateRun(),
+		"overlap":  overlapRun(),
+		"ring":     ringRun(),
+		"halo":     halo{ranks: 4, iters: 60, slow: 2, stall: 3000, coll: 1}.run(),
+		"halo2d":   halo2D(3, 2, 30, 4, 5000),
+		"pingpong": pingPong(40, 2000, true),
+	}
+	for name, run := range runs {
+		t.Run(name, func(t *testing.T) {
+			whole := summarizeChunked(run, 0, 1<<30)
+			want, err := json.Marshal(whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, chunk := range []int{1, 2, 5, 64} {
+				got, _ := json.Marshal(summarizeChunked(run, 0, chunk))
+				if !bytes.Equal(got, want) {
+					t.Errorf("chunks of %d calls: the summary differs from the whole run's:\n%s\nwant\n%s", chunk, got, want)
+				}
+			}
+		})
+	}
+	// The mixed run shows what it is built to: the pair's broadcasts, a
+	// labelled call's skew and the calls outside the timed region left out.
+	sum := Summarize(mixedRun(120))
+	var bcast, allred int64
+	for _, c := range sum.Collectives {
+		switch c.Op {
+		case "broadcast":
+			bcast += c.Calls
+		case "allreduce":
+			allred += c.Calls
+		}
+	}
+	if bcast != 110 || allred != 110 {
+		t.Errorf("%d broadcasts and %d allreduces timed, want 110 of each (10 of 120 outside the timed region)", bcast, allred)
+	}
+	if len(sum.Skew.ByLabel) != 2 {
+		t.Errorf("%d labels with skew, want grad.0 and grad.2", len(sum.Skew.ByLabel))
+	}
+}
