@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/commprof/commprof/trace"
@@ -117,5 +118,85 @@ func TestCallChunksDoNotChangeTheSummary(t *testing.T) {
 	}
 	if len(sum.Skew.ByLabel) != 2 {
 		t.Errorf("%d labels with skew, want grad.0 and grad.2", len(sum.Skew.ByLabel))
+	}
+}
+
+// TestDistAccIsExact: a distribution gathered in two passes, past the
+// values it keeps as they are, has the percentiles of every value's.
+func TestDistAccIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 1))
+	gens := map[string]func() int64{
+		"wide":     func() int64 { return rng.Int64N(1 << 40) },
+		"tight":    func() int64 { return 20_000 + rng.Int64N(7) },
+		"equal":    func() int64 { return 777 },
+		"signed":   func() int64 { return rng.Int64N(2000) - 1000 },
+		"small":    func() int64 { return rng.Int64N(70) },
+		"huge":     func() int64 { return 1<<62 + rng.Int64N(1<<40) },
+		"lognorm":  func() int64 { return int64(1000 * (1 + rng.ExpFloat64()*rng.ExpFloat64())) },
+		"two-mode": func() int64 { return []int64{5_000, 900_000}[rng.IntN(2)] + rng.Int64N(30) },
+	}
+	for name, gen := range gens {
+		for _, n := range []int{1, 2, distExact, distExact + 1, 3 * distExact, 100_000} {
+			vals := make([]int64, n)
+			var a distAcc
+			for i := range vals {
+				vals[i] = gen()
+				a.add(vals[i])
+			}
+			if a.needsSecond() {
+				if n <= distExact {
+					t.Fatalf("%s, %d values: a second pass asked for though all were kept", name, n)
+				}
+				for _, v := range vals {
+					a.addSecond(v)
+				}
+			} else if n > distExact {
+				t.Fatalf("%s, %d values: no second pass asked for", name, n)
+			}
+			kept := 0
+			for _, p := range a.picked {
+				kept += len(p)
+			}
+			if want, got := dist(slices.Clone(vals)), a.dist(); got != want {
+				t.Errorf("%s, %d values: %+v, want %+v", name, n, got, want)
+			}
+			if name == "wide" && n == 100_000 && kept > n/10 {
+				t.Errorf("wide, %d values: the second pass kept %d of them", n, kept)
+			}
+		}
+	}
+}
+
+// TestLargeGroupsKeepExactPercentiles: a group of more calls than a
+// distribution keeps as they are gets the percentiles of all its
+// durations and skews, as computed here from the events.
+func TestLargeGroupsKeepExactPercentiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	const calls = 3000 // 9,000 durations, 3,000 skews
+	var evs []trace.Event
+	var durs, skews []int64
+	for i := range int64(calls) {
+		first, last := int64(1<<62), int64(0)
+		for r := range int32(3) {
+			start := i*100_000 + rng.Int64N(5000)
+			dur := 20_000 + rng.Int64N(3000)
+			if rng.IntN(50) == 0 {
+				dur *= 10
+			}
+			evs = append(evs, coll(r, "allreduce", "ring", i, start, dur, 1<<20))
+			durs = append(durs, dur)
+			first, last = min(first, start), max(last, start)
+		}
+		skews = append(skews, last-first)
+	}
+	sum := Summarize(runOf(3, evs...))
+	if len(sum.Collectives) != 1 {
+		t.Fatalf("%d groups, want 1", len(sum.Collectives))
+	}
+	if got, want := sum.Collectives[0].Time, dist(durs); got != want {
+		t.Errorf("durations: %+v, want %+v", got, want)
+	}
+	if got, want := sum.Skew.Dist, dist(skews); got != want {
+		t.Errorf("skew: %+v, want %+v", got, want)
 	}
 }

@@ -111,8 +111,8 @@ func (b *benchAcc) times() map[collKey]float64 {
 func (s *Summarizer) collStats(src *callSource, cen *callCensus) ([]CollStats, []OpStats) {
 	type acc struct {
 		st       CollStats
-		durs     []int64
-		perCall  []float64 // each call's mean time over its ranks, in call order
+		durs     distAcc
+		perCall  *blockMeans // each call's mean time over its ranks, in call order
 		transfer float64
 		ranksN   map[int]int
 		commN    int // the largest communicator the group's calls ran on
@@ -139,15 +139,35 @@ func (s *Summarizer) collStats(src *callSource, cen *callCensus) ([]CollStats, [
 			for _, c := range calls[in[0]:in[1]] {
 				last = max(last, c.start)
 			}
-			var callSum int64
 			for j := in[0]; j < in[1]; j++ {
 				c := calls[j]
-				callSum += c.dur
-				a.durs = append(a.durs, c.dur)
+				a.durs.add(c.dur)
 				a.st.WaitNS += waits[j]
 				a.transfer += float64(max(c.start+c.dur-max(last, c.start), 0))
 			}
-			a.perCall = append(a.perCall, float64(callSum)/float64(in[1]-in[0]))
+		}
+	})
+	// The second pass: the calls' series, now that their number is
+	// known, and the durations around the percentiles of large groups.
+	for _, a := range groups {
+		a.perCall = newBlockMeans(int(a.st.Calls))
+		a.durs.needsSecond()
+	}
+	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+		for _, in := range inst {
+			if untimed(calls, in) {
+				continue
+			}
+			c0 := calls[in[0]]
+			a := groups[collKey{c0.name, c0.algo, SizeBucket(c0.bytes)}]
+			var callSum int64
+			for _, c := range calls[in[0]:in[1]] {
+				callSum += c.dur
+				if a.durs.second {
+					a.durs.addSecond(c.dur)
+				}
+			}
+			a.perCall.add(float64(callSum) / float64(in[1]-in[0]))
 		}
 	})
 	var out []CollStats
@@ -165,8 +185,8 @@ func (s *Summarizer) collStats(src *callSource, cen *callCensus) ([]CollStats, [
 		st.Ranks = max(best, a.commN)
 		// The ranks' events of one call are not independent samples (one
 		// hiccup delays them all): the blocks are of calls.
-		st.TimeSpread = BlockSpread(a.perCall)
-		st.Time = dist(a.durs)
+		st.TimeSpread = a.perCall.spread()
+		st.Time = a.durs.dist()
 		if st.Time.Mean > 0 && st.Calls > 0 {
 			st.AlgBWGBps = float64(st.Bytes) / float64(st.Calls) / st.Time.Mean
 			st.BusBWGBps = st.AlgBWGBps * busbw.Factor(st.Op, st.Ranks)

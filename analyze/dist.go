@@ -79,3 +79,111 @@ func nth(d []int64, k int) {
 	}
 	slices.Sort(d[lo : hi+1])
 }
+
+// distAcc gathers a distribution too large to hold, its percentiles as
+// exact as dist's, in two passes over the values. Up to distExact values
+// are kept as they are; past that the first pass counts values in
+// buckets about 1.5% wide, and the second keeps only the values of the
+// buckets that hold the percentiles' ranks.
+type distAcc struct {
+	vals         []int64 // while there are at most distExact
+	hist         []int64 // counts by distBucket, past that
+	n, sum, mx   int64
+	second       bool
+	want         [3]int     // the buckets of p50, p95 and p99
+	before       [3]int64   // values in buckets below each
+	picked       [3][]int64 // the second pass's values of each
+	k50, k95, kk int64      // the ranks, once the first pass is over
+}
+
+// distExact is how many values a distAcc keeps as they are: 32 KB.
+const distExact = 4096
+
+// distBuckets: one below zero, 64 exact below 64, then 64 a power of two.
+const distBuckets = 1 + 64 + 57*64
+
+func distBucket(v int64) int {
+	switch {
+	case v < 0:
+		return 0
+	case v < 64:
+		return 1 + int(v)
+	}
+	e := bits.Len64(uint64(v)) // 7..63
+	return 65 + (e-7)*64 + int(uint64(v)>>(e-7)&63)
+}
+
+// add is the first pass's.
+func (a *distAcc) add(v int64) {
+	if a.n == 0 {
+		a.mx = v
+	}
+	a.n++
+	a.sum += v
+	a.mx = max(a.mx, v)
+	if a.hist == nil {
+		a.vals = append(a.vals, v)
+		if len(a.vals) <= distExact {
+			return
+		}
+		a.hist = make([]int64, distBuckets)
+		for _, x := range a.vals {
+			a.hist[distBucket(x)]++
+		}
+		a.vals = nil
+		return
+	}
+	a.hist[distBucket(v)]++
+}
+
+// needsSecond reports whether the values must be passed again, to
+// addSecond, before dist.
+func (a *distAcc) needsSecond() bool {
+	if a.hist == nil || a.second {
+		return false
+	}
+	a.second = true
+	rank := func(p float64) int64 {
+		k := int64(p*float64(a.n)+0.999999) - 1
+		return min(max(k, 0), a.n-1)
+	}
+	ks := [3]int64{rank(0.50), rank(0.95), rank(0.99)}
+	a.k50, a.k95, a.kk = ks[0], ks[1], ks[2]
+	var acc int64
+	i := 0
+	for b, c := range a.hist {
+		for i < 3 && ks[i] < acc+c {
+			a.want[i], a.before[i] = b, acc
+			i++
+		}
+		acc += c
+	}
+	return true
+}
+
+// addSecond is the second pass's: each value again, in any order.
+func (a *distAcc) addSecond(v int64) {
+	b := distBucket(v)
+	for i := range 3 {
+		if b == a.want[i] && (i == 0 || a.want[i-1] != b) {
+			a.picked[i] = append(a.picked[i], v)
+		}
+	}
+}
+
+// dist returns the distribution, as dist would of every value.
+func (a *distAcc) dist() Dist {
+	if a.hist == nil {
+		return dist(a.vals)
+	}
+	pick := func(i int, k int64) int64 {
+		for i > 0 && a.want[i-1] == a.want[i] {
+			i-- // the same bucket: its values were kept once
+		}
+		vs := a.picked[i]
+		j := int(k - a.before[i])
+		nth(vs, j)
+		return vs[j]
+	}
+	return Dist{N: a.n, Sum: a.sum, Mean: float64(a.sum) / float64(a.n), P50: pick(0, a.k50), P95: pick(1, a.k95), P99: pick(2, a.kk), Max: a.mx}
+}

@@ -121,6 +121,30 @@ func BlockSpread(x []float64) Spread {
 	return BlockSpreadOf(len(x), func(lo, hi int) float64 { return meanOf(x[lo:hi]) })
 }
 
+// blockMeans is BlockSpread of a series handed over value by value, its
+// length n known beforehand, so that the series is never held.
+type blockMeans struct {
+	blocks [][2]int
+	i, b   int
+	sum    float64
+	means  []float64
+}
+
+func newBlockMeans(n int) *blockMeans { return &blockMeans{blocks: Blocks(n, NoiseBlocks)} }
+
+func (m *blockMeans) add(x float64) {
+	m.sum += x
+	m.i++
+	if m.b < len(m.blocks) && m.i == m.blocks[m.b][1] {
+		m.means = append(m.means, m.sum/float64(m.i-m.blocks[m.b][0]))
+		m.sum = 0
+		m.b++
+	}
+}
+
+// spread is BlockSpread's of the n values added.
+func (m *blockMeans) spread() Spread { return SpreadOf(m.means) }
+
 // BlockSpreadOf is the spread of a figure computed by f over each of
 // NoiseBlocks contiguous blocks of n samples.
 func BlockSpreadOf(n int, f func(lo, hi int) float64) Spread {

@@ -16,8 +16,8 @@ const skewSeriesMax = 400
 // with a stream, n the extent of the sampled series' rows (see extent).
 func (s *Summarizer) skew(src *callSource, cen *callCensus, rows, n int) Skew {
 	sk := Skew{Ranking: []int{}, ByOp: []OpSkew{}, Series: SkewSeries{Seq: []int64{}, Op: []string{}, Label: []string{}, Offset: [][]int64{}}}
-	var all []int64
-	byOp := map[int32][]int64{}
+	var all distAcc
+	byOp := map[int32]*distAcc{}
 	worldID, hasWorld := s.strIdx["world"]
 	// The series samples the world calls, every stride-th.
 	stride := max(1, (cen.worldCalls+skewSeriesMax-1)/skewSeriesMax)
@@ -31,8 +31,13 @@ func (s *Summarizer) skew(src *callSource, cen *callCensus, rows, n int) Skew {
 			for _, c := range calls[in[0]:in[1]] {
 				first, last = min(first, c.start), max(last, c.start)
 			}
-			all = append(all, last-first)
-			byOp[calls[in[0]].name] = append(byOp[calls[in[0]].name], last-first)
+			all.add(last - first)
+			op := byOp[calls[in[0]].name]
+			if op == nil {
+				op = &distAcc{}
+				byOp[calls[in[0]].name] = op
+			}
+			op.add(last - first)
 			if !hasWorld || calls[in[0]].comm != worldID {
 				continue
 			}
@@ -54,14 +59,38 @@ func (s *Summarizer) skew(src *callSource, cen *callCensus, rows, n int) Skew {
 			sk.Series.Offset = append(sk.Series.Offset, row)
 		}
 	})
-	sk.Calls = int64(len(all))
-	sk.Dist = dist(all)
+	second := all.needsSecond()
+	for _, op := range byOp {
+		second = op.needsSecond() || second
+	}
+	if second {
+		// The skews around the percentiles of many calls, again.
+		src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+			for _, in := range inst {
+				if in[1]-in[0] < 2 || untimed(calls, in) {
+					continue
+				}
+				first, last := calls[in[0]].start, calls[in[0]].start
+				for _, c := range calls[in[0]:in[1]] {
+					first, last = min(first, c.start), max(last, c.start)
+				}
+				if all.second {
+					all.addSecond(last - first)
+				}
+				if op := byOp[calls[in[0]].name]; op.second {
+					op.addSecond(last - first)
+				}
+			}
+		})
+	}
+	sk.Calls = all.n
+	sk.Dist = all.dist()
 	sk.ByLabel, sk.LabelSeries = []LabelSkew{}, LabelSeries{AtNS: []int64{}, Label: []string{}, SkewNS: []int64{}, Last: []int{}}
 	if cen.labelled {
 		sk.ByLabel, sk.LabelSeries = s.labelSkew(src)
 	}
 	for name, d := range byOp {
-		sk.ByOp = append(sk.ByOp, OpSkew{Op: s.str(name), Dist: dist(d)})
+		sk.ByOp = append(sk.ByOp, OpSkew{Op: s.str(name), Dist: d.dist()})
 	}
 	sort.Slice(sk.ByOp, func(i, j int) bool { return sk.ByOp[i].Op < sk.ByOp[j].Op })
 	lastN, late, cnt := cen.lastN, cen.late, cen.lateN
