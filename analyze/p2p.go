@@ -41,7 +41,7 @@ func pointToPoint(ranks []*RankSummarizer, sp []rankSpans, steps int) P2PStats {
 	out.Hubs = []Hub{}
 	var comm int64
 	for _, rs := range ranks {
-		comm += length(sp[rs.rank].comm)
+		comm += sp[rs.rank].comm.length()
 		out.TimeNS += length(union(append([]span(nil), rs.p2p...)))
 		h := Hub{Rank: rs.rank}
 		peers := map[int32]bool{}

@@ -15,7 +15,7 @@ import (
 // the program was blocked on (a blocking call, or its wait on a
 // non-blocking one); the rest of comm ran behind the program's work.
 type rankSpans struct {
-	comm, exposed, compute []span
+	comm, exposed, compute *spanSeq
 }
 
 // spans computes every rank's rankSpans. A run recorded before wait
@@ -23,39 +23,52 @@ type rankSpans struct {
 // as then, the communication not covered by compute spans is exposed.
 // A point-to-point message the program waited for (Isend, Irecv) blocked
 // it only while it waited; another (Send, Recv) for its whole span.
+// A rank's calls on one communicator come in sequence order, which is
+// the order of their starts: their spans are merged as they come, a
+// communicator at a time, and the communicators' then merged.
 func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) []rankSpans {
 	haveWaits := false
 	for _, rs := range ranks {
 		haveWaits = haveWaits || len(rs.waits) > 0
 	}
-	// Sized first: a run holds one span per rank and call.
-	per := slices.Clone(src.perRank)
-	for _, rs := range ranks {
-		per[rs.rank] += len(rs.p2p)
+	comm := make([]map[int32]*spanUnion, world)
+	blocked := make([]map[int32]*spanUnion, world) // the program blocked in: only needed with waits
+	for r := range world {
+		comm[r], blocked[r] = map[int32]*spanUnion{}, map[int32]*spanUnion{}
 	}
-	comm := make([][]span, world)
-	for r, n := range per {
-		comm[r] = make([]span, 0, n)
+	add := func(m map[int32]*spanUnion, c *callRec) {
+		u := m[c.comm]
+		if u == nil {
+			u = &spanUnion{}
+			m[c.comm] = u
+		}
+		u.add(span{c.start, c.start + c.dur})
 	}
-	blocked := make([][]span, world) // the program blocked in: only needed with waits
 	src.each(func(calls []callRec, _ [][2]int, _ []int64) {
-		for _, c := range calls {
-			sp := span{c.start, c.start + c.dur}
-			comm[c.rank] = append(comm[c.rank], sp)
+		for i := range calls {
+			c := &calls[i]
+			add(comm[c.rank], c)
 			if haveWaits && !c.nonBlocking {
-				blocked[c.rank] = append(blocked[c.rank], sp)
+				add(blocked[c.rank], c)
 			}
 		}
 	})
+	seqs := func(m map[int32]*spanUnion, more []span) []*spanSeq {
+		out := []*spanSeq{packSpans(union(more))}
+		for _, u := range m {
+			out = append(out, u.seq())
+		}
+		return out
+	}
 	out := make([]rankSpans, world)
 	for _, rs := range ranks {
 		r := rs.rank
-		comm[r] = append(comm[r], rs.p2p...)
-		cs := union(comm[r])
-		ps := union(slices.Clone(rs.compute))
-		var ex []span
+		cs := mergeSeqs(seqs(comm[r], slices.Clone(rs.p2p))...)
+		comm[r] = nil
+		ps := packSpans(union(slices.Clone(rs.compute)))
+		var ex *spanSeq
 		if haveWaits {
-			bl := blocked[r]
+			var bl []span
 			waited := map[p2pWaitKey]int{}
 			for _, w := range rs.waits {
 				bl = append(bl, span{w.start, w.end})
@@ -70,9 +83,10 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 				}
 				bl = append(bl, rs.p2p[i])
 			}
-			ex = intersect(cs, union(bl))
+			ex = intersectSeq(cs, mergeSeqs(seqs(blocked[r], bl)...))
+			blocked[r] = nil
 		} else {
-			ex = subtract(cs, intersect(cs, ps))
+			ex = subtractSeq(cs, intersectSeq(cs, ps))
 		}
 		out[r] = rankSpans{comm: cs, exposed: ex, compute: ps}
 	}
@@ -90,15 +104,15 @@ func (s *Summarizer) rankStats(ranks []*RankSummarizer, src *callSource, cen *ca
 	for _, rs := range ranks {
 		r := rs.rank
 		x := sp[r]
-		st := RankStats{Rank: r, Host: rs.host, Events: rs.events, ComputeNS: length(x.compute), CommNS: length(x.comm),
-			ExposedNS: length(x.exposed), WaitNS: wait[r], RecvWaitNS: rs.recvWait, SendNS: rs.sendNS, RecvNS: rs.recvNS,
+		st := RankStats{Rank: r, Host: rs.host, Events: rs.events, ComputeNS: x.compute.length(), CommNS: x.comm.length(),
+			ExposedNS: x.exposed.length(), WaitNS: wait[r], RecvWaitNS: rs.recvWait, SendNS: rs.sendNS, RecvNS: rs.recvNS,
 			BytesSent: rs.bytesSent, BytesRecv: rs.bytesRecv, MsgsSent: rs.msgsSent, MsgsRecv: rs.msgsRecv,
 			LocalBytes: rs.selfBytes, LocalMsgs: rs.selfMsgs, LastArrivals: lastN[r], Truncated: rs.truncated}
 		if shared != nil {
 			// Ranks hold different calls: what each spent in the calls
 			// several ranks hold, so that the ranks compare.
 			sh := union(shared[r])
-			st.CommNS, st.ExposedNS = length(sh), length(intersect(sh, x.exposed))
+			st.CommNS, st.ExposedNS = length(sh), intersectSeq(packSpans(sh), x.exposed).length()
 		}
 		st.OverlappedNS = st.CommNS - st.ExposedNS
 		if lateN[r] > 0 {

@@ -67,14 +67,14 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, src *callSource, sp []rankSp
 		st := slices.Clone(rs.steps)
 		sort.Slice(st, func(i, j int) bool { return st[i].start < st[j].start })
 		r := int32(rs.rank)
-		cs, ps, ex := sp[r].comm, sp[r].compute, sp[r].exposed
+		cs, ps, ex := sp[r].comm.cursor(), sp[r].compute.cursor(), sp[r].exposed.cursor()
 		ws := waitOf[r]
 		sort.Slice(ws, func(i, j int) bool { return ws[i].at < ws[j].at })
-		var ci, pi, ei, wi int
+		var wi int
 		for _, x := range st {
-			comm := clipLength(cs, &ci, x.start, x.end)
-			comp := clipLength(ps, &pi, x.start, x.end)
-			exposed := clipLength(ex, &ei, x.start, x.end)
+			comm := cs.clip(x.start, x.end)
+			comp := ps.clip(x.start, x.end)
+			exposed := ex.clip(x.start, x.end)
 			over := comm - exposed
 			var wsum, bytes int64
 			for wi < len(ws) && ws[wi].at < x.start {

@@ -1,0 +1,216 @@
+package analyze
+
+import (
+	"cmp"
+	"encoding/binary"
+)
+
+// Merged spans held packed, and built as they come: a rank's spans of
+// communication are one per call where calls do not touch (an MPI
+// program's), and held as spans they were the largest part of a
+// summary's memory after the calls themselves.
+
+// spanSeq is a list of merged spans as union returns them, packed: each
+// span its start's distance from the previous span's end and its length,
+// as varints (2 to 6 bytes a span where a span takes 16).
+type spanSeq struct {
+	b      []byte
+	n      int
+	total  int64 // the spans' length
+	lastHi int64
+}
+
+func (q *spanSeq) push(x span) {
+	q.b = binary.AppendVarint(q.b, x.lo-q.lastHi)
+	q.b = binary.AppendVarint(q.b, x.hi-x.lo)
+	q.lastHi = x.hi
+	q.total += x.hi - x.lo
+	q.n++
+}
+
+// length is the spans' total length (0 for a nil list).
+func (q *spanSeq) length() int64 {
+	if q == nil {
+		return 0
+	}
+	return q.total
+}
+
+// packSpans packs merged spans.
+func packSpans(s []span) *spanSeq {
+	q := &spanSeq{}
+	for _, x := range s {
+		q.push(x)
+	}
+	return q
+}
+
+// spanIter walks a spanSeq: cur is the span it is on while ok. A copy
+// walks on from where the original was.
+type spanIter struct {
+	b   []byte
+	hi  int64
+	cur span
+	ok  bool
+}
+
+// iter returns an iterator on q's first span (q may be nil).
+func (q *spanSeq) iter() spanIter {
+	var it spanIter
+	if q != nil {
+		it.b = q.b
+	}
+	it.next()
+	return it
+}
+
+func (it *spanIter) next() {
+	if it.ok = len(it.b) > 0; !it.ok {
+		return
+	}
+	gap, n := binary.Varint(it.b)
+	l, m := binary.Varint(it.b[n:])
+	it.b = it.b[n+m:]
+	lo := it.hi + gap
+	it.cur, it.hi = span{lo, lo + l}, lo+l
+}
+
+// spanUnion merges spans handed over in order of their starts as they
+// come, into a spanSeq. A span that comes out of order makes it collect
+// every span, to be merged by union at the end: the result is union's
+// either way.
+type spanUnion struct {
+	out  spanSeq
+	cur  span
+	open bool
+	raw  []span // once a span came out of order
+	late bool
+}
+
+func (u *spanUnion) add(x span) {
+	switch {
+	case u.late:
+		u.raw = append(u.raw, x)
+	case !u.open:
+		u.cur, u.open = x, true
+	case x.lo < u.cur.lo:
+		// Out of order: the spans merged so far, and every one from now.
+		for it := u.out.iter(); it.ok; it.next() {
+			u.raw = append(u.raw, it.cur)
+		}
+		u.raw = append(u.raw, u.cur, x)
+		u.out, u.late = spanSeq{}, true
+	case x.lo <= u.cur.hi:
+		u.cur.hi = max(u.cur.hi, x.hi)
+	default:
+		u.out.push(u.cur)
+		u.cur = x
+	}
+}
+
+// seq returns the merged spans; add no more after.
+func (u *spanUnion) seq() *spanSeq {
+	if u.late {
+		return packSpans(union(u.raw))
+	}
+	if u.open {
+		u.out.push(u.cur)
+		u.open = false
+	}
+	return &u.out
+}
+
+// mergeSeqs is the union of merged span lists.
+func mergeSeqs(qs ...*spanSeq) *spanSeq {
+	var its []spanIter
+	for _, q := range qs {
+		if it := q.iter(); it.ok {
+			its = append(its, it)
+		}
+	}
+	switch len(its) {
+	case 0:
+		return &spanSeq{}
+	case 1:
+		for _, q := range qs {
+			if q != nil && q.n > 0 {
+				return q
+			}
+		}
+	}
+	var u spanUnion
+	for {
+		best := -1
+		for i := range its {
+			if its[i].ok && (best < 0 || cmp.Less(its[i].cur.lo, its[best].cur.lo)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return u.seq()
+		}
+		u.add(its[best].cur)
+		its[best].next()
+	}
+}
+
+// intersectSeq is intersect of packed lists.
+func intersectSeq(a, b *spanSeq) *spanSeq {
+	out := &spanSeq{}
+	i, j := a.iter(), b.iter()
+	for i.ok && j.ok {
+		lo, hi := max(i.cur.lo, j.cur.lo), min(i.cur.hi, j.cur.hi)
+		if lo < hi {
+			out.push(span{lo, hi})
+		}
+		if i.cur.hi < j.cur.hi {
+			i.next()
+		} else {
+			j.next()
+		}
+	}
+	return out
+}
+
+// subtractSeq is subtract of packed lists: a itself when b is empty.
+func subtractSeq(a, b *spanSeq) *spanSeq {
+	if b == nil || b.n == 0 {
+		return a
+	}
+	out := &spanSeq{}
+	j := b.iter()
+	for x := a.iter(); x.ok; x.next() {
+		lo := x.cur.lo
+		for j.ok && j.cur.hi <= lo {
+			j.next()
+		}
+		for k := j; k.ok && k.cur.lo < x.cur.hi; k.next() {
+			if k.cur.lo > lo {
+				out.push(span{lo, k.cur.lo})
+			}
+			lo = max(lo, k.cur.hi)
+		}
+		if lo < x.cur.hi {
+			out.push(span{lo, x.cur.hi})
+		}
+	}
+	return out
+}
+
+// spanCursor is clipLength's walk over a packed list: windows visited in
+// increasing order of their starts.
+type spanCursor struct{ it spanIter }
+
+func (q *spanSeq) cursor() *spanCursor { return &spanCursor{it: q.iter()} }
+
+// clip returns how much of the spans lies in [lo, hi).
+func (c *spanCursor) clip(lo, hi int64) int64 {
+	for c.it.ok && c.it.cur.hi <= lo {
+		c.it.next()
+	}
+	var n int64
+	for k := c.it; k.ok && k.cur.lo < hi; k.next() {
+		n += min(k.cur.hi, hi) - max(k.cur.lo, lo)
+	}
+	return n
+}
