@@ -12,11 +12,17 @@ func Summarize(run *trace.Run) *Summary { return summarizeReplaying(run, 0) }
 
 // summarizeReplaying is Summarize with the replay bounded to ops
 // operations (0: the default).
-func summarizeReplaying(run *trace.Run, ops int64) *Summary { return summarizeChunked(run, ops, 0) }
+func summarizeReplaying(run *trace.Run, ops int64) *Summary { return summarizeChunked(run, ops, 0, 0) }
 
 // summarizeChunked is summarizeReplaying with passes over the calls that
-// hold chunk of them at once (0: the default).
-func summarizeChunked(run *trace.Run, ops int64, chunk int) *Summary {
+// hold chunk of them at once (0: the default), and the calls' packed logs
+// spilled past spill bytes (0: the default).
+func summarizeChunked(run *trace.Run, ops int64, chunk int, spill int64) *Summary {
+	return fed(run, ops, chunk, spill).Finalize()
+}
+
+// fed is a summarizer fed run, not finalized yet.
+func fed(run *trace.Run, ops int64, chunk int, spill int64) *Summarizer {
 	meta := Meta{Dir: run.Dir, Manifest: run.Manifest, ReplayOps: ops}
 	if run.Manifest != nil {
 		meta.WorldSize = run.Manifest.WorldSize
@@ -26,6 +32,9 @@ func summarizeChunked(run *trace.Run, ops int64, chunk int) *Summary {
 	}
 	s := NewSummarizer(meta)
 	s.chunk = chunk
+	if spill > 0 {
+		s.spill.budget = spill
+	}
 	for _, rk := range run.Ranks {
 		meta.DiskBytes += rk.Bytes
 		rs := s.Rank(rk.Info.Rank, rk.Info.Host)
@@ -39,5 +48,5 @@ func summarizeChunked(run *trace.Run, ops int64, chunk int) *Summary {
 		}
 	}
 	s.meta.DiskBytes = meta.DiskBytes
-	return s.Finalize()
+	return s
 }

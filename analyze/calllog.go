@@ -3,7 +3,10 @@ package analyze
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
+	"os"
 	"slices"
+	"sync"
 )
 
 // callLog holds one rank's collective calls as they are read, packed:
@@ -18,6 +21,7 @@ import (
 // run of records per communicator, and starts another where a call comes
 // out of order (a call's event written late); the reader merges the runs.
 type callLog struct {
+	spill *logSpill // nil: every chunk stays in memory
 	runs  []*callRun
 	open  map[int32]*callRun // the run a communicator's next call goes to
 	count map[int32]int      // runs by communicator
@@ -29,7 +33,7 @@ type callLog struct {
 // times goes on in its last run, in any order, and is sorted when read.
 type callRun struct {
 	comm       int32
-	chunks     [][]byte
+	chunks     []logChunk
 	n          int
 	seq, start int64 // the last record's, which the next is written against
 	unsorted   bool
@@ -64,15 +68,17 @@ func (l *callLog) add(c callRec) {
 		l.count[c.comm]++
 	}
 	last := len(r.chunks) - 1
-	if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < callLogMax {
+	if last < 0 || cap(r.chunks[last].b)-len(r.chunks[last].b) < callLogMax {
 		size := 4 << 10
 		if last >= 0 {
-			size = min(2*cap(r.chunks[last]), callLogChunk)
+			size = min(2*cap(r.chunks[last].b), callLogChunk)
+			l.spill.put(&r.chunks[last])
 		}
-		r.chunks = append(r.chunks, make([]byte, 0, size))
+		r.chunks = append(r.chunks, logChunk{b: make([]byte, 0, size)})
+		l.spill.hold(size)
 		last++
 	}
-	b := r.chunks[last]
+	b := r.chunks[last].b
 	b = binary.AppendUvarint(b, uint64(uint32(c.name)))
 	b = binary.AppendUvarint(b, uint64(uint32(c.algo)))
 	b = binary.AppendUvarint(b, uint64(uint32(c.label)))
@@ -83,7 +89,7 @@ func (l *callLog) add(c callRec) {
 	b = binary.AppendVarint(b, c.dur)
 	b = binary.AppendVarint(b, c.bytes)
 	b = binary.AppendVarint(b, c.recvWait)
-	r.chunks[last] = b
+	r.chunks[last].b = b
 	r.seq, r.start = c.seq, c.start
 	r.n++
 	l.n++
@@ -93,8 +99,10 @@ func (l *callLog) add(c callRec) {
 // and leave it as it is: any number may read it, at once.
 type runReader struct {
 	r          *callRun
+	sp         *logSpill
 	rank       int32
 	chunk, off int
+	cur, buf   []byte // the chunk being read; buf holds one read back from the spill
 	seq, start int64
 	left       int
 	head       callRec
@@ -106,7 +114,14 @@ func (rr *runReader) next() {
 	if !rr.ok {
 		return
 	}
-	b := rr.r.chunks[rr.chunk][rr.off:]
+	if rr.off == 0 {
+		var err error
+		if rr.cur, err = rr.sp.get(&rr.r.chunks[rr.chunk], &rr.buf); err != nil {
+			rr.ok, rr.left = false, 0
+			return
+		}
+	}
+	b := rr.cur[rr.off:]
 	i := 0
 	v := func() int64 {
 		x, n := binary.Varint(b[i:])
@@ -126,7 +141,7 @@ func (rr *runReader) next() {
 	c.seq, c.start = rr.seq, rr.start
 	c.dur, c.bytes, c.recvWait = v(), v(), v()
 	rr.off += i
-	if rr.off == len(rr.r.chunks[rr.chunk]) {
+	if rr.off == len(rr.cur) {
 		rr.chunk, rr.off = rr.chunk+1, 0
 	}
 	rr.left--
@@ -136,6 +151,7 @@ func (rr *runReader) next() {
 // logReader reads a callLog's records in (comm, seq) order: one
 // communicator after the other, its runs merged.
 type logReader struct {
+	sp     *logSpill
 	rank   int32
 	comms  [][]*callRun // by communicator, in order
 	cur    []*runReader // the current communicator's runs
@@ -151,7 +167,7 @@ func (l *callLog) reader(rank int) *logReader {
 	for _, r := range l.runs {
 		byComm[r.comm] = append(byComm[r.comm], r)
 	}
-	lr := &logReader{rank: int32(rank)}
+	lr := &logReader{sp: l.spill, rank: int32(rank)}
 	for _, c := range slices.Sorted(func(yield func(int32) bool) {
 		for c := range byComm {
 			if !yield(c) {
@@ -193,7 +209,7 @@ func (lr *logReader) next() {
 		lr.comms = lr.comms[1:]
 		lr.cur = lr.cur[:0]
 		for _, r := range runs {
-			rr := &runReader{r: r, rank: lr.rank, left: r.n}
+			rr := &runReader{r: r, sp: lr.sp, rank: lr.rank, left: r.n}
 			rr.next()
 			lr.cur = append(lr.cur, rr)
 		}
@@ -208,5 +224,94 @@ func (lr *logReader) next() {
 			slices.SortStableFunc(all, func(a, b callRec) int { return cmp.Compare(a.seq, b.seq) })
 			lr.sorted, lr.cur = all, lr.cur[:0]
 		}
+	}
+}
+
+// logChunk is a run's chunk of packed records: in memory, or written to
+// the spill (b nil) at off, n bytes.
+type logChunk struct {
+	b   []byte
+	off int64
+	n   int
+}
+
+// logSpill is where the run's call logs put their full chunks once the
+// chunks held in memory pass a budget, so that a summary's memory does
+// not grow with the run's calls: a temporary file, unlinked as soon as
+// it is made (nothing is left behind, whatever ends the process), read
+// back by any number of passes at once. If the file cannot be made or
+// written, chunks stay in memory.
+type logSpill struct {
+	budget int64
+	mu     sync.Mutex // guards the rest
+	held   int64      // bytes of chunks in memory
+	f      *os.File
+	size   int64
+	failed bool
+	err    error // the first read error, which cuts the calls short
+}
+
+// callLogBudget is the bytes of packed calls a summary holds in memory
+// before it spills them: about 9 million rank calls.
+const callLogBudget = 128 << 20
+
+func (sp *logSpill) hold(n int) {
+	if sp == nil {
+		return
+	}
+	sp.mu.Lock()
+	sp.held += int64(n)
+	sp.mu.Unlock()
+}
+
+// put writes a full chunk to the spill when the budget is passed.
+func (sp *logSpill) put(c *logChunk) {
+	if sp == nil || c.b == nil {
+		return
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.failed || sp.held <= sp.budget {
+		return
+	}
+	if sp.f == nil {
+		f, err := os.CreateTemp("", "commprof-calls-*")
+		if err != nil {
+			sp.failed = true
+			return
+		}
+		os.Remove(f.Name())
+		sp.f = f
+	}
+	if _, err := sp.f.WriteAt(c.b, sp.size); err != nil {
+		sp.failed = true // a full disk: keep the rest in memory
+		return
+	}
+	sp.held -= int64(cap(c.b))
+	c.off, c.n, c.b = sp.size, len(c.b), nil
+	sp.size += int64(c.n)
+}
+
+// get returns a chunk's bytes, read back into buf if it was spilled.
+func (sp *logSpill) get(c *logChunk, buf *[]byte) ([]byte, error) {
+	if c.b != nil {
+		return c.b, nil
+	}
+	*buf = slices.Grow((*buf)[:0], c.n)[:c.n]
+	if _, err := sp.f.ReadAt(*buf, c.off); err != nil {
+		err = fmt.Errorf("reading back the collective calls spilled to a temporary file: %w", err)
+		sp.mu.Lock()
+		sp.err = cmp.Or(sp.err, err)
+		sp.mu.Unlock()
+		return nil, err
+	}
+	return *buf, nil
+}
+
+// close lets the spill file go.
+func (sp *logSpill) close() {
+	if sp != nil && sp.f != nil {
+		sp.f.Close()
+		sp.f = nil
 	}
 }

@@ -88,18 +88,31 @@ func TestCallChunksDoNotChangeTheSummary(t *testing.T) {
 	}
 	for name, run := range runs {
 		t.Run(name, func(t *testing.T) {
-			whole := summarizeChunked(run, 0, 1<<30)
+			whole := summarizeChunked(run, 0, 1<<30, 0)
 			want, err := json.Marshal(whole)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, chunk := range []int{1, 2, 5, 64} {
-				got, _ := json.Marshal(summarizeChunked(run, 0, chunk))
+				got, _ := json.Marshal(summarizeChunked(run, 0, chunk, 0))
 				if !bytes.Equal(got, want) {
 					t.Errorf("chunks of %d calls: the summary differs from the whole run's:\n%s\nwant\n%s", chunk, got, want)
 				}
 			}
+
 		})
+	}
+	// Every full chunk of the packed logs spilled to a file: a run long
+	// enough to fill chunks.
+	long := mixedRun(3000)
+	want, _ := json.Marshal(summarizeChunked(long, 0, 0, 0))
+	s := fed(long, 0, 0, 1)
+	got, _ := json.Marshal(s.Finalize())
+	if s.spill.size == 0 || s.spill.f != nil {
+		t.Fatalf("%d bytes spilled (file still open: %v)", s.spill.size, s.spill.f != nil)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("calls spilled: the summary differs from the one held in memory")
 	}
 	// The mixed run shows what it is built to: the pair's broadcasts, a
 	// labelled call's skew and the calls outside the timed region left out.

@@ -22,6 +22,7 @@ func (s *Summarizer) Rank(r int, host string) *RankSummarizer {
 		computeNames: map[int32]*NameTime{}, matrices: map[int32]*matrixAcc{}, sizes: map[sizeKey]*SizeStats{}, sendNSTo: map[int32][]int64{},
 		sizesByName: map[int32]*[65]*SizeStats{},
 		patterns:    map[patKey]*patAcc{}}
+	rs.calls.spill = s.spill
 	s.ranks[r] = rs
 	return rs
 }

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"runtime"
 	"sort"
 	"sync"
 
@@ -38,11 +39,14 @@ type Summarizer struct {
 	p2p    int32 // the name of point-to-point messages, which belong to no collective
 	direct int32 // the algorithm "direct" (point-to-point collectives, whose patterns are by call)
 	chunk  int   // the calls a pass over them holds at once (0: callChunk); tests set it
+	spill  *logSpill
 }
 
 // NewSummarizer starts a summary of a run.
 func NewSummarizer(meta Meta) *Summarizer {
-	s := &Summarizer{meta: meta, strIdx: map[string]int32{}, ranks: map[int]*RankSummarizer{}}
+	s := &Summarizer{meta: meta, strIdx: map[string]int32{}, ranks: map[int]*RankSummarizer{}, spill: &logSpill{budget: callLogBudget}}
+	// A summary given up before Finalize lets its spill file go too.
+	runtime.AddCleanup(s, func(sp *logSpill) { sp.close() }, s.spill)
 	s.intern("")
 	s.p2p = s.intern(PointToPoint)
 	s.direct = s.intern("direct")
@@ -141,6 +145,10 @@ func (s *Summarizer) Finalize() *Summary {
 	sum.Epochs = epochs(sum.Marks, sum.Steps, sum.Run.FirstNS, sum.Run.SamplesPerStep)
 	sum.Fit = sum.fitAcc.solve()
 	sum.stepCalls = perStep(stepCalls, len(sum.Steps))
+	s.spill.close()
+	if err := s.spill.err; err != nil {
+		sum.Problems = append(sum.Problems, err.Error())
+	}
 	sum.Projection = sum.Project(DefaultProjectionRanks(world), nil)
 	if src := sum.Run.Source; src != nil && src.ToolPhases {
 		sum.forgetProgramWork()
