@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -33,7 +34,7 @@ type callLog struct {
 // times goes on in its last run, in any order, and is sorted when read.
 type callRun struct {
 	comm       int32
-	chunks     []logChunk
+	log        byteLog
 	n          int
 	seq, start int64 // the last record's, which the next is written against
 	unsorted   bool
@@ -59,7 +60,7 @@ func (l *callLog) add(c callRec) {
 		// out of order): a run per call would cost a chunk per call.
 		r.unsorted = true
 	case r == nil || c.seq < r.seq:
-		r = &callRun{comm: c.comm}
+		r = &callRun{comm: c.comm, log: byteLog{sp: l.spill}}
 		l.runs = append(l.runs, r)
 		if l.open == nil {
 			l.open, l.count = map[int32]*callRun{}, map[int32]int{}
@@ -67,18 +68,7 @@ func (l *callLog) add(c callRec) {
 		l.open[c.comm] = r
 		l.count[c.comm]++
 	}
-	last := len(r.chunks) - 1
-	if last < 0 || cap(r.chunks[last].b)-len(r.chunks[last].b) < callLogMax {
-		size := 4 << 10
-		if last >= 0 {
-			size = min(2*cap(r.chunks[last].b), callLogChunk)
-			l.spill.put(&r.chunks[last])
-		}
-		r.chunks = append(r.chunks, logChunk{b: make([]byte, 0, size)})
-		l.spill.hold(size)
-		last++
-	}
-	b := r.chunks[last].b
+	b := r.log.room(callLogMax)
 	b = binary.AppendUvarint(b, uint64(uint32(c.name)))
 	b = binary.AppendUvarint(b, uint64(uint32(c.algo)))
 	b = binary.AppendUvarint(b, uint64(uint32(c.label)))
@@ -89,7 +79,7 @@ func (l *callLog) add(c callRec) {
 	b = binary.AppendVarint(b, c.dur)
 	b = binary.AppendVarint(b, c.bytes)
 	b = binary.AppendVarint(b, c.recvWait)
-	r.chunks[last].b = b
+	r.log.wrote(b)
 	r.seq, r.start = c.seq, c.start
 	r.n++
 	l.n++
@@ -99,10 +89,8 @@ func (l *callLog) add(c callRec) {
 // and leave it as it is: any number may read it, at once.
 type runReader struct {
 	r          *callRun
-	sp         *logSpill
+	rd         byteReader
 	rank       int32
-	chunk, off int
-	cur, buf   []byte // the chunk being read; buf holds one read back from the spill
 	seq, start int64
 	left       int
 	head       callRec
@@ -114,14 +102,11 @@ func (rr *runReader) next() {
 	if !rr.ok {
 		return
 	}
-	if rr.off == 0 {
-		var err error
-		if rr.cur, err = rr.sp.get(&rr.r.chunks[rr.chunk], &rr.buf); err != nil {
-			rr.ok, rr.left = false, 0
-			return
-		}
+	b := rr.rd.bytes()
+	if b == nil {
+		rr.ok, rr.left = false, 0 // a spilled chunk could not be read back
+		return
 	}
-	b := rr.cur[rr.off:]
 	i := 0
 	v := func() int64 {
 		x, n := binary.Varint(b[i:])
@@ -140,10 +125,7 @@ func (rr *runReader) next() {
 	rr.start += v()
 	c.seq, c.start = rr.seq, rr.start
 	c.dur, c.bytes, c.recvWait = v(), v(), v()
-	rr.off += i
-	if rr.off == len(rr.cur) {
-		rr.chunk, rr.off = rr.chunk+1, 0
-	}
+	rr.rd.skip(i)
 	rr.left--
 	rr.head = c
 }
@@ -151,7 +133,6 @@ func (rr *runReader) next() {
 // logReader reads a callLog's records in (comm, seq) order: one
 // communicator after the other, its runs merged.
 type logReader struct {
-	sp     *logSpill
 	rank   int32
 	comms  [][]*callRun // by communicator, in order
 	cur    []*runReader // the current communicator's runs
@@ -161,20 +142,17 @@ type logReader struct {
 }
 
 // reader returns a reader of the log's records in (comm, seq) order,
-// positioned on the first. The log is left as it is.
-func (l *callLog) reader(rank int) *logReader {
+// communicators in ord's order (nil: their own), positioned on the
+// first. The log is left as it is.
+func (l *callLog) reader(rank int, ord []int32) *logReader {
 	byComm := map[int32][]*callRun{}
 	for _, r := range l.runs {
 		byComm[r.comm] = append(byComm[r.comm], r)
 	}
-	lr := &logReader{sp: l.spill, rank: int32(rank)}
-	for _, c := range slices.Sorted(func(yield func(int32) bool) {
-		for c := range byComm {
-			if !yield(c) {
-				return
-			}
-		}
-	}) {
+	lr := &logReader{rank: int32(rank)}
+	comms := slices.Collect(maps.Keys(byComm))
+	slices.SortFunc(comms, func(a, b int32) int { return cmp.Compare(commOrd(ord, a), commOrd(ord, b)) })
+	for _, c := range comms {
 		lr.comms = append(lr.comms, byComm[c])
 	}
 	lr.next()
@@ -209,7 +187,7 @@ func (lr *logReader) next() {
 		lr.comms = lr.comms[1:]
 		lr.cur = lr.cur[:0]
 		for _, r := range runs {
-			rr := &runReader{r: r, sp: lr.sp, rank: lr.rank, left: r.n}
+			rr := &runReader{r: r, rd: r.log.reader(), rank: lr.rank, left: r.n}
 			rr.next()
 			lr.cur = append(lr.cur, rr)
 		}
@@ -227,8 +205,74 @@ func (lr *logReader) next() {
 	}
 }
 
-// logChunk is a run's chunk of packed records: in memory, or written to
-// the spill (b nil) at off, n bytes.
+// byteLog is bytes appended in chunks that grow to callLogChunk, never
+// copied; each full chunk goes to the spill once the spill's budget is
+// passed. A record written after room never straddles two chunks.
+type byteLog struct {
+	sp     *logSpill // nil: every chunk stays in memory
+	chunks []logChunk
+}
+
+// room returns the last chunk, with room for n more bytes, to append to;
+// wrote stores it back.
+func (l *byteLog) room(n int) []byte {
+	last := len(l.chunks) - 1
+	if last < 0 || cap(l.chunks[last].b)-len(l.chunks[last].b) < n {
+		size := 4 << 10
+		if last >= 0 {
+			size = min(2*cap(l.chunks[last].b), callLogChunk)
+			l.sp.put(&l.chunks[last])
+		}
+		l.chunks = append(l.chunks, logChunk{b: make([]byte, 0, max(size, n))})
+		l.sp.hold(size)
+	}
+	return l.chunks[len(l.chunks)-1].b
+}
+
+func (l *byteLog) wrote(b []byte) { l.chunks[len(l.chunks)-1].b = b }
+
+// byteReader reads a byteLog's chunks in order. Readers share the log
+// and leave it as it is; a copy reads on from where the original was,
+// into a buffer of its own (clearBuf).
+type byteReader struct {
+	l          *byteLog
+	chunk, off int
+	cur, buf   []byte // the chunk being read; buf holds one read back from the spill
+	loaded     bool
+}
+
+func (l *byteLog) reader() byteReader { return byteReader{l: l} }
+
+// bytes returns the rest of the current chunk, nil past the end or when
+// a spilled chunk cannot be read back.
+func (r *byteReader) bytes() []byte {
+	for {
+		if r.loaded && r.off < len(r.cur) {
+			return r.cur[r.off:]
+		}
+		if r.loaded {
+			r.chunk, r.off, r.loaded = r.chunk+1, 0, false
+		}
+		if r.l == nil || r.chunk >= len(r.l.chunks) {
+			return nil
+		}
+		var err error
+		if r.cur, err = r.l.sp.get(&r.l.chunks[r.chunk], &r.buf); err != nil {
+			return nil
+		}
+		r.loaded = true
+	}
+}
+
+// skip moves n bytes on.
+func (r *byteReader) skip(n int) { r.off += n }
+
+// own gives a copy of a reader a buffer of its own: the original's may
+// hold the chunk the original is reading.
+func (r *byteReader) own() { r.buf = nil }
+
+// logChunk is a chunk of a byteLog: in memory, or written to the spill
+// (b nil) at off, n bytes.
 type logChunk struct {
 	b   []byte
 	off int64
@@ -314,4 +358,14 @@ func (sp *logSpill) close() {
 		sp.f.Close()
 		sp.f = nil
 	}
+}
+
+// commOrd is communicator c's place in the order of ord: the order of
+// the communicators' names, so that calls merge in the same order
+// whichever rank's reader interned a name first (nil: c's own).
+func commOrd(ord []int32, c int32) int32 {
+	if ord == nil || int(c) >= len(ord) {
+		return c
+	}
+	return ord[c]
 }

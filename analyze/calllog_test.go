@@ -30,7 +30,7 @@ func TestCallLogRoundTrip(t *testing.T) {
 			t.Fatalf("%d comms: %d runs", comms, len(l.runs))
 		}
 		slices.SortStableFunc(want, cmpCall)
-		r := l.reader(3)
+		r := l.reader(3, nil)
 		for i, w := range want {
 			if !r.ok || r.head != w {
 				t.Fatalf("%d comms: call %d reads %+v (ok %v), want %+v", comms, i, r.head, r.ok, w)
@@ -71,7 +71,7 @@ func TestCallLogOutOfOrder(t *testing.T) {
 			t.Fatalf("%d swaps: %d runs for 2 communicators", swaps, len(l.runs))
 		}
 		slices.SortStableFunc(want, cmpCall)
-		r := l.reader(1)
+		r := l.reader(1, nil)
 		for i, w := range want {
 			if !r.ok || r.head.comm != w.comm || r.head.seq != w.seq || r.head.start != w.start {
 				t.Fatalf("%d swaps: call %d reads %+v, want %+v", swaps, i, r.head, w)

@@ -16,6 +16,7 @@ import (
 // (trace.MarkTimed) when it marked any, and each call's message waits
 // that came after its event.
 type callClass struct {
+	ord     []int32 // the communicators' order (commOrd)
 	waited  map[callKey]bool
 	timed   bool
 	regions []span
@@ -40,7 +41,7 @@ func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) []*callClass {
 	}
 	out := make([]*callClass, len(ranks))
 	for i, rs := range ranks {
-		cl := &callClass{timed: anyTimed, late: rs.lateWaits()}
+		cl := &callClass{ord: s.ord, timed: anyTimed, late: rs.lateWaits(s.ord)}
 		out[i] = cl
 		if len(rs.waits) > 0 {
 			cl.waited = make(map[callKey]bool, len(rs.waits))
@@ -92,7 +93,8 @@ func (cl *callClass) mark(c *callRec) {
 		c.untimed = !in
 	}
 	ws := cl.late
-	for len(ws) > 0 && (ws[0].comm < c.comm || ws[0].comm == c.comm && ws[0].seq < c.seq) {
+	co := commOrd(cl.ord, c.comm)
+	for len(ws) > 0 && (commOrd(cl.ord, ws[0].comm) < co || ws[0].comm == c.comm && ws[0].seq < c.seq) {
 		ws = ws[1:]
 	}
 	for k := 0; k < len(ws) && ws[k].comm == c.comm && ws[k].seq == c.seq; k++ {
@@ -115,6 +117,7 @@ type callSource struct {
 	n       int   // calls
 	perRank []int // calls per rank, indexed by rank
 	chunk   int
+	ord     []int32 // the communicators' order (commOrd)
 }
 
 // callChunk is the most calls a pass holds at once, past which it hands
@@ -122,7 +125,7 @@ type callSource struct {
 const callChunk = 1 << 16
 
 func (s *Summarizer) callSource(ranks []*RankSummarizer, classes []*callClass, world int) *callSource {
-	src := &callSource{classes: classes, world: world, perRank: make([]int, world), chunk: cmp.Or(s.chunk, callChunk)}
+	src := &callSource{classes: classes, world: world, perRank: make([]int, world), chunk: cmp.Or(s.chunk, callChunk), ord: s.ord}
 	for _, rs := range ranks {
 		src.logs = append(src.logs, &rs.calls)
 		src.ranks = append(src.ranks, rs.rank)
@@ -141,7 +144,7 @@ func (src *callSource) each(f func(calls []callRec, inst [][2]int, waits []int64
 	rds := make([]*logReader, len(src.logs))
 	cls := make([]callClass, len(src.logs))
 	for i, l := range src.logs {
-		rds[i] = l.reader(src.ranks[i])
+		rds[i] = l.reader(src.ranks[i], src.ord)
 		cls[i] = *src.classes[i]
 	}
 	calls := make([]callRec, 0, min(src.n, src.chunk+len(rds)))
@@ -159,10 +162,15 @@ func (src *callSource) each(f func(calls []callRec, inst [][2]int, waits []int64
 	// reader by reader.
 	for {
 		var key callRec
+		var keyOrd int32
 		found := false
 		for _, r := range rds {
-			if r.ok && (!found || r.head.comm < key.comm || r.head.comm == key.comm && r.head.seq < key.seq) {
-				key, found = r.head, true
+			if !r.ok {
+				continue
+			}
+			o := commOrd(src.ord, r.head.comm)
+			if !found || o < keyOrd || r.head.comm == key.comm && r.head.seq < key.seq {
+				key, keyOrd, found = r.head, o, true
 			}
 		}
 		if !found {

@@ -213,3 +213,31 @@ func TestLargeGroupsKeepExactPercentiles(t *testing.T) {
 		t.Errorf("skew: %+v, want %+v", got, want)
 	}
 }
+
+// TestCommunicatorOrderIsTheNames: ranks read in parallel intern the
+// communicators' names in any order; a group's calls on two of them are
+// in the same order however the names were interned, and so is every
+// figure computed over them in order (the calls' spread over blocks).
+func TestCommunicatorOrderIsTheNames(t *testing.T) {
+	var evs []trace.Event
+	for r := range int32(2) {
+		comms := []string{"y", "x"}
+		if r == 1 {
+			comms = []string{"x", "y"}
+		}
+		for k, comm := range comms {
+			for i := range int64(40) {
+				c := coll(r, "allreduce", "ring", i, int64(k)*1_000_000+i*10_000, 1000+int64(k)*500+i*i, 4096)
+				c.Comm = comm
+				evs = append(evs, c)
+			}
+		}
+	}
+	run := runOf(2, evs...)
+	want, _ := json.Marshal(Summarize(run))
+	slices.Reverse(run.Ranks) // rank 1 read first: "x" interned first
+	got, _ := json.Marshal(Summarize(run))
+	if !bytes.Equal(got, want) {
+		t.Errorf("the summary depends on which rank was read first:\n%s\nwant\n%s", got, want)
+	}
+}

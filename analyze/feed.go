@@ -317,8 +317,8 @@ func (rs *RankSummarizer) flushCalls() {
 
 // lateWaits returns the message waits no call of the rank's took as it
 // was read (its event came before its messages, or it has none), sorted
-// by (comm, seq).
-func (rs *RankSummarizer) lateWaits() []collWaitRec {
+// by (comm, seq), communicators in ord's order.
+func (rs *RankSummarizer) lateWaits(ord []int32) []collWaitRec {
 	rs.flushCalls()
 	ws := make([]collWaitRec, 0, len(rs.pending))
 	for k, w := range rs.pending {
@@ -326,7 +326,7 @@ func (rs *RankSummarizer) lateWaits() []collWaitRec {
 	}
 	rs.pending = nil
 	slices.SortFunc(ws, func(a, b collWaitRec) int {
-		return cmp.Or(cmp.Compare(a.comm, b.comm), cmp.Compare(a.seq, b.seq))
+		return cmp.Or(cmp.Compare(commOrd(ord, a.comm), commOrd(ord, b.comm)), cmp.Compare(a.seq, b.seq))
 	})
 	return ws
 }

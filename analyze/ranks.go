@@ -39,7 +39,7 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 	add := func(m map[int32]*spanUnion, c *callRec) {
 		u := m[c.comm]
 		if u == nil {
-			u = &spanUnion{}
+			u = &spanUnion{sp: s.spill}
 			m[c.comm] = u
 		}
 		u.add(span{c.start, c.start + c.dur})
@@ -54,7 +54,7 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 		}
 	})
 	seqs := func(m map[int32]*spanUnion, more []span) []*spanSeq {
-		out := []*spanSeq{packSpans(union(more))}
+		out := []*spanSeq{packSpans(s.spill, union(more))}
 		for _, u := range m {
 			out = append(out, u.seq())
 		}
@@ -63,9 +63,9 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 	out := make([]rankSpans, world)
 	for _, rs := range ranks {
 		r := rs.rank
-		cs := mergeSeqs(seqs(comm[r], slices.Clone(rs.p2p))...)
+		cs := mergeSeqs(s.spill, seqs(comm[r], slices.Clone(rs.p2p))...)
 		comm[r] = nil
-		ps := packSpans(union(slices.Clone(rs.compute)))
+		ps := packSpans(s.spill, union(slices.Clone(rs.compute)))
 		var ex *spanSeq
 		if haveWaits {
 			var bl []span
@@ -83,10 +83,10 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 				}
 				bl = append(bl, rs.p2p[i])
 			}
-			ex = intersectSeq(cs, mergeSeqs(seqs(blocked[r], bl)...))
+			ex = intersectSeq(s.spill, cs, mergeSeqs(s.spill, seqs(blocked[r], bl)...))
 			blocked[r] = nil
 		} else {
-			ex = subtractSeq(cs, intersectSeq(cs, ps))
+			ex = subtractSeq(s.spill, cs, intersectSeq(s.spill, cs, ps))
 		}
 		out[r] = rankSpans{comm: cs, exposed: ex, compute: ps}
 	}
@@ -112,7 +112,7 @@ func (s *Summarizer) rankStats(ranks []*RankSummarizer, src *callSource, cen *ca
 			// Ranks hold different calls: what each spent in the calls
 			// several ranks hold, so that the ranks compare.
 			sh := union(shared[r])
-			st.CommNS, st.ExposedNS = length(sh), intersectSeq(packSpans(sh), x.exposed).length()
+			st.CommNS, st.ExposedNS = length(sh), intersectSeq(nil, packSpans(nil, sh), x.exposed).length()
 		}
 		st.OverlappedNS = st.CommNS - st.ExposedNS
 		if lateN[r] > 0 {

@@ -12,17 +12,23 @@ import (
 
 // spanSeq is a list of merged spans as union returns them, packed: each
 // span its start's distance from the previous span's end and its length,
-// as varints (2 to 6 bytes a span where a span takes 16).
+// as varints (2 to 6 bytes a span where a span takes 16), in a byteLog
+// that spills with the calls'.
 type spanSeq struct {
-	b      []byte
+	log    byteLog
 	n      int
 	total  int64 // the spans' length
 	lastHi int64
 }
 
+// newSpanSeq returns an empty list that spills to sp (nil: never).
+func newSpanSeq(sp *logSpill) *spanSeq { return &spanSeq{log: byteLog{sp: sp}} }
+
 func (q *spanSeq) push(x span) {
-	q.b = binary.AppendVarint(q.b, x.lo-q.lastHi)
-	q.b = binary.AppendVarint(q.b, x.hi-x.lo)
+	b := q.log.room(2 * binary.MaxVarintLen64)
+	b = binary.AppendVarint(b, x.lo-q.lastHi)
+	b = binary.AppendVarint(b, x.hi-x.lo)
+	q.log.wrote(b)
 	q.lastHi = x.hi
 	q.total += x.hi - x.lo
 	q.n++
@@ -37,8 +43,8 @@ func (q *spanSeq) length() int64 {
 }
 
 // packSpans packs merged spans.
-func packSpans(s []span) *spanSeq {
-	q := &spanSeq{}
+func packSpans(sp *logSpill, s []span) *spanSeq {
+	q := newSpanSeq(sp)
 	for _, x := range s {
 		q.push(x)
 	}
@@ -48,7 +54,7 @@ func packSpans(s []span) *spanSeq {
 // spanIter walks a spanSeq: cur is the span it is on while ok. A copy
 // walks on from where the original was.
 type spanIter struct {
-	b   []byte
+	rd  byteReader
 	hi  int64
 	cur span
 	ok  bool
@@ -58,19 +64,26 @@ type spanIter struct {
 func (q *spanSeq) iter() spanIter {
 	var it spanIter
 	if q != nil {
-		it.b = q.b
+		it.rd = q.log.reader()
 	}
 	it.next()
 	return it
 }
 
+// fork returns a copy that walks on by itself.
+func (it spanIter) fork() spanIter {
+	it.rd.own()
+	return it
+}
+
 func (it *spanIter) next() {
-	if it.ok = len(it.b) > 0; !it.ok {
+	b := it.rd.bytes()
+	if it.ok = len(b) > 0; !it.ok {
 		return
 	}
-	gap, n := binary.Varint(it.b)
-	l, m := binary.Varint(it.b[n:])
-	it.b = it.b[n+m:]
+	gap, n := binary.Varint(b)
+	l, m := binary.Varint(b[n:])
+	it.rd.skip(n + m)
 	lo := it.hi + gap
 	it.cur, it.hi = span{lo, lo + l}, lo+l
 }
@@ -80,7 +93,8 @@ func (it *spanIter) next() {
 // every span, to be merged by union at the end: the result is union's
 // either way.
 type spanUnion struct {
-	out  spanSeq
+	sp   *logSpill
+	out  *spanSeq
 	cur  span
 	open bool
 	raw  []span // once a span came out of order
@@ -93,13 +107,16 @@ func (u *spanUnion) add(x span) {
 		u.raw = append(u.raw, x)
 	case !u.open:
 		u.cur, u.open = x, true
+		if u.out == nil {
+			u.out = newSpanSeq(u.sp)
+		}
 	case x.lo < u.cur.lo:
 		// Out of order: the spans merged so far, and every one from now.
 		for it := u.out.iter(); it.ok; it.next() {
 			u.raw = append(u.raw, it.cur)
 		}
 		u.raw = append(u.raw, u.cur, x)
-		u.out, u.late = spanSeq{}, true
+		u.out, u.late = nil, true
 	case x.lo <= u.cur.hi:
 		u.cur.hi = max(u.cur.hi, x.hi)
 	default:
@@ -111,17 +128,20 @@ func (u *spanUnion) add(x span) {
 // seq returns the merged spans; add no more after.
 func (u *spanUnion) seq() *spanSeq {
 	if u.late {
-		return packSpans(union(u.raw))
+		return packSpans(u.sp, union(u.raw))
 	}
 	if u.open {
 		u.out.push(u.cur)
 		u.open = false
 	}
-	return &u.out
+	if u.out == nil {
+		return newSpanSeq(u.sp)
+	}
+	return u.out
 }
 
 // mergeSeqs is the union of merged span lists.
-func mergeSeqs(qs ...*spanSeq) *spanSeq {
+func mergeSeqs(sp *logSpill, qs ...*spanSeq) *spanSeq {
 	var its []spanIter
 	for _, q := range qs {
 		if it := q.iter(); it.ok {
@@ -130,7 +150,7 @@ func mergeSeqs(qs ...*spanSeq) *spanSeq {
 	}
 	switch len(its) {
 	case 0:
-		return &spanSeq{}
+		return newSpanSeq(sp)
 	case 1:
 		for _, q := range qs {
 			if q != nil && q.n > 0 {
@@ -138,7 +158,7 @@ func mergeSeqs(qs ...*spanSeq) *spanSeq {
 			}
 		}
 	}
-	var u spanUnion
+	u := spanUnion{sp: sp}
 	for {
 		best := -1
 		for i := range its {
@@ -155,8 +175,8 @@ func mergeSeqs(qs ...*spanSeq) *spanSeq {
 }
 
 // intersectSeq is intersect of packed lists.
-func intersectSeq(a, b *spanSeq) *spanSeq {
-	out := &spanSeq{}
+func intersectSeq(sp *logSpill, a, b *spanSeq) *spanSeq {
+	out := newSpanSeq(sp)
 	i, j := a.iter(), b.iter()
 	for i.ok && j.ok {
 		lo, hi := max(i.cur.lo, j.cur.lo), min(i.cur.hi, j.cur.hi)
@@ -173,18 +193,18 @@ func intersectSeq(a, b *spanSeq) *spanSeq {
 }
 
 // subtractSeq is subtract of packed lists: a itself when b is empty.
-func subtractSeq(a, b *spanSeq) *spanSeq {
+func subtractSeq(sp *logSpill, a, b *spanSeq) *spanSeq {
 	if b == nil || b.n == 0 {
 		return a
 	}
-	out := &spanSeq{}
+	out := newSpanSeq(sp)
 	j := b.iter()
 	for x := a.iter(); x.ok; x.next() {
 		lo := x.cur.lo
 		for j.ok && j.cur.hi <= lo {
 			j.next()
 		}
-		for k := j; k.ok && k.cur.lo < x.cur.hi; k.next() {
+		for k := j.fork(); k.ok && k.cur.lo < x.cur.hi; k.next() {
 			if k.cur.lo > lo {
 				out.push(span{lo, k.cur.lo})
 			}
@@ -209,7 +229,7 @@ func (c *spanCursor) clip(lo, hi int64) int64 {
 		c.it.next()
 	}
 	var n int64
-	for k := c.it; k.ok && k.cur.lo < hi; k.next() {
+	for k := c.it.fork(); k.ok && k.cur.lo < hi; k.next() {
 		n += min(k.cur.hi, hi) - max(k.cur.lo, lo)
 	}
 	return n

@@ -98,13 +98,22 @@ func unpack(q *spanSeq) []span {
 // differences and clipped lengths of the packed lists are the slices'.
 func TestSpanSeqIsUnion(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 2))
+	var spilled int64
 	for trial := range 500 {
+		// A quarter of the trials with long lists, spilled as they fill
+		// (chunks of 4 KiB and more).
+		var sp *logSpill
+		n := 60
+		if trial%4 == 1 {
+			sp, n = &logSpill{budget: 1}, 3000
+			defer func() { spilled += sp.size; sp.close() }()
+		}
 		var parts [][]span
 		var all []span
 		var qs []*spanSeq
 		for range 1 + rng.IntN(3) {
-			p := randomSpans(rng, rng.IntN(60), trial%3)
-			var u spanUnion
+			p := randomSpans(rng, rng.IntN(n), trial%3)
+			u := spanUnion{sp: sp}
 			for _, x := range p {
 				u.add(x)
 			}
@@ -117,24 +126,29 @@ func TestSpanSeqIsUnion(t *testing.T) {
 			qs = append(qs, q)
 		}
 		a := union(slices.Clone(all))
-		qa := mergeSeqs(qs...)
+		qa := mergeSeqs(sp, qs...)
 		if !slices.Equal(unpack(qa), a) {
 			t.Fatalf("trial %d: merged lists %v, union %v", trial, unpack(qa), a)
 		}
-		b := union(randomSpans(rng, rng.IntN(50), 2))
-		qb := packSpans(b)
-		if got, want := unpack(intersectSeq(qa, qb)), intersect(a, b); !slices.Equal(got, want) {
+		b := union(randomSpans(rng, rng.IntN(n), 2))
+		qb := packSpans(sp, b)
+		if got, want := unpack(intersectSeq(sp, qa, qb)), intersect(a, b); !slices.Equal(got, want) {
 			t.Fatalf("trial %d: intersection %v, want %v", trial, got, want)
 		}
-		if got, want := unpack(subtractSeq(qa, qb)), subtract(a, b); !slices.Equal(got, want) {
+		if got, want := unpack(subtractSeq(sp, qa, qb)), subtract(a, b); !slices.Equal(got, want) {
 			t.Fatalf("trial %d: difference %v, want %v", trial, got, want)
 		}
 		cur, from := qa.cursor(), 0
-		for lo := int64(-20); lo < int64(40*60); lo += rng.Int64N(90) + 1 {
+		for lo := int64(-20); lo < int64(40*n); lo += rng.Int64N(90) + 1 {
 			hi := lo + rng.Int64N(200)
 			if got, want := cur.clip(lo, hi), clipLength(a, &from, lo, hi); got != want {
 				t.Fatalf("trial %d: [%d, %d) holds %d ns, want %d", trial, lo, hi, got, want)
 			}
 		}
 	}
+	t.Cleanup(func() {
+		if spilled == 0 {
+			t.Errorf("no list was spilled: the spilled case is not tested")
+		}
+	})
 }

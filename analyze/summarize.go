@@ -2,7 +2,9 @@ package analyze
 
 import (
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/commprof/commprof/trace"
@@ -40,6 +42,7 @@ type Summarizer struct {
 	direct int32 // the algorithm "direct" (point-to-point collectives, whose patterns are by call)
 	chunk  int   // the calls a pass over them holds at once (0: callChunk); tests set it
 	spill  *logSpill
+	ord    []int32 // each interned string's place in the strings' order, from Finalize on
 }
 
 // NewSummarizer starts a summary of a run.
@@ -73,6 +76,24 @@ func (s *Summarizer) str(i int32) string {
 	return s.strs[i]
 }
 
+// stringOrder returns each interned string's place among them in sorted
+// order: ranks read in parallel intern names in any order, and the calls
+// merge in the order of their communicators' names.
+func (s *Summarizer) stringOrder() []int32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := make([]int32, len(s.strs))
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	slices.SortFunc(ids, func(a, b int32) int { return strings.Compare(s.strs[a], s.strs[b]) })
+	ord := make([]int32, len(ids))
+	for place, id := range ids {
+		ord[id] = int32(place)
+	}
+	return ord
+}
+
 // Finalize merges the ranks and computes every figure. Call it once,
 // after every RankSummarizer has been fed.
 func (s *Summarizer) Finalize() *Summary {
@@ -95,6 +116,7 @@ func (s *Summarizer) Finalize() *Summary {
 	ext, far := s.extent(ranks)
 	sum.Problems = append(sum.Problems, far...)
 
+	s.ord = s.stringOrder()
 	src := s.callSource(ranks, s.classifyCalls(ranks), rows)
 	cen := s.census(ranks, src)
 	// The analyses below only read the calls (each its own passes over
