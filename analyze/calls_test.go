@@ -241,3 +241,51 @@ func TestCommunicatorOrderIsTheNames(t *testing.T) {
 		t.Errorf("the summary depends on which rank was read first:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestStepsSumTheCallsThatStartInThem: a step's bytes are those of the
+// calls that started in it, steps overlapping or not, a call on a step's
+// start counted in it and one on its end not.
+func TestStepsSumTheCallsThatStartInThem(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	var evs []trace.Event
+	type key struct{ rank, step int32 }
+	want := map[key]int64{}
+	var steps [2][]trace.Event
+	for r := range int32(2) {
+		for k := range int32(30) {
+			// Every third overlaps the next, every fifth the next three.
+			st := ev(trace.KindStep, r, "step", int64(k)*1000, 1000+int64(k%3)*400)
+			if k%5 == 0 {
+				st.Dur = 3500
+			}
+			st.Step = k
+			steps[r] = append(steps[r], st)
+			evs = append(evs, st)
+		}
+	}
+	for i := range int64(200) {
+		start := rng.Int64N(32_000)
+		if i%10 == 0 {
+			start = (i / 10) * 1000 // on a step's start, and the one before's end
+		}
+		for r := range int32(2) {
+			b := 1 + rng.Int64N(1000)
+			evs = append(evs, coll(r, "allreduce", "ring", i, start, 50, b))
+			for _, st := range steps[r] {
+				if st.Start <= start && start < st.End() {
+					want[key{r, st.Step}] += b
+				}
+			}
+		}
+	}
+	sum := Summarize(runOf(2, evs...))
+	if len(sum.Steps) != 30 {
+		t.Fatalf("%d steps, want 30", len(sum.Steps))
+	}
+	for _, st := range sum.Steps {
+		w := float64(want[key{0, int32(st.Step)}]+want[key{1, int32(st.Step)}]) / 2
+		if st.CommBytes != w {
+			t.Errorf("step %d: %g bytes, want %g", st.Step, st.CommBytes, w)
+		}
+	}
+}

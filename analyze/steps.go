@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 )
@@ -39,51 +40,63 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, src *callSource, sp []rankSp
 		times []int64
 	}
 	byStep := map[int32]*acc{}
-	// The calls' waits and bytes, of the ranks that have steps.
-	waitOf := map[int32][]stepWait{}
-	perRank := map[int32]int{}
+	// Each rank's steps in order of their starts, and the arrival waits
+	// and bytes of the calls that started in each.
+	type rankSteps struct {
+		st           []stepRec
+		reach        []int64 // the latest end of st[:k+1]
+		wait, nbytes []int64
+	}
+	per := make([]*rankSteps, src.world)
+	have := false
 	for _, rs := range ranks {
-		if len(rs.steps) > 0 {
-			perRank[int32(rs.rank)] = 0
+		if len(rs.steps) == 0 || rs.rank >= src.world {
+			continue
 		}
+		st := slices.Clone(rs.steps)
+		slices.SortStableFunc(st, func(a, b stepRec) int { return cmp.Compare(a.start, b.start) })
+		p := &rankSteps{st: st, reach: make([]int64, len(st)), wait: make([]int64, len(st)), nbytes: make([]int64, len(st))}
+		for k, x := range st {
+			p.reach[k] = x.end
+			if k > 0 {
+				p.reach[k] = max(p.reach[k], p.reach[k-1])
+			}
+		}
+		per[rs.rank], have = p, true
 	}
-	if len(perRank) == 0 {
+	if !have {
 		return []StepStats{}, StepSummary{}
-	}
-	for r := range perRank {
-		waitOf[r] = make([]stepWait, 0, src.perRank[r])
 	}
 	src.each(func(calls []callRec, _ [][2]int, waits []int64) {
 		for i, c := range calls {
-			if l, ok := waitOf[c.rank]; ok {
-				waitOf[c.rank] = append(l, stepWait{c.start, waits[i], c.bytes})
+			p := per[c.rank]
+			if p == nil {
+				continue
+			}
+			// The steps that hold the call's start: those that started at
+			// or before it and end after it.
+			k := sort.Search(len(p.st), func(k int) bool { return p.st[k].start > c.start }) - 1
+			for ; k >= 0 && p.reach[k] > c.start; k-- {
+				if p.st[k].end > c.start {
+					p.wait[k] += waits[i]
+					p.nbytes[k] += c.bytes
+				}
 			}
 		}
 	})
 	for _, rs := range ranks {
-		if len(rs.steps) == 0 {
+		p := per[rs.rank]
+		if p == nil {
 			continue
 		}
-		st := slices.Clone(rs.steps)
-		sort.Slice(st, func(i, j int) bool { return st[i].start < st[j].start })
 		r := int32(rs.rank)
 		cs, ps, ex := sp[r].comm.cursor(), sp[r].compute.cursor(), sp[r].exposed.cursor()
-		ws := waitOf[r]
-		sort.Slice(ws, func(i, j int) bool { return ws[i].at < ws[j].at })
-		var wi int
-		for _, x := range st {
+		for k, x := range p.st {
 			comm := cs.clip(x.start, x.end)
 			comp := ps.clip(x.start, x.end)
 			exposed := ex.clip(x.start, x.end)
 			over := comm - exposed
-			var wsum, bytes int64
-			for wi < len(ws) && ws[wi].at < x.start {
-				wi++
-			}
-			for k := wi; k < len(ws) && ws[k].at < x.end; k++ {
-				wsum += ws[k].wait
-				bytes += ws[k].bytes
-			}
+			wsum, bytes := p.wait[k], p.nbytes[k]
 			a := byStep[x.step]
 			if a == nil {
 				a = &acc{st: StepStats{Step: int(x.step), StartNS: x.start}}
@@ -143,4 +156,3 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, src *callSource, sp []rankSp
 	return out, sum
 }
 
-type stepWait struct{ at, wait, bytes int64 }
