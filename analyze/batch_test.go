@@ -1,6 +1,10 @@
 package analyze
 
-import "github.com/commprof/commprof/trace"
+import (
+	"os"
+
+	"github.com/commprof/commprof/trace"
+)
 
 // The tests' runs are held in memory (trace.Run); these helpers feed them
 // to the summarizer batch by batch, as load feeds a run read from disk.
@@ -33,7 +37,7 @@ func fed(run *trace.Run, ops int64, chunk int, spill int64) *Summarizer {
 	s := NewSummarizer(meta)
 	s.chunk = chunk
 	if spill > 0 {
-		s.spill.budget = spill
+		s.spill.budget, s.spill.open = spill, tempSpill
 	}
 	for _, rk := range run.Ranks {
 		meta.DiskBytes += rk.Bytes
@@ -49,4 +53,14 @@ func fed(run *trace.Run, ops int64, chunk int, spill int64) *Summarizer {
 	}
 	s.meta.DiskBytes = meta.DiskBytes
 	return s
+}
+
+// tempSpill is load's: a temporary file, removed as it is made.
+func tempSpill() (SpillFile, error) {
+	f, err := os.CreateTemp("", "commprof-test-calls-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
 }

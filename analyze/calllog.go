@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 )
@@ -279,17 +279,17 @@ type logChunk struct {
 	n   int
 }
 
-// logSpill is where the run's call logs put their full chunks once the
-// chunks held in memory pass a budget, so that a summary's memory does
-// not grow with the run's calls: a temporary file, unlinked as soon as
-// it is made (nothing is left behind, whatever ends the process), read
-// back by any number of passes at once. If the file cannot be made or
-// written, chunks stay in memory.
+// logSpill is where the run's call logs and spans put their full chunks
+// once the chunks held in memory pass a budget, so that a summary's
+// memory does not grow with the run's calls: the file Meta.Spill opens,
+// read back by any number of passes at once. Without one, or if it
+// cannot be opened or written, chunks stay in memory.
 type logSpill struct {
 	budget int64
+	open   func() (SpillFile, error)
 	mu     sync.Mutex // guards the rest
 	held   int64      // bytes of chunks in memory
-	f      *os.File
+	f      SpillFile
 	size   int64
 	failed bool
 	err    error // the first read error, which cuts the calls short
@@ -319,13 +319,15 @@ func (sp *logSpill) put(c *logChunk) {
 		return
 	}
 	if sp.f == nil {
-		f, err := os.CreateTemp("", "commprof-calls-*")
-		if err != nil {
+		var err error
+		if sp.open == nil {
 			sp.failed = true
 			return
 		}
-		os.Remove(f.Name())
-		sp.f = f
+		if sp.f, err = sp.open(); err != nil {
+			sp.f, sp.failed = nil, true
+			return
+		}
 	}
 	if _, err := sp.f.WriteAt(c.b, sp.size); err != nil {
 		sp.failed = true // a full disk: keep the rest in memory
@@ -343,7 +345,7 @@ func (sp *logSpill) get(c *logChunk, buf *[]byte) ([]byte, error) {
 	}
 	*buf = slices.Grow((*buf)[:0], c.n)[:c.n]
 	if _, err := sp.f.ReadAt(*buf, c.off); err != nil {
-		err = fmt.Errorf("reading back the collective calls spilled to a temporary file: %w", err)
+		err = fmt.Errorf("reading back the collective calls spilled to a file: %w", err)
 		sp.mu.Lock()
 		sp.err = cmp.Or(sp.err, err)
 		sp.mu.Unlock()
@@ -355,7 +357,9 @@ func (sp *logSpill) get(c *logChunk, buf *[]byte) ([]byte, error) {
 // close lets the spill file go.
 func (sp *logSpill) close() {
 	if sp != nil && sp.f != nil {
-		sp.f.Close()
+		if c, ok := sp.f.(io.Closer); ok {
+			c.Close()
+		}
 		sp.f = nil
 	}
 }

@@ -105,7 +105,7 @@ func TestSpanSeqIsUnion(t *testing.T) {
 		var sp *logSpill
 		n := 60
 		if trial%4 == 1 {
-			sp, n = &logSpill{budget: 1}, 3000
+			sp, n = &logSpill{budget: 1, open: tempSpill}, 3000
 			defer func() { spilled += sp.size; sp.close() }()
 		}
 		var parts [][]span

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"io"
 	"runtime"
 	"slices"
 	"sort"
@@ -21,6 +22,18 @@ type Meta struct {
 	// ReplayOps bounds the operations the what-if replay lays out (0:
 	// replayBudget); a longer run is replayed over a stretch of it.
 	ReplayOps int64
+	// Spill, if set, opens the file where the summary writes the packed
+	// collective calls and spans past 128 MiB of them, and reads them back
+	// (load gives a temporary file, removed as it is made). Unset, they
+	// all stay in memory.
+	Spill func() (SpillFile, error)
+}
+
+// SpillFile is written at offsets and read back; closed, if it is an
+// io.Closer, once the summary is done.
+type SpillFile interface {
+	io.ReaderAt
+	io.WriterAt
 }
 
 // PointToPoint is the op name of messages sent with Send and Recv rather
@@ -47,7 +60,7 @@ type Summarizer struct {
 
 // NewSummarizer starts a summary of a run.
 func NewSummarizer(meta Meta) *Summarizer {
-	s := &Summarizer{meta: meta, strIdx: map[string]int32{}, ranks: map[int]*RankSummarizer{}, spill: &logSpill{budget: callLogBudget}}
+	s := &Summarizer{meta: meta, strIdx: map[string]int32{}, ranks: map[int]*RankSummarizer{}, spill: &logSpill{budget: callLogBudget, open: meta.Spill}}
 	// A summary given up before Finalize lets its spill file go too.
 	runtime.AddCleanup(s, func(sp *logSpill) { sp.close() }, s.spill)
 	s.intern("")

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -91,7 +92,7 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 			run.keepers = append(run.keepers, newKeeper(kept, keep.Kinds, &shared))
 		}
 	}
-	meta := analyze.Meta{Dir: dir, Manifest: rf.Manifest, WorldSize: rf.WorldSize()}
+	meta := analyze.Meta{Dir: dir, Manifest: rf.Manifest, WorldSize: rf.WorldSize(), Spill: tempSpill}
 	for _, p := range rf.Problems {
 		meta.Problems = append(meta.Problems, p.Error())
 	}
@@ -328,4 +329,16 @@ func Read(ctx context.Context, dir string, cols []string) (ReadCount, error) {
 		}
 	}
 	return c, nil
+}
+
+// tempSpill opens the file a summary spills its packed calls to: a
+// temporary file in TMPDIR, removed as soon as it is made, so that
+// nothing is left behind whatever ends the process.
+func tempSpill() (analyze.SpillFile, error) {
+	f, err := os.CreateTemp("", "commprof-calls-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
 }
