@@ -155,4 +155,3 @@ func (s *Summarizer) steps(ranks []*RankSummarizer, src *callSource, sp []rankSp
 	}
 	return out, sum
 }
-
