@@ -108,7 +108,6 @@ func TestSpanSeqIsUnion(t *testing.T) {
 			sp, n = &logSpill{budget: 1, open: tempSpill}, 3000
 			defer func() { spilled += sp.size; sp.close() }()
 		}
-		var parts [][]span
 		var all []span
 		var qs []*spanSeq
 		for range 1 + rng.IntN(3) {
@@ -121,7 +120,6 @@ func TestSpanSeqIsUnion(t *testing.T) {
 			if want := union(slices.Clone(p)); !slices.Equal(unpack(q), want) || q.length() != length(want) {
 				t.Fatalf("trial %d: merged as they came %v, union %v", trial, unpack(q), want)
 			}
-			parts = append(parts, p)
 			all = append(all, p...)
 			qs = append(qs, q)
 		}
