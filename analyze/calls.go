@@ -43,11 +43,14 @@ func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) []*callClass {
 	for i, rs := range ranks {
 		cl := &callClass{ord: s.ord, timed: anyTimed, late: rs.lateWaits(s.ord)}
 		out[i] = cl
-		if len(rs.waits) > 0 {
-			cl.waited = make(map[callKey]bool, len(rs.waits))
-			for _, w := range rs.waits {
-				cl.waited[callKey{w.comm, w.name, w.seq}] = true
+		for _, w := range rs.waits {
+			if w.name == s.p2p {
+				continue // a message's: no collective call has its name
 			}
+			if cl.waited == nil {
+				cl.waited = map[callKey]bool{}
+			}
+			cl.waited[callKey{w.comm, w.name, w.seq}] = true
 		}
 		if !anyTimed {
 			continue

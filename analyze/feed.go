@@ -39,7 +39,6 @@ type RankSummarizer struct {
 	events                   int64
 	calls                    callLog
 	waits                    []waitRec          // the program's waits on non-blocking calls
-	p2p                      []span             // point-to-point sends and receives
 	p2pMsgs                  []p2pRec           // the same, with their peers, for the replay
 	pending                  map[[2]int64]int64 // (comm, seq) -> message waits of a call not yet read
 	held                     callRec            // the last call read, not yet packed
@@ -219,7 +218,6 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		case trace.KindSend:
 			// A message to itself is a local copy, not communication.
 			if names[b.Name[i]] == rs.s.p2p && int(b.Peer[i]) != rs.rank {
-				rs.p2p = append(rs.p2p, span{start, start + dur})
 				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{send: true, comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
 					bytes: b.Bytes[i]})
 			}
@@ -256,7 +254,6 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			rs.pattern(comms[b.Comm[i]], names[b.Name[i]], algos[b.Algo[i]], b.Seq[i], b.Peer[i])
 		case trace.KindRecv:
 			if names[b.Name[i]] == rs.s.p2p && int(b.Peer[i]) != rs.rank {
-				rs.p2p = append(rs.p2p, span{start, start + dur})
 				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
 					wait: b.Wait[i], bytes: b.Bytes[i]})
 			}
@@ -313,6 +310,16 @@ func (rs *RankSummarizer) flushCalls() {
 		rs.calls.add(rs.held)
 		rs.holding = false
 	}
+}
+
+// p2pSpans returns the spans of the rank's point-to-point messages, in
+// the order they came.
+func (rs *RankSummarizer) p2pSpans() []span {
+	out := make([]span, len(rs.p2pMsgs))
+	for i, m := range rs.p2pMsgs {
+		out[i] = span{m.start, m.end}
+	}
+	return out
 }
 
 // lateWaits returns the message waits no call of the rank's took as it

@@ -42,7 +42,7 @@ func pointToPoint(ranks []*RankSummarizer, sp []rankSpans, steps int) P2PStats {
 	var comm int64
 	for _, rs := range ranks {
 		comm += sp[rs.rank].comm.length()
-		out.TimeNS += length(union(append([]span(nil), rs.p2p...)))
+		out.TimeNS += length(union(rs.p2pSpans()))
 		h := Hub{Rank: rs.rank}
 		peers := map[int32]bool{}
 		for _, m := range rs.p2pMsgs {

@@ -63,7 +63,7 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 	out := make([]rankSpans, world)
 	for _, rs := range ranks {
 		r := rs.rank
-		cs := mergeSeqs(s.spill, seqs(comm[r], slices.Clone(rs.p2p))...)
+		cs := mergeSeqs(s.spill, seqs(comm[r], rs.p2pSpans())...)
 		comm[r] = nil
 		ps := packSpans(s.spill, union(slices.Clone(rs.compute)))
 		var ex *spanSeq
@@ -76,12 +76,12 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 					waited[p2pWaitKey{w.comm, w.peer, w.seq, w.bytes, w.end}]++
 				}
 			}
-			for i, m := range rs.p2pMsgs {
+			for _, m := range rs.p2pMsgs {
 				if k := (p2pWaitKey{m.comm, m.peer, m.tag, m.bytes, m.end}); waited[k] > 0 {
 					waited[k]--
 					continue
 				}
-				bl = append(bl, rs.p2p[i])
+				bl = append(bl, span{m.start, m.end})
 			}
 			ex = intersectSeq(s.spill, cs, mergeSeqs(s.spill, seqs(blocked[r], bl)...))
 			blocked[r] = nil
