@@ -24,12 +24,9 @@ func (s *Summarizer) skew(src *callSource, cen *callCensus, rows, n int) Skew {
 	k := 0 // the world calls seen
 	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
 		for _, in := range inst {
-			if in[1]-in[0] < 2 || untimed(calls, in) {
+			first, last, ok := skewed(calls, in)
+			if !ok {
 				continue
-			}
-			first, last := calls[in[0]].start, calls[in[0]].start
-			for _, c := range calls[in[0]:in[1]] {
-				first, last = min(first, c.start), max(last, c.start)
 			}
 			all.add(last - first)
 			op := byOp[calls[in[0]].name]
@@ -67,12 +64,9 @@ func (s *Summarizer) skew(src *callSource, cen *callCensus, rows, n int) Skew {
 		// The skews around the percentiles of many calls, again.
 		src.each(func(calls []callRec, inst [][2]int, _ []int64) {
 			for _, in := range inst {
-				if in[1]-in[0] < 2 || untimed(calls, in) {
+				first, last, ok := skewed(calls, in)
+				if !ok {
 					continue
-				}
-				first, last := calls[in[0]].start, calls[in[0]].start
-				for _, c := range calls[in[0]:in[1]] {
-					first, last = min(first, c.start), max(last, c.start)
 				}
 				if all.second {
 					all.addSecond(last - first)
@@ -107,6 +101,19 @@ func (s *Summarizer) skew(src *callSource, cen *callCensus, rows, n int) Skew {
 		return late[a]/float64(cnt[a]) > late[b]/float64(cnt[b])
 	})
 	return sk
+}
+
+// skewed returns the first and last arrival at instance in, ok when it
+// counts in the skew: a timed call of two ranks or more.
+func skewed(calls []callRec, in [2]int) (first, last int64, ok bool) {
+	if in[1]-in[0] < 2 || untimed(calls, in) {
+		return 0, 0, false
+	}
+	first, last = calls[in[0]].start, calls[in[0]].start
+	for _, c := range calls[in[0]:in[1]] {
+		first, last = min(first, c.start), max(last, c.start)
+	}
+	return first, last, true
 }
 
 // labelSkew is arrival skew per label (tensor), and every labelled call
