@@ -9,6 +9,7 @@ package main
 // each measured.
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -229,27 +230,56 @@ func checkStepsByHand(t *testing.T, s *analyze.Summary, run *trace.Run) (exposed
 
 // computeAfterCall sums, over rank r's steps, the compute that ran
 // after the step's first allreduce was called: the most communication
-// could overlap, known from the trainer's own spans.
-func computeAfterCall(run *trace.Run, r int) (ns float64) {
+// could overlap, known from the trainer's own spans. idle is the time
+// after that call, within the step, that no event of the rank covers
+// (bookkeeping between events, or the rank descheduled on a busy
+// machine), during which communication in flight overlaps nothing
+// recorded.
+func computeAfterCall(run *trace.Run, r int) (ns, idle float64) {
 	for _, rk := range run.Ranks {
 		if rk.Info.Rank != r {
 			continue
 		}
-		first := map[int32]int64{}
+		first, end := map[int32]int64{}, map[int32]int64{}
 		for _, e := range rk.Events {
 			if e.Kind == trace.KindCollective && e.Name == "allreduce" && e.Step >= 0 {
 				if f, ok := first[e.Step]; !ok || e.Start < f {
 					first[e.Step] = e.Start
 				}
 			}
-		}
-		for _, e := range rk.Events {
-			if f, ok := first[e.Step]; ok && e.Kind == trace.KindCompute && e.End() > f {
-				ns += float64(e.End() - max(e.Start, f))
+			if e.Kind == trace.KindStep {
+				end[e.Step] = e.End()
 			}
 		}
+		covered := map[int32][][2]int64{}
+		for _, e := range rk.Events {
+			f, ok := first[e.Step]
+			if !ok || e.Kind == trace.KindStep || e.Kind == trace.KindMark || e.Kind == trace.KindSample {
+				continue
+			}
+			if e.Kind == trace.KindCompute && e.End() > f {
+				ns += float64(e.End() - max(e.Start, f))
+			}
+			lo, hi := max(e.Start, f), min(e.End(), end[e.Step])
+			if hi > lo {
+				covered[e.Step] = append(covered[e.Step], [2]int64{lo, hi})
+			}
+		}
+		for step, f := range first {
+			cs := covered[step]
+			slices.SortFunc(cs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+			at, busy := f, int64(0)
+			for _, c := range cs {
+				lo := max(c[0], at)
+				if c[1] > lo {
+					busy += c[1] - lo
+					at = c[1]
+				}
+			}
+			idle += float64(max(end[step]-f-busy, 0))
+		}
 	}
-	return ns
+	return ns, idle
 }
 
 // TestTruthExposedAndOverlapped: per-step exposed and overlapped time
@@ -284,8 +314,16 @@ func TestTruthExposedAndOverlapped(t *testing.T) {
 					t.Errorf("small buckets called during backward, yet only %.1f%% of communication is overlapped", 100*share)
 				}
 				for _, r := range s.Ranks {
-					if bound := computeAfterCall(run, r.Rank); float64(r.OverlappedNS) > 1.01*bound {
-						t.Errorf("rank %d overlapped %d ns, more than the %.0f ns it computed after its first bucket was called", r.Rank, r.OverlappedNS, bound)
+					// Communication overlaps what the rank does after its
+					// first bucket's call: its compute, and the gaps between
+					// its events. Overlap reads 0.95-0.97 of that here;
+					// under a core kept busy CI saw 1.011 once (compute and
+					// waits are timed apart, each with its own clock
+					// reads), so 3% is allowed.
+					comp, idle := computeAfterCall(run, r.Rank)
+					t.Logf("rank %d: overlapped %d ns; after its first call it computed %.0f ns, %.0f ns between events", r.Rank, r.OverlappedNS, comp, idle)
+					if float64(r.OverlappedNS) > 1.03*(comp+idle) {
+						t.Errorf("rank %d overlapped %d ns, more than the %.0f ns it computed after its first bucket was called and the %.0f ns between its events", r.Rank, r.OverlappedNS, comp, idle)
 					}
 				}
 			case "no-overlap":
