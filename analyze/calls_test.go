@@ -289,3 +289,23 @@ func TestStepsSumTheCallsThatStartInThem(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaySampleDescribe: a small share keeps two significant digits
+// and the stretch's bounds the digits that tell them apart.
+func TestReplaySampleDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		ops, total, from, to int64
+		share, a, b          string
+	}{
+		{262_144, 100_004_004, 256_600_000_000, 257_420_000_000, "0.26%", "256.6 s", "257.4 s"},
+		{262_144, 1_004_004_004, 256_600_000_000, 256_640_000_000, "0.026%", "256.60 s", "256.64 s"},
+		{262_144, 6_400_060, 34_600_000_000, 37_000_000_000, "4%", "34.6 s", "37 s"},
+		{262_144, 320_000, 1_000_000, 9_000_000, "82%", "1 ms", "9 ms"},
+	} {
+		sm := &ReplaySample{FromNS: 5 + tc.from, ToNS: 5 + tc.to, Ops: tc.ops, TotalOps: tc.total}
+		share, a, b := sm.Describe(5)
+		if share != tc.share || a != tc.a || b != tc.b {
+			t.Errorf("%d of %d ops, %d to %d ns: %q, %q to %q; want %q, %q to %q", tc.ops, tc.total, tc.from, tc.to, share, a, b, tc.share, tc.a, tc.b)
+		}
+	}
+}

@@ -181,8 +181,8 @@ func stragglerFinding(s *Summary) []string {
 	of, stretch := "of the run", ""
 	if sm := st.Sample; sm != nil && sm.TotalOps > 0 {
 		of = "of the stretch replayed"
-		stretch = fmt.Sprintf("; the run is too long to replay whole: replayed over %s of its operations, %s to %s into it",
-			pct(float64(sm.Ops)/float64(sm.TotalOps)), units.Duration(float64(sm.FromNS-s.Run.FirstNS)), units.Duration(float64(sm.ToNS-s.Run.FirstNS)))
+		share, from, to := sm.Describe(s.Run.FirstNS)
+		stretch = fmt.Sprintf("; the run is too long to replay whole: replayed over %s of its operations, %s to %s into it", share, from, to)
 	}
 	var out []string
 	for k, r := range st.Named {

@@ -1,9 +1,12 @@
 package analyze
 
 import (
+	"math"
 	"slices"
+	"strconv"
 
 	"github.com/commprof/commprof/internal/stretch"
+	"github.com/commprof/commprof/internal/units"
 )
 
 // replayBudget bounds the operations the what-if replay lays out: rank
@@ -25,6 +28,29 @@ type ReplaySample struct {
 	// bounds) it holds, of TotalOps in the run.
 	Ops      int64 `json:"ops"`
 	TotalOps int64 `json:"total_ops"`
+}
+
+// Describe says how much of the run the stretch holds and where it lies,
+// as the findings and the report print it: the share of the run's
+// operations (with the decimals a small share needs: 0.26%, not 0%) and
+// the stretch's bounds from the run's first event at firstNS (with the
+// digits that tell them apart: 256.6 s to 257.4 s, not 257 s to 257 s).
+func (sm *ReplaySample) Describe(firstNS int64) (share, from, to string) {
+	f := float64(sm.Ops) / float64(max(sm.TotalOps, 1))
+	d := 0 // under 1%: two significant digits
+	if f > 0 && f < 0.01 {
+		d = min(int(math.Ceil(-math.Log10(100*f)))+1, 6)
+	}
+	share = units.Percent(f, d)
+	a, b := float64(sm.FromNS-firstNS), float64(sm.ToNS-firstNS)
+	from, to = units.Duration(a), units.Duration(b)
+	if from == to {
+		// Seconds, with the decimals that tell the bounds apart.
+		for d := 1; d <= 9 && from == to; d++ {
+			from, to = strconv.FormatFloat(a/1e9, 'f', d, 64)+" s", strconv.FormatFloat(b/1e9, 'f', d, 64)+" s"
+		}
+	}
+	return share, from, to
 }
 
 // replayWindow returns the ranks, calls and instances the replay lays

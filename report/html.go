@@ -675,7 +675,7 @@ func replaySample(s *analyze.Summary) string {
 	if sm == nil || sm.TotalOps == 0 {
 		return ""
 	}
+	share, from, to := sm.Describe(s.Run.FirstNS)
 	return fmt.Sprintf(" · replayed over %s of the run's %s operations, %s to %s into it (the run is too long to replay whole)",
-		units.Percent(float64(sm.Ops)/float64(sm.TotalOps), 0), units.Int(float64(sm.TotalOps)),
-		units.Duration(float64(sm.FromNS-s.Run.FirstNS)), units.Duration(float64(sm.ToNS-s.Run.FirstNS)))
+		share, units.Int(float64(sm.TotalOps)), from, to)
 }
