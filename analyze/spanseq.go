@@ -82,7 +82,15 @@ func (it *spanIter) next() {
 		return
 	}
 	gap, n := binary.Varint(b)
-	l, m := binary.Varint(b[n:])
+	var l int64
+	m := 0
+	if n > 0 {
+		l, m = binary.Varint(b[n:])
+	}
+	if n <= 0 || m <= 0 {
+		it.ok = false // not what push wrote: stop rather than loop
+		return
+	}
 	it.rd.skip(n + m)
 	lo := it.hi + gap
 	it.cur, it.hi = span{lo, lo + l}, lo+l

@@ -150,3 +150,42 @@ func TestSpanSeqIsUnion(t *testing.T) {
 		}
 	})
 }
+
+// TestSpanSeqLongSpilled: lists long enough to fill chunks of the
+// largest size, spilled, so that an iterator's read-back buffer is reused
+// from one chunk to the next: clipping windows and subtracting across
+// the chunks' boundaries (where a scan ahead reads the next chunk while
+// the walk is still on the last) give the slices' answers.
+func TestSpanSeqLongSpilled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 3))
+	sp := &logSpill{budget: 1, open: tempSpill}
+	defer sp.close()
+	// Gaps and lengths of 2-3 varint bytes each: about 5 MB packed.
+	spans := func(n int, gap, long int64) []span {
+		out := make([]span, n)
+		at := int64(0)
+		for i := range out {
+			at += rng.Int64N(gap)
+			out[i] = span{at, at + 1 + rng.Int64N(long)}
+			at = out[i].hi
+		}
+		return out
+	}
+	a := spans(1_000_000, 1<<16, 1<<20) // each over several of b
+	b := spans(2_000_000, 1<<14, 1<<12)
+	qa, qb := packSpans(sp, a), packSpans(sp, b)
+	if sp.size < 4*callLogChunk {
+		t.Fatalf("%d bytes spilled: the lists fill too few chunks to test", sp.size)
+	}
+	if got, want := unpack(subtractSeq(sp, qa, qb)), subtract(a, b); !slices.Equal(got, want) {
+		t.Fatalf("difference: %d spans, want %d", len(got), len(want))
+	}
+	cur, from := qa.cursor(), 0
+	end := a[len(a)-1].hi
+	for lo := int64(0); lo < end; lo += 500_000 + rng.Int64N(200_000) {
+		hi := lo + 400_000 + rng.Int64N(400_000) // windows overlap the next
+		if got, want := cur.clip(lo, hi), clipLength(a, &from, lo, hi); got != want {
+			t.Fatalf("[%d, %d) holds %d ns, want %d", lo, hi, got, want)
+		}
+	}
+}
