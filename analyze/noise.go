@@ -118,7 +118,11 @@ func SpreadOf(vals []float64) Spread {
 // BlockSpread is the spread of the mean of x (samples in time order) over
 // NoiseBlocks contiguous blocks.
 func BlockSpread(x []float64) Spread {
-	return BlockSpreadOf(len(x), func(lo, hi int) float64 { return meanOf(x[lo:hi]) })
+	m := newBlockMeans(len(x))
+	for _, v := range x {
+		m.add(v)
+	}
+	return m.spread()
 }
 
 // blockMeans is BlockSpread of a series handed over value by value, its
