@@ -279,9 +279,10 @@ type logChunk struct {
 	n   int
 }
 
-// logSpill is where the run's call logs and spans put their full chunks
-// once the chunks held in memory pass a budget, so that a summary's
-// memory does not grow with the run's calls: the file Meta.Spill opens,
+// logSpill is where the run's logs of calls, messages and waits and its
+// spans put their full chunks once the chunks held in memory pass a
+// budget, so that a summary's memory does not grow with the run's
+// calls and messages: the file Meta.Spill opens,
 // read back by any number of passes at once. Without one, or if it
 // cannot be opened or written, chunks stay in memory.
 type logSpill struct {
@@ -345,7 +346,7 @@ func (sp *logSpill) get(c *logChunk, buf *[]byte) ([]byte, error) {
 	}
 	*buf = slices.Grow((*buf)[:0], c.n)[:c.n]
 	if _, err := sp.f.ReadAt(*buf, c.off); err != nil {
-		err = fmt.Errorf("reading back the collective calls spilled to a file: %w", err)
+		err = fmt.Errorf("reading back the calls and messages spilled to a file: %w", err)
 		sp.mu.Lock()
 		sp.err = cmp.Or(sp.err, err)
 		sp.mu.Unlock()

@@ -43,7 +43,7 @@ func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) []*callClass {
 	for i, rs := range ranks {
 		cl := &callClass{ord: s.ord, timed: anyTimed, late: rs.lateWaits(s.ord)}
 		out[i] = cl
-		for _, w := range rs.waits {
+		for w := range rs.waits.all() {
 			if w.name == s.p2p {
 				continue // a message's: no collective call has its name
 			}

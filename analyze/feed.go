@@ -23,6 +23,8 @@ func (s *Summarizer) Rank(r int, host string) *RankSummarizer {
 		sizesByName: map[int32]*[65]*SizeStats{},
 		patterns:    map[patKey]*patAcc{}}
 	rs.calls.spill = s.spill
+	rs.msgs.log.sp, rs.waits.log.sp = s.spill, s.spill
+	rs.msgSpans.sp, rs.compute.sp = s.spill, s.spill
 	s.ranks[r] = rs
 	return rs
 }
@@ -38,14 +40,15 @@ type RankSummarizer struct {
 
 	events                   int64
 	calls                    callLog
-	waits                    []waitRec          // the program's waits on non-blocking calls
-	p2pMsgs                  []p2pRec           // the same, with their peers, for the replay
+	waits                    waitLog            // the program's waits on non-blocking calls
+	msgs                     msgLog             // its point-to-point messages, with their peers, for the replay
+	msgSpans                 spanUnion          // their spans
 	pending                  map[[2]int64]int64 // (comm, seq) -> message waits of a call not yet read
 	held                     callRec            // the last call read, not yet packed
 	holding                  bool
 	reduce                   linReg // reduction kernels: ns against bytes
 	selfBytes, selfMsgs      int64  // messages to itself: local copies, not network traffic
-	compute                  []span
+	compute                  spanUnion
 	computeNames             map[int32]*NameTime
 	steps                    []stepRec
 	marks                    []Mark
@@ -54,7 +57,8 @@ type RankSummarizer struct {
 	bytesSent, bytesRecv     int64
 	msgsSent, msgsRecv       int64
 	first, last              int64
-	spanned                  bool // first and last are set: the rank has an event that is not a sample
+	p2pSeq, computeSeq       *spanSeq // msgSpans' and compute's, once read
+	spanned                  bool     // first and last are set: the rank has an event that is not a sample
 	res                      resourceAcc
 	matrices                 map[int32]*matrixAcc      // by op name; the world matrix is summed at the end
 	sendNSTo                 map[int32][]int64         // by op name, then destination below denseRanks: time in sends
@@ -116,6 +120,7 @@ type p2pWaitKey struct {
 // p2pRec is one point-to-point message on the program's side.
 type p2pRec struct {
 	send       bool
+	waited     bool // a wait of the program's completed it (Isend, Irecv)
 	comm       int32
 	peer       int32
 	tag        int64
@@ -218,8 +223,9 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		case trace.KindSend:
 			// A message to itself is a local copy, not communication.
 			if names[b.Name[i]] == rs.s.p2p && int(b.Peer[i]) != rs.rank {
-				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{send: true, comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
+				rs.msgs.add(p2pRec{send: true, comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
 					bytes: b.Bytes[i]})
+				rs.msgSpans.add(span{start, start + dur})
 			}
 			if int(b.Peer[i]) == rs.rank {
 				// A message to itself is a local copy (a parameter
@@ -254,15 +260,16 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			rs.pattern(comms[b.Comm[i]], names[b.Name[i]], algos[b.Algo[i]], b.Seq[i], b.Peer[i])
 		case trace.KindRecv:
 			if names[b.Name[i]] == rs.s.p2p && int(b.Peer[i]) != rs.rank {
-				rs.p2pMsgs = append(rs.p2pMsgs, p2pRec{comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
+				rs.msgs.add(p2pRec{comm: comms[b.Comm[i]], peer: b.Peer[i], tag: b.Seq[i], start: start, end: start + dur,
 					wait: b.Wait[i], bytes: b.Bytes[i]})
+				rs.msgSpans.add(span{start, start + dur})
 			}
 			rs.recv(names[b.Name[i]], b.Peer[i], b.Bytes[i], dur, b.Wait[i])
 			if names[b.Name[i]] != rs.s.p2p && int(b.Peer[i]) != rs.rank && b.Wait[i] > 0 {
 				rs.collWait(comms[b.Comm[i]], b.Seq[i], b.Wait[i])
 			}
 		case trace.KindCompute:
-			rs.compute = append(rs.compute, span{start, start + dur})
+			rs.compute.add(span{start, start + dur})
 			nt := rs.computeNames[names[b.Name[i]]]
 			if nt == nil {
 				nt = &NameTime{}
@@ -273,8 +280,12 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 		case trace.KindStep:
 			rs.steps = append(rs.steps, stepRec{step: b.Step[i], start: start, end: start + dur})
 		case trace.KindWait:
-			rs.waits = append(rs.waits, waitRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], peer: b.Peer[i], seq: b.Seq[i],
-				bytes: b.Bytes[i], start: start, end: start + dur})
+			w := waitRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], peer: b.Peer[i], seq: b.Seq[i],
+				bytes: b.Bytes[i], start: start, end: start + dur}
+			rs.waits.add(w)
+			if w.name == rs.s.p2p {
+				rs.msgs.wait(p2pWaitKey{w.comm, w.peer, w.seq, w.bytes, w.end})
+			}
 		case trace.KindReduce:
 			rs.reduce.add(float64(b.Bytes[i]), float64(dur))
 		case trace.KindMark:
@@ -312,14 +323,13 @@ func (rs *RankSummarizer) flushCalls() {
 	}
 }
 
-// p2pSpans returns the spans of the rank's point-to-point messages, in
-// the order they came.
-func (rs *RankSummarizer) p2pSpans() []span {
-	out := make([]span, len(rs.p2pMsgs))
-	for i, m := range rs.p2pMsgs {
-		out[i] = span{m.start, m.end}
-	}
-	return out
+// settle finishes what was read as it came, before the analyses read
+// it side by side: the calls held for their waits, the message waits
+// that found no message as they came, the spans merged.
+func (rs *RankSummarizer) settle() {
+	rs.flushCalls()
+	rs.msgs.settle()
+	rs.p2pSeq, rs.computeSeq = rs.msgSpans.seq(), rs.compute.seq()
 }
 
 // lateWaits returns the message waits no call of the rank's took as it

@@ -42,10 +42,10 @@ func pointToPoint(ranks []*RankSummarizer, sp []rankSpans, steps int) P2PStats {
 	var comm int64
 	for _, rs := range ranks {
 		comm += sp[rs.rank].comm.length()
-		out.TimeNS += length(union(rs.p2pSpans()))
+		out.TimeNS += rs.p2pSeq.length()
 		h := Hub{Rank: rs.rank}
 		peers := map[int32]bool{}
-		for _, m := range rs.p2pMsgs {
+		for m := range rs.msgs.all() {
 			if m.send || int(m.peer) == rs.rank {
 				continue
 			}

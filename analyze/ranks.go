@@ -29,7 +29,7 @@ type rankSpans struct {
 func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) []rankSpans {
 	haveWaits := false
 	for _, rs := range ranks {
-		haveWaits = haveWaits || len(rs.waits) > 0
+		haveWaits = haveWaits || rs.waits.n > 0
 	}
 	comm := make([]map[int32]*spanUnion, world)
 	blocked := make([]map[int32]*spanUnion, world) // the program blocked in: only needed with waits
@@ -53,8 +53,8 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 			}
 		}
 	})
-	seqs := func(m map[int32]*spanUnion, more []span) []*spanSeq {
-		out := []*spanSeq{packSpans(s.spill, union(more))}
+	seqs := func(m map[int32]*spanUnion, more ...*spanSeq) []*spanSeq {
+		out := more
 		for _, u := range m {
 			out = append(out, u.seq())
 		}
@@ -63,27 +63,23 @@ func (s *Summarizer) spans(ranks []*RankSummarizer, src *callSource, world int) 
 	out := make([]rankSpans, world)
 	for _, rs := range ranks {
 		r := rs.rank
-		cs := mergeSeqs(s.spill, seqs(comm[r], rs.p2pSpans())...)
+		cs := mergeSeqs(s.spill, seqs(comm[r], rs.p2pSeq)...)
 		comm[r] = nil
-		ps := packSpans(s.spill, union(slices.Clone(rs.compute)))
+		ps := rs.computeSeq
 		var ex *spanSeq
 		if haveWaits {
-			var bl []span
-			waited := map[p2pWaitKey]int{}
-			for _, w := range rs.waits {
-				bl = append(bl, span{w.start, w.end})
-				if w.name == s.p2p {
-					waited[p2pWaitKey{w.comm, w.peer, w.seq, w.bytes, w.end}]++
+			// Blocked: in its waits, and in the messages no wait
+			// completed.
+			ws, ms := spanUnion{sp: s.spill}, spanUnion{sp: s.spill}
+			for w := range rs.waits.all() {
+				ws.add(span{w.start, w.end})
+			}
+			for m := range rs.msgs.all() {
+				if !m.waited {
+					ms.add(span{m.start, m.end})
 				}
 			}
-			for _, m := range rs.p2pMsgs {
-				if k := (p2pWaitKey{m.comm, m.peer, m.tag, m.bytes, m.end}); waited[k] > 0 {
-					waited[k]--
-					continue
-				}
-				bl = append(bl, span{m.start, m.end})
-			}
-			ex = intersectSeq(s.spill, cs, mergeSeqs(s.spill, seqs(blocked[r], bl)...))
+			ex = intersectSeq(s.spill, cs, mergeSeqs(s.spill, seqs(blocked[r], ws.seq(), ms.seq())...))
 			blocked[r] = nil
 		} else {
 			ex = subtractSeq(s.spill, cs, intersectSeq(s.spill, cs, ps))

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/commprof/commprof/internal/stretch"
@@ -53,19 +52,29 @@ func (sm *ReplaySample) Describe(firstNS int64) (share, from, to string) {
 	return share, from, to
 }
 
+// replayRank is what the replay lays out of one rank besides its calls:
+// its messages, waits and steps, as they came.
+type replayRank struct {
+	rank    int
+	p2pMsgs []p2pRec
+	waits   []waitRec
+	steps   []stepRec
+}
+
 // replayWindow returns the ranks, calls and instances the replay lays
 // out: all of them when the run's operations fit in budget, else those
 // that started in the stretch in the middle of the run that holds about
 // budget of them, copied (the summary's other analyses read the
 // originals meanwhile). sample is nil when nothing was left out.
-func replayWindow(ranks []*RankSummarizer, src *callSource, cen *callCensus, budget int64) ([]*RankSummarizer, []callRec, [][2]int, *ReplaySample) {
+func replayWindow(ranks []*RankSummarizer, src *callSource, cen *callCensus, budget int64) ([]*replayRank, []callRec, [][2]int, *ReplaySample) {
 	total := int64(src.n)
 	for _, rs := range ranks {
-		total += int64(len(rs.p2pMsgs) + len(rs.waits) + 2*len(rs.steps))
+		total += int64(rs.msgs.n + rs.waits.n + 2*len(rs.steps))
 	}
+	all := func(int64) bool { return true }
 	if total <= budget {
-		calls, inst := src.collect(func(int64) bool { return true })
-		return ranks, calls, inst, nil
+		calls, inst := src.collect(all)
+		return replayRanks(ranks, true, 0, 0, nil), calls, inst, nil
 	}
 	lo, hi, seen := cen.lo, cen.hi, cen.seen
 	see := func(t int64) {
@@ -75,13 +84,13 @@ func replayWindow(ranks []*RankSummarizer, src *callSource, cen *callCensus, bud
 		lo, hi = min(lo, t), max(hi, t)
 	}
 	for _, rs := range ranks {
-		for _, m := range rs.p2pMsgs {
+		for m := range rs.msgs.all() {
 			see(m.start)
 		}
 	}
 	if !seen || hi <= lo {
-		calls, inst := src.collect(func(int64) bool { return true })
-		return ranks, calls, inst, nil
+		calls, inst := src.collect(all)
+		return replayRanks(ranks, true, 0, 0, nil), calls, inst, nil
 	}
 	// Count the operations by start time in fine buckets, then widen a
 	// stretch of buckets from the median operation's while it holds no
@@ -96,10 +105,10 @@ func replayWindow(ranks []*RankSummarizer, src *callSource, cen *callCensus, bud
 		}
 	})
 	for _, rs := range ranks {
-		for _, m := range rs.p2pMsgs {
+		for m := range rs.msgs.all() {
 			hist[bucket(m.start)]++
 		}
-		for _, w := range rs.waits {
+		for w := range rs.waits.all() {
 			hist[bucket(w.start)]++
 		}
 		for _, st := range rs.steps {
@@ -124,31 +133,48 @@ func replayWindow(ranks []*RankSummarizer, src *callSource, cen *callCensus, bud
 	for _, r := range wi {
 		keep[[2]int64{int64(wc[r[0]].comm), wc[r[0]].seq}] = true
 	}
-	wr := make([]*RankSummarizer, 0, len(ranks))
-	for _, rs := range ranks {
-		c := &RankSummarizer{s: rs.s, rank: rs.rank, world: rs.world, host: rs.host}
-		var last int64 // the last kept message's end: waits for it come before
-		for _, m := range rs.p2pMsgs {
-			if in(m.start) {
-				c.p2pMsgs = append(c.p2pMsgs, m)
-				last = max(last, m.end)
-			}
-		}
-		for _, w := range rs.waits {
-			if w.name == rs.s.p2p {
-				if w.start >= from && w.start <= last {
-					c.waits = append(c.waits, w)
-				}
-			} else if keep[[2]int64{int64(w.comm), w.seq}] {
-				c.waits = append(c.waits, w)
-			}
-		}
-		c.steps = slices.DeleteFunc(slices.Clone(rs.steps), func(st stepRec) bool { return !in(st.start) || st.end >= to })
-		wr = append(wr, c)
-	}
+	wr := replayRanks(ranks, false, from, to, keep)
 	kept := int64(len(wc))
 	for _, c := range wr {
 		kept += int64(len(c.p2pMsgs) + len(c.waits) + 2*len(c.steps))
 	}
 	return wr, wc, wi, &ReplaySample{FromNS: from, ToNS: to, Ops: kept, TotalOps: total}
+}
+
+// replayRanks copies what the replay lays out of each rank: everything
+// if whole, else the messages that started in [from, to), the waits of
+// those (which start from from up to the last kept message's end), the
+// collectives' waits keep holds, and the steps within [from, to).
+func replayRanks(ranks []*RankSummarizer, whole bool, from, to int64, keep map[[2]int64]bool) []*replayRank {
+	in := func(t int64) bool { return whole || (t >= from && t < to) }
+	out := make([]*replayRank, 0, len(ranks))
+	for _, rs := range ranks {
+		c := &replayRank{rank: rs.rank}
+		var last int64 // the last kept message's end: waits for it come before
+		for m := range rs.msgs.all() {
+			if in(m.start) {
+				c.p2pMsgs = append(c.p2pMsgs, m)
+				last = max(last, m.end)
+			}
+		}
+		for w := range rs.waits.all() {
+			switch {
+			case whole:
+			case w.name == rs.s.p2p:
+				if w.start < from || w.start > last {
+					continue
+				}
+			case !keep[[2]int64{int64(w.comm), w.seq}]:
+				continue
+			}
+			c.waits = append(c.waits, w)
+		}
+		for _, st := range rs.steps {
+			if whole || (in(st.start) && st.end < to) {
+				c.steps = append(c.steps, st)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package analyze
 import (
 	"cmp"
 	"encoding/binary"
+	"slices"
 )
 
 // Merged spans held packed, and built as they come: a rank's spans of
@@ -96,40 +97,85 @@ func (it *spanIter) next() {
 	it.cur, it.hi = span{lo, lo + l}, lo+l
 }
 
-// spanUnion merges spans handed over in order of their starts as they
-// come, into a spanSeq. A span that comes out of order makes it collect
-// every span, to be merged by union at the end: the result is union's
-// either way.
+// spanUnion merges spans as they come into a spanSeq. Spans come nearly
+// in order of their starts (a rank's calls on a communicator; messages
+// whose events are written when a wait completes them, after others
+// posted later): the last unionTail merged spans are held unpacked, and
+// a span that starts among them is merged in its place. One that starts
+// before them makes it collect every span, to be merged by union at the
+// end: the result is union's either way.
 type spanUnion struct {
-	sp   *logSpill
-	out  *spanSeq
-	cur  span
-	open bool
-	raw  []span // once a span came out of order
-	late bool
+	sp       *logSpill
+	out      *spanSeq
+	tail     []span // from head on: merged, apart and in order; before them, out's
+	head     int
+	pushedHi int64 // the end of out's last span
+	pushed   bool
+	raw      []span // once a span came out of order
+	late     bool
 }
 
+// unionTail is how many merged spans a spanUnion holds unpacked for
+// spans that come late.
+const unionTail = 256
+
 func (u *spanUnion) add(x span) {
-	switch {
-	case u.late:
+	if u.late {
 		u.raw = append(u.raw, x)
-	case !u.open:
-		u.cur, u.open = x, true
-		if u.out == nil {
-			u.out = newSpanSeq(u.sp)
+		return
+	}
+	t := u.tail[u.head:]
+	if n := len(t); n > 0 && x.lo >= t[n-1].lo {
+		if x.lo <= t[n-1].hi {
+			t[n-1].hi = max(t[n-1].hi, x.hi)
+			return
 		}
-	case x.lo < u.cur.lo:
-		// Out of order: the spans merged so far, and every one from now.
+		if n == unionTail {
+			u.push()
+		}
+		u.tail = append(u.tail, x)
+		return
+	}
+	if u.pushed && x.lo <= u.pushedHi {
+		// Before the spans held: the spans merged so far, and every
+		// one from now, are merged at the end.
 		for it := u.out.iter(); it.ok; it.next() {
 			u.raw = append(u.raw, it.cur)
 		}
-		u.raw = append(u.raw, u.cur, x)
-		u.out, u.late = nil, true
-	case x.lo <= u.cur.hi:
-		u.cur.hi = max(u.cur.hi, x.hi)
-	default:
-		u.out.push(u.cur)
-		u.cur = x
+		u.raw = append(append(u.raw, t...), x)
+		u.out, u.tail, u.head, u.late = nil, nil, 0, true
+		return
+	}
+	// Among the spans held (or the first): merged in its place.
+	i, _ := slices.BinarySearchFunc(t, x.lo, func(s span, lo int64) int { return cmp.Compare(s.lo, lo) })
+	if i > 0 && x.lo <= t[i-1].hi {
+		i--
+		t[i].hi = max(t[i].hi, x.hi)
+	} else {
+		t = slices.Insert(t, i, x)
+	}
+	j := i + 1
+	for j < len(t) && t[j].lo <= t[i].hi {
+		t[i].hi = max(t[i].hi, t[j].hi)
+		j++
+	}
+	u.tail, u.head = slices.Delete(t, i+1, j), 0
+	if len(u.tail) > unionTail {
+		u.push()
+	}
+}
+
+// push packs the first span held; the spans held move to the front of
+// tail now and then, not at each push.
+func (u *spanUnion) push() {
+	if u.out == nil {
+		u.out = newSpanSeq(u.sp)
+	}
+	x := u.tail[u.head]
+	u.out.push(x)
+	u.pushedHi, u.pushed = x.hi, true
+	if u.head++; u.head == unionTail {
+		u.tail, u.head = u.tail[:copy(u.tail, u.tail[u.head:])], 0
 	}
 }
 
@@ -138,9 +184,8 @@ func (u *spanUnion) seq() *spanSeq {
 	if u.late {
 		return packSpans(u.sp, union(u.raw))
 	}
-	if u.open {
-		u.out.push(u.cur)
-		u.open = false
+	for u.head < len(u.tail) {
+		u.push()
 	}
 	if u.out == nil {
 		return newSpanSeq(u.sp)

@@ -302,8 +302,9 @@ func (s *Summarizer) stragglers(ranks []*RankSummarizer, src *callSource, cen *c
 	out := Stragglers{Ranks: []RankCost{}, Named: []int{}, NoiseBoundNS: -1}
 	var calls []callRec
 	var inst [][2]int
-	ranks, calls, inst, out.Sample = replayWindow(ranks, src, cen, cmp.Or(s.meta.ReplayOps, replayBudget))
-	rp := s.newReplayer(ranks, calls, inst)
+	rr, calls, inst, sample := replayWindow(ranks, src, cen, cmp.Or(s.meta.ReplayOps, replayBudget))
+	out.Sample = sample
+	rp := s.newReplayer(rr, calls, inst)
 	if rp == nil {
 		out.Reason = "the run has no communication between ranks to replay"
 		if out.Sample != nil {
@@ -626,7 +627,7 @@ func (rp *replayer) hasSteps() bool { return rp.steps }
 
 // newReplayer lays out each rank's program operations; nil if there are
 // none that involve another rank.
-func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst [][2]int) *replayer {
+func (s *Summarizer) newReplayer(ranks []*replayRank, calls []callRec, inst [][2]int) *replayer {
 	rp := &replayer{calls: calls, inst: inst, instOf: make([]int32, len(calls)), deps: make([]depMode, len(inst)), name: s.str}
 	multi := false
 	rp.rootMember = make([]int32, len(inst))
@@ -714,7 +715,7 @@ func (s *Summarizer) newReplayer(ranks []*RankSummarizer, calls []callRec, inst 
 				pw[k] = append(pw[k], w)
 			}
 		}
-		mine := slices.Clone(rs.p2pMsgs)
+		mine := rs.p2pMsgs // the replay's own copy
 		slices.SortStableFunc(mine, func(a, b p2pRec) int { return cmp.Compare(a.start, b.start) })
 		type span2 struct{ start, end int64 }
 		groups := map[span2][]int32{}

@@ -129,6 +129,9 @@ func (s *Summarizer) Finalize() *Summary {
 	ext, far := s.extent(ranks)
 	sum.Problems = append(sum.Problems, far...)
 
+	for _, rs := range ranks {
+		rs.settle()
+	}
 	s.ord = s.stringOrder()
 	src := s.callSource(ranks, s.classifyCalls(ranks), rows)
 	cen := s.census(ranks, src)
