@@ -252,8 +252,8 @@ func p2pFindings(s *Summary) []string {
 	if p.Share < 0.5 || p.Messages == 0 {
 		return nil
 	}
-	out := []string{fmt.Sprintf("point-to-point messages (Send and Recv, such as a parameter server's pushes and pulls) are %s of communication time: %d messages, %s",
-		pct(p.Share), p.Messages, units.Bytes(p.Bytes))}
+	out := []string{fmt.Sprintf("point-to-point messages (Send and Recv, such as a parameter server's pushes and pulls) are %s of communication time: %s messages, %s",
+		pct(p.Share), units.Int(float64(p.Messages)), units.Bytes(p.Bytes))}
 	for i, h := range p.Hubs {
 		if i == 2 {
 			break

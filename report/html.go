@@ -214,7 +214,7 @@ func runTitle(r analyze.RunInfo) string {
 
 func runSubtitle(r analyze.RunInfo) string {
 	parts := []string{fmt.Sprintf("%d ranks on %d host(s)", r.WorldSize, max(len(r.Hosts), 1)),
-		fmt.Sprintf("%d events", r.Events), units.Duration(float64(r.SpanNS)) + " recorded"}
+		units.Int(float64(r.Events)) + " events", units.Duration(float64(r.SpanNS)) + " recorded"}
 	if r.Source != nil && r.Source.Untimed {
 		parts[2] = "no times in the source"
 	}
