@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/commprof/commprof/trace"
@@ -193,10 +194,10 @@ func (b *budget) add(bytes, events int64) {
 }
 
 func newKeeper(cols []string, kinds []trace.Kind, shared *budget) *keeper {
+	// The stage is taken from stagePool when rows come, and given back
+	// when the stream is read (finish): a run of thousands of streams
+	// holds the stages of the streams being read.
 	k := &keeper{cols: cols, shared: shared, stage: make([][]int64, len(cols)), dicts: make([][]string, len(cols))}
-	for c := range k.stage {
-		k.stage[c] = make([]int64, 0, chunkRows)
-	}
 	for _, c := range cols {
 		k.descs = append(k.descs, keepable[c])
 	}
@@ -252,6 +253,9 @@ func (k *keeper) add(b *trace.Batch) {
 		n := min(len(k.rows)-done, chunkRows-at)
 		rows := k.rows[done : done+n]
 		for c, d := range k.descs {
+			if k.stage[c] == nil {
+				k.stage[c] = (*stagePool.Get().(*[]int64))[:0]
+			}
 			st := k.stage[c][:at+n]
 			dst := st[at:]
 			switch d.kind {
@@ -311,6 +315,28 @@ func (k *keeper) flush() {
 	k.chunks = append(k.chunks, ch)
 	k.shared.add(size, int64(n))
 }
+
+// finish packs the rows staged once the stream is read, and lets the
+// stage go: a stream's stage takes up to chunkRows events of every kept
+// column (768 KiB for a timeline's), and 512 streams' stages held to the
+// end of the read took 388 MB.
+func (k *keeper) finish() {
+	k.flush()
+	for c, st := range k.stage {
+		if st != nil {
+			stagePool.Put(&st)
+		}
+		k.stage[c] = nil
+	}
+	k.rows = nil
+}
+
+// stagePool holds the columns of stages let go, for the streams read
+// after: a stream's stage is taken when its first kept event comes.
+var stagePool = sync.Pool{New: func() any {
+	s := make([]int64, 0, chunkRows)
+	return &s
+}}
 
 // drop gives up keeping: the run is over the budget.
 func (k *keeper) drop() {

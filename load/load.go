@@ -102,7 +102,11 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 	own := len(meta.Problems) // Finalize adds its own after these
 	sum := analyze.NewSummarizer(meta)
 	rs := make([]*analyze.RankSummarizer, len(rf.Streams))
-	cut, bad, err := scan(ctx, rf, cols, func(i int, info trace.RankInfo, b *trace.Batch) {
+	var done func(i int)
+	if run.keepers != nil {
+		done = func(i int) { run.keepers[i].finish() }
+	}
+	cut, bad, err := scanStreams(ctx, rf, cols, func(i int, info trace.RankInfo, b *trace.Batch) {
 		if rs[i] == nil {
 			rs[i] = sum.Rank(info.Rank, info.Host)
 		}
@@ -110,7 +114,7 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 		if run.keepers != nil {
 			run.keepers[i].add(b)
 		}
-	})
+	}, done)
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +132,6 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 		}
 		rs[i].SetTruncated()
 		meta.Problems = append(meta.Problems, fmt.Sprintf("rank %d: %v", rf.Streams[i].Rank, c))
-	}
-	for _, k := range run.keepers {
-		k.flush()
 	}
 	if shared.over.Load() {
 		run.keepers = nil // for the collector: Replay reads the run again
@@ -214,6 +215,12 @@ func Events(ctx context.Context, dir string, cols []string, sink func(stream, ra
 // bad[i] says why it was left out. A run none of whose streams is a
 // trace is an error.
 func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int, info trace.RankInfo, b *trace.Batch)) (cut, bad []error, err error) {
+	return scanStreams(ctx, rf, cols, fn, nil)
+}
+
+// scanStreams is scan, calling done(i) (if not nil) from stream i's
+// goroutine once the stream is read, whatever ended it.
+func scanStreams(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int, info trace.RankInfo, b *trace.Batch), done func(i int)) (cut, bad []error, err error) {
 	errs := make([]error, len(rf.Streams))
 	cut = make([]error, len(rf.Streams))
 	bad = make([]error, len(rf.Streams))
@@ -241,6 +248,9 @@ func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int,
 				bad[i], err = err, nil
 			}
 			errs[i] = err
+			if done != nil {
+				done(i)
+			}
 		}()
 	}
 	wg.Wait()
