@@ -106,7 +106,7 @@ func Load(ctx context.Context, dir string, keep *Keep) (*Run, error) {
 	if run.keepers != nil {
 		done = func(i int) { run.keepers[i].finish() }
 	}
-	cut, bad, err := scanStreams(ctx, rf, cols, func(i int, info trace.RankInfo, b *trace.Batch) {
+	cut, bad, err := scanStreams(ctx, rf, cols, nil, func(i int, info trace.RankInfo, b *trace.Batch) {
 		if rs[i] == nil {
 			rs[i] = sum.Rank(info.Rank, info.Host)
 		}
@@ -195,6 +195,26 @@ func (r *Run) Replay(ctx context.Context, sink func(stream, rank int) func(*trac
 // during the call. A cut stream is not an error here (Summary lists it
 // among the run's problems): its complete batches are fed.
 func Events(ctx context.Context, dir string, cols []string, sink func(stream, rank int) func(*trace.Batch)) error {
+	return events(ctx, dir, cols, nil, sink)
+}
+
+// EventsWithin is Events, feeding only the batches that hold an event
+// overlapping [from, to) (ns by the run's clock, start < to and start +
+// dur >= from); the others are read for their start and dur alone, or,
+// where spans (by stream index, may be nil) give a batch's extent as an
+// earlier read saw it (trace.BatchSpan), not decoded at all. The batches
+// fed hold other events too.
+func EventsWithin(ctx context.Context, dir string, cols []string, from, to int64, spans [][][2]int64, sink func(stream, rank int) func(*trace.Batch)) error {
+	return events(ctx, dir, cols, &within{from, to, spans}, sink)
+}
+
+// within is what EventsWithin reads.
+type within struct {
+	from, to int64
+	spans    [][][2]int64
+}
+
+func events(ctx context.Context, dir string, cols []string, in *within, sink func(stream, rank int) func(*trace.Batch)) error {
 	rf, err := trace.OpenRun(dir)
 	if err != nil {
 		return err
@@ -203,7 +223,7 @@ func Events(ctx context.Context, dir string, cols []string, sink func(stream, ra
 	for i, st := range rf.Streams {
 		fns[i] = sink(i, st.Rank)
 	}
-	_, _, err = scan(ctx, rf, cols, func(i int, _ trace.RankInfo, b *trace.Batch) { fns[i](b) })
+	_, _, err = scanStreams(ctx, rf, cols, in, func(i int, _ trace.RankInfo, b *trace.Batch) { fns[i](b) }, nil)
 	return err
 }
 
@@ -215,12 +235,13 @@ func Events(ctx context.Context, dir string, cols []string, sink func(stream, ra
 // bad[i] says why it was left out. A run none of whose streams is a
 // trace is an error.
 func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int, info trace.RankInfo, b *trace.Batch)) (cut, bad []error, err error) {
-	return scanStreams(ctx, rf, cols, fn, nil)
+	return scanStreams(ctx, rf, cols, nil, fn, nil)
 }
 
-// scanStreams is scan, calling done(i) (if not nil) from stream i's
-// goroutine once the stream is read, whatever ended it.
-func scanStreams(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int, info trace.RankInfo, b *trace.Batch), done func(i int)) (cut, bad []error, err error) {
+// scanStreams is scan, reading only the batches that hold events in
+// in's window (if in is not nil; see trace.ScanStreamWithin), and calling done(i) (if not nil) from stream
+// i's goroutine once the stream is read, whatever ended it.
+func scanStreams(ctx context.Context, rf *trace.RunFiles, cols []string, in *within, fn func(i int, info trace.RankInfo, b *trace.Batch), done func(i int)) (cut, bad []error, err error) {
 	errs := make([]error, len(rf.Streams))
 	cut = make([]error, len(rf.Streams))
 	bad = make([]error, len(rf.Streams))
@@ -234,13 +255,23 @@ func scanStreams(ctx context.Context, rf *trace.RunFiles, cols []string, fn func
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := rf.ScanStream(i, cols, func(info trace.RankInfo, b *trace.Batch) error {
+			each := func(info trace.RankInfo, b *trace.Batch) error {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 				fn(i, info, b)
 				return nil
-			})
+			}
+			var err error
+			if in != nil {
+				var spans [][2]int64
+				if i < len(in.spans) {
+					spans = in.spans[i]
+				}
+				err = rf.ScanStreamWithin(i, cols, in.from, in.to, spans, each)
+			} else {
+				err = rf.ScanStream(i, cols, each)
+			}
 			switch {
 			case errors.Is(err, trace.ErrTruncated):
 				cut[i], err = err, nil

@@ -2,6 +2,9 @@ package report
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -48,7 +51,27 @@ type Timeline struct {
 	Links     [][2]int       `json:"links"`
 	Windows   [][2]int64     `json:"windows"`
 	Truncated int64          `json:"truncated"` // events drawn only as occupancy, not in Events
+
+	base *TimelineBase // the part that does not depend on the windows of detail
 }
+
+// TimelineBase is the part of a run's timeline that does not depend on
+// where its detail is: the ranks drawn, the occupancy bins and the names
+// they use, and how many events are drawn. Building it reads every event
+// of the run; a server that answers windows of detail (ReadTimelineWindow)
+// builds it once and then reads only the batches that hold a window.
+type TimelineBase struct {
+	bins  int // the Bins option it was built with
+	ranks []int
+	hosts []string
+	occ   TimelineBins
+	names []string
+	drawn int64
+	spans [][][2]int64 // by stream: the extent of each of its batches (ReadTimeline's)
+}
+
+// Base returns the part of t that does not depend on its windows.
+func (t *Timeline) Base() *TimelineBase { return t.base }
 
 // TimelineBins is per-mille occupancy of N equal bins per rank and lane.
 type TimelineBins struct {
@@ -101,7 +124,8 @@ type timelineBuilder struct {
 	sum     *analyze.Summary
 	opt     TimelineOptions
 	t0, w   int64
-	windows [][2]int64 // candidates, twice the budget wide
+	windows [][2]int64    // candidates, twice the budget wide
+	base    *TimelineBase // given: the bins are not built again
 	ranks   map[int]*timelineRank
 	rankIDs []int
 	show    map[int]bool // the ranks drawn; nil for all (shownRanks)
@@ -241,12 +265,16 @@ func (tr *timelineRank) addBatch(bt *trace.Batch) {
 		}
 		tr.n++
 		start, dur := bt.Start[i], bt.Dur[i]
+		name := bt.Name[i]
+		if b.base != nil {
+			tr.detail(bt, i, name)
+			continue
+		}
 		row := tr.rows[lane]
 		if row == nil {
 			row = &binRow{busy: make([]int64, b.opt.Bins), top: make([][3]nameTime, b.opt.Bins)}
 			tr.rows[lane] = row
 		}
-		name := bt.Name[i]
 		lo := start - b.t0
 		hi := lo + max(dur, 1)
 		for k := max(lo/b.w, 0); k < int64(b.opt.Bins) && k*b.w < hi; k++ {
@@ -257,13 +285,19 @@ func (tr *timelineRank) addBatch(bt *trace.Batch) {
 			row.busy[k] += ov
 			row.note(int(k), name, ov)
 		}
-		for _, w := range b.windows {
-			if start < w[1] && start+dur >= w[0] {
-				tr.evs = append(tr.evs, trace.Event{Rank: int32(tr.rank), Kind: bt.Kind[i], Name: bt.Names[name], Start: start, Dur: dur,
-					Bytes: bt.Bytes[i], Peer: bt.Peer[i], Seq: bt.Seq[i], Step: bt.Step[i], Algo: bt.Algos[bt.Algo[i]],
-					Chunk: bt.Chunk[i], Comm: bt.Comms[bt.Comm[i]], Wait: bt.Wait[i]})
-				break
-			}
+		tr.detail(bt, i, name)
+	}
+}
+
+// detail keeps event i of bt if it is in one of the windows of detail.
+func (tr *timelineRank) detail(bt *trace.Batch, i int, name int32) {
+	start, dur := bt.Start[i], bt.Dur[i]
+	for _, w := range tr.b.windows {
+		if start < w[1] && start+dur >= w[0] {
+			tr.evs = append(tr.evs, trace.Event{Rank: int32(tr.rank), Kind: bt.Kind[i], Name: bt.Names[name], Start: start, Dur: dur,
+				Bytes: bt.Bytes[i], Peer: bt.Peer[i], Seq: bt.Seq[i], Step: bt.Step[i], Algo: bt.Algos[bt.Algo[i]],
+				Chunk: bt.Chunk[i], Comm: bt.Comms[bt.Comm[i]], Wait: bt.Wait[i]})
+			return
 		}
 	}
 }
@@ -295,22 +329,45 @@ func (b *timelineBuilder) finalize() *Timeline {
 	td := &Timeline{T1: s.Run.SpanNS, Lanes: timelineLanes[:], Names: []string{}, Algos: []string{}, Comms: []string{},
 		Ranks: []int{}, Hosts: []string{}, Links: [][2]int{}, Windows: [][2]int64{}}
 	td.Bins = TimelineBins{N: b.opt.Bins, Width: b.w, Rows: []TimelineRow{}}
-	ids := map[string]int32{}
-	intern := func(list *[]string, m map[string]int32, str string) int32 {
-		if i, ok := m[str]; ok {
-			return i
+	ids := map[string]int32{} // td.Names' indices
+	slices.Sort(b.rankIDs)
+	var drawn int64
+	if base := b.base; base != nil {
+		td.Ranks, td.Hosts, td.Bins = slices.Clone(base.ranks), slices.Clone(base.hosts), base.occ
+		for _, n := range base.names {
+			intern(&td.Names, ids, n)
 		}
-		i := int32(len(*list))
-		*list = append(*list, str)
-		m[str] = i
+		drawn = base.drawn
+	} else {
+		drawn = b.bins(td, ids)
+	}
+	td.base = &TimelineBase{bins: b.opt.Bins, ranks: td.Ranks, hosts: td.Hosts, occ: td.Bins, names: slices.Clone(td.Names), drawn: drawn}
+	b.details(td, ids, drawn)
+	return td
+}
+
+// intern returns str's index in list, whose indices m holds, adding it.
+func intern(list *[]string, m map[string]int32, str string) int32 {
+	if i, ok := m[str]; ok {
 		return i
 	}
-	slices.Sort(b.rankIDs)
+	i := int32(len(*list))
+	*list = append(*list, str)
+	m[str] = i
+	return i
+}
+
+// bins fills td's ranks, hosts and occupancy bins, interning the names
+// the bins show in td.Names (ids), and returns how many events are drawn.
+func (b *timelineBuilder) bins(td *Timeline, ids map[string]int32) int64 {
+	s := b.sum
 	hosts := map[int]string{}
 	for _, r := range s.Ranks {
 		hosts[r.Rank] = r.Host
 	}
+	var drawn int64
 	for _, r := range b.rankIDs {
+		drawn += b.ranks[r].n
 		td.Ranks = append(td.Ranks, r)
 		td.Hosts = append(td.Hosts, hosts[r])
 		tr := b.ranks[r]
@@ -335,7 +392,13 @@ func (b *timelineBuilder) finalize() *Timeline {
 			td.Bins.Rows = append(td.Bins.Rows, out)
 		}
 	}
+	return drawn
+}
 
+// details fills td's events of detail, their windows and the links
+// between them; td.Names holds the names the bins show (ids), and drawn
+// is how many events the timeline draws.
+func (b *timelineBuilder) details(td *Timeline, ids map[string]int32, drawn int64) {
 	// Detail: keep the windows' events, shrinking the windows around their
 	// centres until they fit the budget.
 	var all []trace.Event
@@ -372,10 +435,6 @@ func (b *timelineBuilder) finalize() *Timeline {
 		if inWindows(&all[i], windows) {
 			kept = append(kept, all[i])
 		}
-	}
-	var drawn int64
-	for _, r := range b.rankIDs {
-		drawn += b.ranks[r].n
 	}
 	td.Truncated = drawn - int64(len(kept))
 	for _, w := range windows {
@@ -437,7 +496,6 @@ func (b *timelineBuilder) finalize() *Timeline {
 	for _, l := range analyze.MatchMessages(ranks) {
 		td.Links = append(td.Links, [2]int{base[l.Send.Rank] + l.Send.Index, base[l.Recv.Rank] + l.Recv.Index})
 	}
-	return td
 }
 
 // TimelineKeep is what a timeline needs of a run's events, for
@@ -466,13 +524,61 @@ func BuildTimeline(ctx context.Context, run *load.Run, opt TimelineOptions) (*Ti
 	return tb.finalize(), nil
 }
 
-// ReadTimeline reads the run in dir for its timeline; s is the run's
-// summary. It decodes only the columns the timeline needs.
-func ReadTimeline(ctx context.Context, dir string, s *analyze.Summary, opt TimelineOptions) (*Timeline, error) {
+// ReadTimelineWindow is ReadTimeline for a timeline whose detail is
+// opt.Window, given its base (Timeline.Base of a timeline of the same run
+// and summary with the same Bins option): it reads only the batches that
+// hold events of the window, and its answer is ReadTimeline's.
+func ReadTimelineWindow(ctx context.Context, dir string, s *analyze.Summary, opt TimelineOptions, base *TimelineBase) (*Timeline, error) {
+	w := opt.Window
+	if w[1] <= w[0] {
+		return nil, fmt.Errorf("a timeline window needs its end after its start: [%d, %d)", w[0], w[1])
+	}
 	tb := newTimeline(s, opt)
-	err := load.Events(ctx, dir, timelineColumns, func(_, rank int) func(*trace.Batch) { return tb.sink(rank) })
+	switch {
+	case base == nil:
+		return nil, errors.New("a timeline window needs the timeline's base")
+	case base.bins != tb.opt.Bins:
+		return nil, fmt.Errorf("the timeline's base was built with %d bins, not %d", base.bins, tb.opt.Bins)
+	}
+	tb.base = base
+	err := load.EventsWithin(ctx, dir, timelineColumns, tb.windows[0][0], tb.windows[0][1], base.spans, func(_, rank int) func(*trace.Batch) { return tb.sink(rank) })
 	if err != nil {
 		return nil, err
 	}
 	return tb.finalize(), nil
+}
+
+// ReadTimeline reads the run in dir for its timeline; s is the run's
+// summary. It decodes only the columns the timeline needs.
+func ReadTimeline(ctx context.Context, dir string, s *analyze.Summary, opt TimelineOptions) (*Timeline, error) {
+	tb := newTimeline(s, opt)
+	// Each batch's extent, for the windows read later (ReadTimelineWindow).
+	var lists []*[][2]int64 // by stream
+	err := load.Events(ctx, dir, timelineColumns, func(stream, rank int) func(*trace.Batch) {
+		for len(lists) <= stream {
+			lists = append(lists, nil)
+		}
+		own := new([][2]int64)
+		lists[stream] = own
+		sink := tb.sink(rank)
+		return func(b *trace.Batch) {
+			sp, ok := trace.BatchSpan(b)
+			if !ok {
+				sp = [2]int64{math.MaxInt64, math.MinInt64} // holds nothing
+			}
+			*own = append(*own, sp)
+			sink(b)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	td := tb.finalize()
+	td.base.spans = make([][][2]int64, len(lists))
+	for i, l := range lists {
+		if l != nil {
+			td.base.spans[i] = *l
+		}
+	}
+	return td, nil
 }

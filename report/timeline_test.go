@@ -189,3 +189,52 @@ func TestBuildTimelineEqualsSecondRead(t *testing.T) {
 		}
 	}
 }
+
+// A window of detail read with the timeline's base (only the batches that
+// hold the window's events, their extents known or read) is the window
+// ReadTimeline builds from every event: the same JSON, for windows inside
+// a step, across many, covering the run, before and beyond it, and small
+// enough budgets of detail that the window shrinks.
+func TestReadTimelineWindowIsReadTimeline(t *testing.T) {
+	dir := t.TempDir()
+	writeSteps(t, dir, 600) // 4 ranks × 10,200 events, in batches of 500
+	ctx := context.Background()
+	s, err := load.Summary(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := ReadTimeline(ctx, dir, s, TimelineOptions{Detail: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := full.Base()
+	if len(base.spans) != 4 || len(base.spans[0]) != 21 {
+		t.Fatalf("the base holds the extents of %d streams' batches (%d of the first's), want 4 streams of 21", len(base.spans), len(base.spans[0]))
+	}
+	unknown := *base
+	unknown.spans = nil // every batch's times decoded to tell
+	span := s.Run.SpanNS
+	for _, w := range [][2]int64{{0, 1}, {1_000_000, 1_000_001}, {30_000_000, 31_000_000}, {123_456_789, 500_000_000},
+		{0, span + 1}, {span - 10, span + 10}, {span + 10, span + 20}} {
+		for _, detail := range []int{200, 200_000} {
+			opt := TimelineOptions{Detail: detail, Window: w}
+			want, err := ReadTimeline(ctx, dir, s, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wj, _ := json.Marshal(want)
+			for _, b := range []*TimelineBase{base, &unknown} {
+				got, err := ReadTimelineWindow(ctx, dir, s, opt, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gj, _ := json.Marshal(got); string(gj) != string(wj) {
+					t.Fatalf("window %v, detail %d, extents known %v: differs from ReadTimeline's:\n%.600s\nvs\n%.600s", w, detail, b.spans != nil, gj, wj)
+				}
+			}
+		}
+	}
+	if _, err := ReadTimelineWindow(ctx, dir, s, TimelineOptions{Bins: 7, Window: [2]int64{0, 10}}, base); err == nil {
+		t.Errorf("a base of %d bins answered a window of 7", base.bins)
+	}
+}

@@ -65,6 +65,25 @@ func BatchOf(evs []Event) *Batch {
 	return b
 }
 
+// NextBatchWhere is NextBatch, passing over the batches that pass names
+// by their place among the stream's record batches (0 for the first), not
+// decoding them, and those for which keep says no: keep is given each
+// batch with only its start and dur columns decoded (the others nil), and
+// the batches it keeps are decoded to the Reader's columns. Either may be
+// nil. A filter over time (a timeline's window) so reads a long stream at
+// the cost of two columns, or, where the batches' times are known, of
+// none.
+func (r *Reader) NextBatchWhere(b *Batch, pass func(k int) bool, keep func(*Batch) bool) error {
+	if r.done {
+		return io.EOF
+	}
+	err := r.readWhere(b, &r.need, pass, keep)
+	if err != nil {
+		r.done = true
+	}
+	return err
+}
+
 // NextBatch reads the next batch into b, decoding the columns the
 // Reader's options name. It returns io.EOF after the last batch of a
 // complete stream and a *TruncatedError if the stream was cut; Next and

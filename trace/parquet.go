@@ -90,7 +90,7 @@ func (r *RunFiles) WriteParquet(ctx context.Context, i int, w io.Writer, opt Par
 	err = r.scanStream(i, nil, func(in RankInfo) error {
 		info = in
 		return pw.open(w, in, r.runID(in), r.WorldSize(), opt.RowGroupRows)
-	}, func(_ RankInfo, b *Batch) error {
+	}, nil, func(_ RankInfo, b *Batch) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

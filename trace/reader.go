@@ -170,7 +170,19 @@ func (r *Reader) next(dst []Event) ([]Event, error) {
 
 // read decodes the next record batch into b, applying the dictionary
 // batches before it.
-func (r *Reader) read(b *Batch, need *[numCols]bool) (err error) {
+func (r *Reader) read(b *Batch, need *[numCols]bool) error { return r.readWhere(b, need, nil, nil) }
+
+// timeCols are the columns a batch filter (NextBatchWhere) sees.
+var timeCols = func() (c [numCols]bool) {
+	c[3], c[4] = true, true // start_ns, dur_ns
+	return c
+}()
+
+// readWhere is read, passing over the record batches that pass (if not
+// nil) names by their place among the stream's batches, undecoded, and
+// those for which keep (if not nil), given a batch of only its start and
+// dur columns, says no: their other columns are not decoded.
+func (r *Reader) readWhere(b *Batch, need *[numCols]bool, pass func(k int) bool, keep func(*Batch) bool) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = r.cut(fmt.Errorf("corrupt batch: %v", p))
@@ -192,6 +204,23 @@ func (r *Reader) read(b *Batch, need *[numCols]bool) (err error) {
 				return r.cut(err)
 			}
 		case msgRecordBatch:
+			if pass != nil && pass(r.batches) {
+				r.batches++
+				continue
+			}
+			if keep != nil {
+				if err := r.dec.batch(meta, body, b, &timeCols); err != nil {
+					return r.cut(err)
+				}
+				if err := r.check(b); err != nil {
+					return r.cut(err)
+				}
+				if !keep(b) {
+					r.batches++
+					r.events += int64(b.Len)
+					continue
+				}
+			}
 			if err := r.dec.batch(meta, body, b, need); err != nil {
 				return r.cut(err)
 			}

@@ -164,7 +164,38 @@ func (r *RunFiles) WorldSize() int {
 // returns a *TruncatedError (wrapped with the file's name); an error from
 // fn stops the scan and is returned as is.
 func (r *RunFiles) ScanStream(i int, cols []string, fn func(info RankInfo, b *Batch) error) error {
-	return r.scanStream(i, cols, nil, fn)
+	return r.scanStream(i, cols, nil, nil, fn)
+}
+
+// ScanStreamWithin is ScanStream, passing over the batches none of whose
+// events overlaps [from, to) by the run's clock (start < to and start +
+// dur >= from, as a timeline's window holds them): those batches'
+// columns other than start and dur are not decoded, and fn does not see
+// them. spans, if not nil, are the stream's batches' extents by the run's
+// clock, as a read before saw them (BatchSpan): a batch whose extent
+// misses the window is then not decoded at all.
+func (r *RunFiles) ScanStreamWithin(i int, cols []string, from, to int64, spans [][2]int64, fn func(info RankInfo, b *Batch) error) error {
+	return r.scanStream(i, cols, nil, &window{from, to, spans}, fn)
+}
+
+// window is what ScanStreamWithin reads.
+type window struct {
+	from, to int64
+	spans    [][2]int64
+}
+
+// BatchSpan is the extent of b's events: their first start and last
+// end, for ScanStreamWithin's spans; ok is false for a batch without
+// start and dur or without events.
+func BatchSpan(b *Batch) (span [2]int64, ok bool) {
+	if b.Len == 0 || len(b.Start) < b.Len || len(b.Dur) < b.Len {
+		return span, false
+	}
+	span = [2]int64{b.Start[0], b.Start[0] + b.Dur[0]}
+	for j, t := range b.Start[:b.Len] {
+		span[0], span[1] = min(span[0], t), max(span[1], t+b.Dur[j])
+	}
+	return span, true
 }
 
 // readerPool holds the 1 MiB read buffers of streams read, for the
@@ -174,7 +205,7 @@ var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<
 
 // scanStream is ScanStream, calling start (if not nil) with the stream's
 // facts once its schema is read, before any batch.
-func (r *RunFiles) scanStream(i int, cols []string, start func(RankInfo) error, fn func(info RankInfo, b *Batch) error) error {
+func (r *RunFiles) scanStream(i int, cols []string, start func(RankInfo) error, within *window, fn func(info RankInfo, b *Batch) error) error {
 	s := r.Streams[i]
 	f, st, err := openRegular(s.Path)
 	if err != nil {
@@ -204,8 +235,28 @@ func (r *RunFiles) scanStream(i int, cols []string, start func(RankInfo) error, 
 	off, drift, at := clockOf(info, r.Manifest)
 	var b Batch
 	var aligned []int64
+	var pass func(int) bool
+	var keep func(*Batch) bool
+	if w := within; w != nil {
+		pass = func(k int) bool {
+			// A batch beyond those known (a stream grown since) is
+			// decoded for its times.
+			return k < len(w.spans) && (w.spans[k][0] >= w.to || w.spans[k][1] < w.from)
+		}
+		keep = func(b *Batch) bool {
+			for j, t := range b.Start[:b.Len] {
+				if off != 0 || drift != 0 {
+					t = alignTime(t, off, drift, at)
+				}
+				if t < w.to && t+b.Dur[j] >= w.from {
+					return true
+				}
+			}
+			return false
+		}
+	}
 	for {
-		err := rd.NextBatch(&b)
+		err := rd.NextBatchWhere(&b, pass, keep)
 		if err == io.EOF {
 			return nil
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -967,5 +968,101 @@ func TestBatchOf(t *testing.T) {
 	}
 	if len(b.Labels) != 3 {
 		t.Errorf("labels dictionary %q, want 3 values", b.Labels)
+	}
+}
+
+// ScanStreamWithin feeds exactly the batches that hold an event
+// overlapping its window by the run's clock (the manifest moves the
+// rank's clock here), the same batches ScanStream feeds, whether the
+// batches' extents are given (the others then not decoded) or read.
+func TestScanStreamWithin(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, RankInfo{Rank: 0, WorldSize: 4}, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range 10 {
+		evs := sample(0, 60, b)
+		for i := range evs {
+			evs[i].Start += int64(b) * 100_000
+		}
+		if b == 3 {
+			evs[10].Dur = 450_000 // reaches into batch 7's time
+		}
+		if err := w.Write(evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, RankFile(0)), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &Manifest{FormatVersion: FormatVersion, RunID: "r", WorldSize: 4, Status: StatusComplete, Ranks: []RankEntry{{Rank: 0, ClockOffsetNS: 5000}}}
+	if err := WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := OpenRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all [][]Event
+	var spans [][2]int64
+	err = rf.ScanStream(0, nil, func(_ RankInfo, b *Batch) error {
+		sp, _ := BatchSpan(b)
+		spans = append(spans, sp)
+		var evs []Event
+		for i := range b.Len {
+			evs = append(evs, b.Event(i))
+		}
+		all = append(all, evs)
+		return nil
+	})
+	if err != nil || len(all) != 10 {
+		t.Fatalf("%d batches, %v", len(all), err)
+	}
+	if spans[0][0] != 5000 {
+		t.Fatalf("the first batch starts at %d by the run's clock, want 5000", spans[0][0])
+	}
+	for _, win := range [][2]int64{{0, 1}, {5000, 5001}, {250_000, 260_000}, {745_000, 746_000}, {0, 2_000_000}, {3_000_000, 4_000_000}} {
+		var want [][]Event
+		for _, evs := range all {
+			if slices.ContainsFunc(evs, func(e Event) bool { return e.Start < win[1] && e.Start+e.Dur >= win[0] }) {
+				want = append(want, evs)
+			}
+		}
+		if win == [2]int64{745_000, 746_000} && len(want) != 2 {
+			t.Fatalf("window %v: %d batches hold it, want 2 (batch 3's long event and batch 7)", win, len(want))
+		}
+		for _, known := range [][][2]int64{spans, nil} {
+			var got [][]Event
+			err := rf.ScanStreamWithin(0, nil, win[0], win[1], known, func(_ RankInfo, b *Batch) error {
+				var evs []Event
+				for i := range b.Len {
+					evs = append(evs, b.Event(i))
+				}
+				got = append(got, evs)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("window %v, extents known %v: fed %d batches, want %d", win, known != nil, len(got), len(want))
+			}
+		}
+	}
+	// Extents given are believed: batches said to hold nothing are not
+	// decoded, and one beyond those given is read for its times.
+	none := make([][2]int64, 9)
+	for i := range none {
+		none[i] = [2]int64{math.MaxInt64, math.MinInt64}
+	}
+	n := 0
+	err = rf.ScanStreamWithin(0, nil, 0, 2_000_000, none, func(_ RankInfo, b *Batch) error { n++; return nil })
+	if err != nil || n != 1 {
+		t.Fatalf("extents of 9 batches holding nothing: %d batches fed (%v), want the 10th", n, err)
 	}
 }

@@ -99,7 +99,10 @@ type server struct {
 	sweeps *cache[*analyze.Sweep]
 	// densities are the runs' densities, for sizing timeline windows.
 	densities *cache[*density]
-	builds    *limiter
+	// bases are the parts of the runs' timelines that every window
+	// shares: the occupancy bins, which take reading the whole run.
+	bases  *cache[*report.TimelineBase]
+	builds *limiter
 	// windowEvents bounds the events a timeline.json build holds
 	// (default windowEvents; tests set it smaller).
 	windowEvents int64
@@ -170,6 +173,7 @@ func newServer(cfg Config) (*server, error) {
 		infos:        newCache[listed](4096),
 		sweeps:       newCache[*analyze.Sweep](64),
 		densities:    newCache[*density](64),
+		bases:        newCache[*report.TimelineBase](16),
 		windowEvents: windowEvents,
 		builds:       newLimiter(cfg.MaxBuilds, cfg.MaxQueue, cfg.BuildWait),
 		mux:          http.NewServeMux(),
@@ -589,7 +593,19 @@ func (s *server) serveTimeline(w http.ResponseWriter, r *http.Request, run *run,
 			}
 			from, to = d.shrink(from, to, s.windowEvents)
 		}
-		tl, err := report.ReadTimeline(ctx, run.dir, sum, report.TimelineOptions{Detail: detailEvents, Window: [2]int64{from, to}})
+		// The bins come from the run's base, read whole once; the window
+		// reads only the batches that hold its events.
+		base, err := s.bases.get(ctx, run.name+"\x00"+run.fp.key, func(ctx context.Context) (*report.TimelineBase, error) {
+			tl, err := report.ReadTimeline(ctx, run.dir, sum, report.TimelineOptions{Detail: 1})
+			if err != nil {
+				return nil, err
+			}
+			return tl.Base(), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		tl, err := report.ReadTimelineWindow(ctx, run.dir, sum, report.TimelineOptions{Detail: detailEvents, Window: [2]int64{from, to}}, base)
 		if err != nil {
 			return nil, err
 		}
