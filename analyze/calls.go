@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/commprof/commprof/trace"
 )
@@ -121,6 +123,7 @@ type callSource struct {
 	perRank []int // calls per rank, indexed by rank
 	chunk   int
 	ord     []int32 // the communicators' order (commOrd)
+	rides   *rides  // passes shared by the analyses that ask at once; nil: each its own
 }
 
 // callChunk is the most calls a pass holds at once, past which it hands
@@ -137,27 +140,130 @@ func (s *Summarizer) callSource(ranks []*RankSummarizer, classes []*callClass, w
 			src.perRank[rs.rank] += rs.calls.n
 		}
 	}
+	if src.n >= cmp.Or(s.shareCalls, shareCalls) {
+		src.rides = &rides{}
+	}
 	return src
+}
+
+// shareCalls is how many calls a run has before its analyses share their
+// passes over them: below it a pass costs less than a rendezvous.
+const shareCalls = 1 << 18
+
+// rides lets the analyses that run side by side share their passes over
+// the calls: unpacking and merging the ranks' logs was most of a large
+// run's summary, made again for each of a dozen passes. A pass asked for
+// joins the next round; a round starts shortly after its first rider
+// asks, merges the calls once, and hands each chunk to every rider, the
+// riders side by side, each seeing every chunk in order as its own pass
+// would have.
+type rides struct {
+	mu      sync.Mutex
+	waiting []*rider
+	running bool
+}
+
+type rider struct {
+	f    func(calls []callRec, inst [][2]int, waits []int64)
+	done chan struct{}
+}
+
+// rideGather is how long a round waits for more riders after its first.
+const rideGather = 2 * time.Millisecond
+
+// ride runs f as one rider of the next round.
+func (src *callSource) ride(f func(calls []callRec, inst [][2]int, waits []int64)) {
+	rs := src.rides
+	me := &rider{f: f, done: make(chan struct{})}
+	rs.mu.Lock()
+	rs.waiting = append(rs.waiting, me)
+	if !rs.running {
+		rs.running = true
+		go src.drive()
+	}
+	rs.mu.Unlock()
+	<-me.done
+}
+
+// drive runs rounds while riders wait, and ends (sleeping only while a
+// rider waits) when none does.
+func (src *callSource) drive() {
+	rs := src.rides
+	for {
+		time.Sleep(rideGather)
+		rs.mu.Lock()
+		riders := rs.waiting
+		rs.waiting = nil
+		rs.mu.Unlock()
+		src.round(riders)
+		for _, r := range riders {
+			close(r.done)
+		}
+		rs.mu.Lock()
+		if len(rs.waiting) == 0 {
+			rs.running = false
+			rs.mu.Unlock()
+			return
+		}
+		rs.mu.Unlock()
+	}
+}
+
+// round makes one pass over the calls for riders: while the riders take
+// one chunk, side by side, the next is merged into the other buffer.
+func (src *callSource) round(riders []*rider) {
+	var wg sync.WaitGroup
+	src.scan(func(c *callChunkBuf) {
+		wg.Wait() // the riders are done with the chunk before: its buffer is the next one's
+		for _, r := range riders {
+			wg.Go(func() { r.f(c.calls, c.inst, c.waits) })
+		}
+	}, func() { wg.Wait() })
 }
 
 // each hands f the calls in chunks of whole instances, with the
 // instances (index ranges into the chunk) and each call's arrival wait.
-// The slices are reused: f must not keep them.
+// The slices are reused: f must not keep them. Calls of each from
+// different goroutines at once may share one pass (rides): f is then
+// called from another goroutine, never from two at once.
 func (src *callSource) each(f func(calls []callRec, inst [][2]int, waits []int64)) {
+	if src.rides != nil {
+		src.ride(f)
+		return
+	}
+	src.scan(func(c *callChunkBuf) { f(c.calls, c.inst, c.waits) }, func() {})
+}
+
+// callChunkBuf is one chunk of a pass: calls, their instances and waits.
+type callChunkBuf struct {
+	calls []callRec
+	inst  [][2]int
+	waits []int64
+}
+
+// scan merges the calls, handing each chunk to emit in one of two
+// buffers by turns: emit must be done with a buffer when it is given the
+// chunk after next (the one before ends when emit returns). end is called
+// after the last chunk.
+func (src *callSource) scan(emit func(*callChunkBuf), end func()) {
 	rds := make([]*logReader, len(src.logs))
 	cls := make([]callClass, len(src.logs))
 	for i, l := range src.logs {
 		rds[i] = l.reader(src.ranks[i], src.ord)
 		cls[i] = *src.classes[i]
 	}
+	var bufs [2]callChunkBuf
+	turn := 0
 	calls := make([]callRec, 0, min(src.n, src.chunk+len(rds)))
-	var inst [][2]int
-	var waits []int64
+	bufs[1].calls = make([]callRec, 0, cap(calls))
 	flush := func() {
-		inst = instancesInto(inst[:0], calls)
-		waits = arrivalWaitsInto(waits, calls, inst)
-		f(calls, inst, waits)
-		calls = calls[:0]
+		c := &bufs[turn]
+		c.calls = calls
+		c.inst = instancesInto(c.inst[:0], calls)
+		c.waits = arrivalWaitsInto(c.waits, calls, c.inst)
+		emit(c)
+		turn = 1 - turn
+		calls = bufs[turn].calls[:0]
 	}
 	// The readers come in rank order, so the merged order, by (comm,
 	// seq, rank), takes each (comm, seq) from the readers in turn: find
@@ -194,6 +300,7 @@ func (src *callSource) each(f func(calls []callRec, inst [][2]int, waits []int64
 	if len(calls) > 0 {
 		flush()
 	}
+	end()
 }
 
 func cmpCall(a, b callRec) int {

@@ -94,9 +94,15 @@ func TestCallChunksDoNotChangeTheSummary(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, chunk := range []int{1, 2, 5, 64} {
-				got, _ := json.Marshal(summarizeChunked(run, 0, chunk, 0))
-				if !bytes.Equal(got, want) {
-					t.Errorf("chunks of %d calls: the summary differs from the whole run's:\n%s\nwant\n%s", chunk, got, want)
+				// Each analysis its own passes, and passes shared by the
+				// analyses that ask at once (rides).
+				for _, share := range []int{1 << 62, 1} {
+					s := fed(run, 0, chunk, 0)
+					s.shareCalls = share
+					got, _ := json.Marshal(s.Finalize())
+					if !bytes.Equal(got, want) {
+						t.Errorf("chunks of %d calls, shared from %d calls: the summary differs from the whole run's:\n%s\nwant\n%s", chunk, share, got, want)
+					}
 				}
 			}
 

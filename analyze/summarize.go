@@ -54,8 +54,11 @@ type Summarizer struct {
 	p2p    int32 // the name of point-to-point messages, which belong to no collective
 	direct int32 // the algorithm "direct" (point-to-point collectives, whose patterns are by call)
 	chunk  int   // the calls a pass over them holds at once (0: callChunk); tests set it
-	spill  *logSpill
-	ord    []int32 // each interned string's place in the strings' order, from Finalize on
+	// shareCalls is the calls from which passes over them are shared
+	// (0: shareCalls); tests set it.
+	shareCalls int
+	spill      *logSpill
+	ord        []int32 // each interned string's place in the strings' order, from Finalize on
 }
 
 // NewSummarizer starts a summary of a run.
