@@ -51,7 +51,8 @@ const (
 )
 
 // add appends c; its comm chooses the run, its rank is the log's, and its
-// region and flags are worked out at the merge.
+// region and lateness are worked out at the merge. Whether the program
+// waited on it is kept when known as it was read (nonBlocking).
 func (l *callLog) add(c callRec) {
 	r := l.open[c.comm]
 	switch {
@@ -69,7 +70,11 @@ func (l *callLog) add(c callRec) {
 		l.count[c.comm]++
 	}
 	b := r.log.room(callLogMax)
-	b = binary.AppendUvarint(b, uint64(uint32(c.name)))
+	nb := uint64(0)
+	if c.nonBlocking {
+		nb = 1
+	}
+	b = binary.AppendUvarint(b, uint64(uint32(c.name))<<1|nb)
 	b = binary.AppendUvarint(b, uint64(uint32(c.algo)))
 	b = binary.AppendUvarint(b, uint64(uint32(c.label)))
 	b = binary.AppendVarint(b, int64(c.root))
@@ -119,7 +124,10 @@ func (rr *runReader) next() {
 		return int32(uint32(x))
 	}
 	c := callRec{comm: rr.r.comm, rank: rr.rank}
-	c.name, c.algo, c.label = u(), u(), u()
+	nameNB, n := binary.Uvarint(b)
+	i += n
+	c.name, c.nonBlocking = int32(uint32(nameNB>>1)), nameNB&1 != 0
+	c.algo, c.label = u(), u()
 	c.root, c.step = int32(v()), int32(v())
 	rr.seq += v()
 	rr.start += v()

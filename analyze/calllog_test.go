@@ -22,7 +22,7 @@ func TestCallLogRoundTrip(t *testing.T) {
 			at += rng.Int64N(1 << 40)
 			c := callRec{comm: comm, name: rng.Int32N(1 << 20), algo: rng.Int32N(9), label: rng.Int32N(1 << 30), rank: 3,
 				root: rng.Int32N(5) - 1, step: rng.Int32N(1<<31-1) - 1<<30, seq: seq[comm], start: at,
-				dur: rng.Int64N(1 << 50), bytes: rng.Int64N(1 << 62), recvWait: rng.Int64N(1 << 30)}
+				dur: rng.Int64N(1 << 50), bytes: rng.Int64N(1 << 62), recvWait: rng.Int64N(1 << 30), nonBlocking: rng.IntN(3) == 0}
 			l.add(c)
 			want = append(want, c)
 		}

@@ -43,17 +43,8 @@ func (s *Summarizer) classifyCalls(ranks []*RankSummarizer) []*callClass {
 	}
 	out := make([]*callClass, len(ranks))
 	for i, rs := range ranks {
-		cl := &callClass{ord: s.ord, timed: anyTimed, late: rs.lateWaits(s.ord)}
+		cl := &callClass{ord: s.ord, timed: anyTimed, late: rs.lateWaits(s.ord), waited: rs.waited}
 		out[i] = cl
-		for w := range rs.waits.all() {
-			if w.name == s.p2p {
-				continue // a message's: no collective call has its name
-			}
-			if cl.waited == nil {
-				cl.waited = map[callKey]bool{}
-			}
-			cl.waited[callKey{w.comm, w.name, w.seq}] = true
-		}
 		if !anyTimed {
 			continue
 		}
@@ -90,7 +81,7 @@ func timedRegion(regions []span, c callRec) (int32, bool) {
 // (comm, seq) order. Each pass over the calls marks with its own copy of
 // the class (mark moves the copy's late waits on).
 func (cl *callClass) mark(c *callRec) {
-	if cl.waited != nil {
+	if cl.waited != nil && !c.nonBlocking {
 		c.nonBlocking = cl.waited[callKey{c.comm, c.name, c.seq}]
 	}
 	if cl.timed {

@@ -44,6 +44,7 @@ type RankSummarizer struct {
 	msgs                     msgLog             // its point-to-point messages, with their peers, for the replay
 	msgSpans                 spanUnion          // their spans
 	pending                  map[[2]int64]int64 // (comm, seq) -> message waits of a call not yet read
+	waited                   map[callKey]bool   // waits on collectives not just read (nil: none)
 	held                     callRec            // the last call read, not yet packed
 	holding                  bool
 	reduce                   linReg // reduction kernels: ns against bytes
@@ -283,8 +284,19 @@ func (rs *RankSummarizer) AddBatch(b *trace.Batch) {
 			w := waitRec{comm: comms[b.Comm[i]], name: names[b.Name[i]], peer: b.Peer[i], seq: b.Seq[i],
 				bytes: b.Bytes[i], start: start, end: start + dur}
 			rs.waits.add(w)
-			if w.name == rs.s.p2p {
+			switch {
+			case w.name == rs.s.p2p:
 				rs.msgs.wait(p2pWaitKey{w.comm, w.peer, w.seq, w.bytes, w.end})
+			case rs.holding && w.seq >= 0 && rs.held.comm == w.comm && rs.held.name == w.name && rs.held.seq == w.seq:
+				// The wait on the call just read (the PMPI library writes
+				// a completed request's call, then the program's wait).
+				rs.held.nonBlocking = true
+			default:
+				// Kept aside: every call of its key is marked at the merge.
+				if rs.waited == nil {
+					rs.waited = map[callKey]bool{}
+				}
+				rs.waited[callKey{w.comm, w.name, w.seq}] = true
 			}
 		case trace.KindReduce:
 			rs.reduce.add(float64(b.Bytes[i]), float64(dur))

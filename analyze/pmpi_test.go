@@ -80,3 +80,54 @@ func TestPMPIRunsDoNotKnowCompute(t *testing.T) {
 		t.Errorf("run of no source: unknown %q, findings %q", other.Unknown, other.Findings)
 	}
 }
+
+// TestCollectiveWaitsMarkTheirCalls: a non-blocking collective blocked
+// its rank only while the program waited on it, wherever the wait's event
+// comes: just after the call's (as the PMPI library writes them: the call
+// is marked as it is read, nothing kept aside), several events later, or
+// before it. Each rank is blocked 20 of each call's 100 us: the exposed
+// communication is 20 us a call.
+func TestCollectiveWaitsMarkTheirCalls(t *testing.T) {
+	const n = 50
+	build := func(where string) *trace.Run {
+		var evs []trace.Event
+		for r := range int32(2) {
+			var mine, late []trace.Event
+			for i := range int64(n) {
+				t0 := i * 1_000_000
+				c := coll(r, "iallreduce", "ring", i, t0, 100_000, 4096)
+				w := waitFor(c, t0+80_000)
+				switch where {
+				case "after":
+					mine = append(mine, c, w)
+				case "later":
+					mine = append(mine, c)
+					late = append(late, w)
+					if len(late) == 3 {
+						mine, late = append(mine, late...), nil
+					}
+				case "before":
+					mine = append(mine, w, c)
+				}
+			}
+			evs = append(append(evs, mine...), late...)
+		}
+		return runOf(2, evs...)
+	}
+	for _, where := range []string{"after", "later", "before"} {
+		s := fed(build(where), 0, 0, 0)
+		kept := 0
+		for _, rs := range s.ranks {
+			kept += len(rs.waited)
+		}
+		if (kept == 0) != (where == "after") {
+			t.Errorf("waits %s their calls: %d kept aside to mark at the merge", where, kept)
+		}
+		sum := s.Finalize()
+		for _, r := range sum.Ranks {
+			if r.ExposedNS != n*20_000 || r.CommNS != n*100_000 {
+				t.Errorf("waits %s their calls: rank %d exposed %d of %d ns, want %d of %d", where, r.Rank, r.ExposedNS, r.CommNS, n*20_000, n*100_000)
+			}
+		}
+	}
+}
