@@ -188,10 +188,11 @@ func TestDistAccIsExact(t *testing.T) {
 
 // TestLargeGroupsKeepExactPercentiles: a group of more calls than a
 // distribution keeps as they are gets the percentiles of all its
-// durations and skews, as computed here from the events.
+// durations and skews, and its label the percentiles of its skews, as
+// computed here from the events.
 func TestLargeGroupsKeepExactPercentiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
-	const calls = 3000 // 9,000 durations, 3,000 skews
+	const calls = 5000 // 15,000 durations, 5,000 skews: past distAcc's 4,096, two passes
 	var evs []trace.Event
 	var durs, skews []int64
 	for i := range int64(calls) {
@@ -202,7 +203,9 @@ func TestLargeGroupsKeepExactPercentiles(t *testing.T) {
 			if rng.IntN(50) == 0 {
 				dur *= 10
 			}
-			evs = append(evs, coll(r, "allreduce", "ring", i, start, dur, 1<<20))
+			c := coll(r, "allreduce", "ring", i, start, dur, 1<<20)
+			c.Label = "grads"
+			evs = append(evs, c)
 			durs = append(durs, dur)
 			first, last = min(first, start), max(last, start)
 		}
@@ -217,6 +220,9 @@ func TestLargeGroupsKeepExactPercentiles(t *testing.T) {
 	}
 	if got, want := sum.Skew.Dist, dist(skews); got != want {
 		t.Errorf("skew: %+v, want %+v", got, want)
+	}
+	if len(sum.Skew.ByLabel) != 1 || sum.Skew.ByLabel[0].Dist != dist(skews) {
+		t.Errorf("skew by label: %+v, want one label of %+v", sum.Skew.ByLabel, dist(skews))
 	}
 }
 

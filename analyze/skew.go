@@ -121,16 +121,11 @@ func skewed(calls []callRec, in [2]int) (first, last int64, ok bool) {
 func (s *Summarizer) labelSkew(src *callSource) ([]LabelSkew, LabelSeries) {
 	type acc struct {
 		st    LabelSkew
-		skews []int64
+		skews distAcc
 		last  map[int]*LastRank
 	}
 	by := map[int32]*acc{}
-	type point struct {
-		at, skew int64
-		label    int32
-		last     int
-	}
-	var pts []point
+	var pts labelPoints
 	src.each(func(calls []callRec, inst [][2]int, _ []int64) {
 		for _, in := range inst {
 			c0 := calls[in[0]]
@@ -159,7 +154,7 @@ func (s *Summarizer) labelSkew(src *callSource) ([]LabelSkew, LabelSeries) {
 			a.st.Calls++
 			a.st.Bytes = max(a.st.Bytes, c0.bytes)
 			a.st.WaitNS += wait
-			a.skews = append(a.skews, last-first)
+			a.skews.add(last - first)
 			if last > first && who >= 0 {
 				lr := a.last[who]
 				if lr == nil {
@@ -169,12 +164,32 @@ func (s *Summarizer) labelSkew(src *callSource) ([]LabelSkew, LabelSeries) {
 				lr.Calls++
 				lr.LateNS += last - next
 			}
-			pts = append(pts, point{first, last - first, c0.label, who})
+			pts.add(labelPoint{first, last - first, c0.label, who})
 		}
 	})
+	second := false
+	for _, a := range by {
+		second = a.skews.needsSecond() || second
+	}
+	if second {
+		// The skews around the percentiles of the labels of many calls,
+		// again.
+		src.each(func(calls []callRec, inst [][2]int, _ []int64) {
+			for _, in := range inst {
+				c0 := calls[in[0]]
+				if in[1]-in[0] < 2 || c0.label == 0 || untimed(calls, in) {
+					continue
+				}
+				if a := by[c0.label]; a.skews.second {
+					first, last, _ := skewed(calls, in)
+					a.skews.addSecond(last - first)
+				}
+			}
+		})
+	}
 	out := []LabelSkew{}
 	for _, a := range by {
-		a.st.Dist = dist(a.skews)
+		a.st.Dist = a.skews.dist()
 		for _, lr := range a.last {
 			a.st.Last = append(a.st.Last, *lr)
 		}
@@ -188,15 +203,51 @@ func (s *Summarizer) labelSkew(src *callSource) ([]LabelSkew, LabelSeries) {
 	if len(out) > 200 {
 		out = out[:200]
 	}
-	slices.SortFunc(pts, func(x, y point) int { return cmp.Compare(x.at, y.at) })
+	slices.SortFunc(pts.pts, func(x, y labelPoint) int { return cmp.Compare(x.at, y.at) })
 	ser := LabelSeries{AtNS: []int64{}, Label: []string{}, SkewNS: []int64{}, Last: []int{}}
-	stride := max(1, (len(pts)+1999)/2000)
-	for i := 0; i < len(pts); i += stride {
-		p := pts[i]
+	stride := max(1, (len(pts.pts)+1999)/2000)
+	for i := 0; i < len(pts.pts); i += stride {
+		p := pts.pts[i]
 		ser.AtNS = append(ser.AtNS, p.at)
 		ser.Label = append(ser.Label, s.str(p.label))
 		ser.SkewNS = append(ser.SkewNS, p.skew)
 		ser.Last = append(ser.Last, p.last)
 	}
 	return out, ser
+}
+
+// labelPoint is one labelled call for the label series: its first
+// arrival, skew, label and the rank that came last.
+type labelPoint struct {
+	at, skew int64
+	label    int32
+	last     int
+}
+
+// labelPoints keeps the labelled calls' points for the series, every one
+// up to labelPointsMax; past that, each time it is full, every other one
+// it holds (so every 2^k-th call in the order they come): the series of
+// a long run, at most 2,000 points, is sampled from a bounded set.
+type labelPoints struct {
+	pts         []labelPoint
+	every, seen int
+}
+
+const labelPointsMax = 1 << 16
+
+func (l *labelPoints) add(p labelPoint) {
+	l.every = max(l.every, 1)
+	if l.seen++; (l.seen-1)%l.every != 0 {
+		return
+	}
+	l.pts = append(l.pts, p)
+	if len(l.pts) == labelPointsMax {
+		n := 0
+		for i := 0; i < len(l.pts); i += 2 {
+			l.pts[n] = l.pts[i]
+			n++
+		}
+		l.pts = l.pts[:n]
+		l.every *= 2
+	}
 }
