@@ -112,27 +112,34 @@ func (rr *runReader) next() {
 		rr.ok, rr.left = false, 0 // a spilled chunk could not be read back
 		return
 	}
+	// The record's ten varints, the one-byte ones (most) without a call.
+	var x [10]uint64
 	i := 0
-	v := func() int64 {
-		x, n := binary.Varint(b[i:])
-		i += n
-		return x
+	for k := range x {
+		if i >= len(b) {
+			rr.ok, rr.left = false, 0 // bytes the log did not write
+			return
+		}
+		if c := b[i]; c < 0x80 {
+			x[k], i = uint64(c), i+1
+			continue
+		}
+		y, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			rr.ok, rr.left = false, 0
+			return
+		}
+		x[k], i = y, i+n
 	}
-	u := func() int32 {
-		x, n := binary.Uvarint(b[i:])
-		i += n
-		return int32(uint32(x))
-	}
+	zz := func(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) } // binary.AppendVarint's zig-zag
 	c := callRec{comm: rr.r.comm, rank: rr.rank}
-	nameNB, n := binary.Uvarint(b)
-	i += n
-	c.name, c.nonBlocking = int32(uint32(nameNB>>1)), nameNB&1 != 0
-	c.algo, c.label = u(), u()
-	c.root, c.step = int32(v()), int32(v())
-	rr.seq += v()
-	rr.start += v()
+	c.name, c.nonBlocking = int32(uint32(x[0]>>1)), x[0]&1 != 0
+	c.algo, c.label = int32(uint32(x[1])), int32(uint32(x[2]))
+	c.root, c.step = int32(zz(x[3])), int32(zz(x[4]))
+	rr.seq += zz(x[5])
+	rr.start += zz(x[6])
 	c.seq, c.start = rr.seq, rr.start
-	c.dur, c.bytes, c.recvWait = v(), v(), v()
+	c.dur, c.bytes, c.recvWait = zz(x[7]), zz(x[8]), zz(x[9])
 	rr.rd.skip(i)
 	rr.left--
 	rr.head = c

@@ -83,3 +83,26 @@ func TestCallLogOutOfOrder(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCallLogRead reads back 1 M packed calls of one communicator,
+// what each round over a run's calls does for every rank.
+func BenchmarkCallLogRead(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var l callLog
+	at := int64(0)
+	for i := range int64(1 << 20) {
+		at += 5000 + rng.Int64N(3000)
+		l.add(callRec{comm: 1, name: 3, algo: 2, root: -1, step: int32(i / 100), seq: i, start: at, dur: 2000 + rng.Int64N(500), bytes: 8})
+	}
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		for r := l.reader(0, nil); r.ok; r.next() {
+			n++
+		}
+		if n != 1<<20 {
+			b.Fatalf("%d calls read", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N<<20), "ns/call")
+}
