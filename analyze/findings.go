@@ -90,7 +90,7 @@ func findings(s *Summary) []string {
 	if h.Steps > 0 {
 		f := fmt.Sprintf("a step takes %s (p95 %s)", units.Duration(h.StepNS), units.Duration(h.StepP95NS))
 		if h.SamplesPerSec > 0 {
-			f += fmt.Sprintf(", %.0f samples/s over %d ranks", h.SamplesPerSec, s.Run.WorldSize)
+			f += fmt.Sprintf(", %s samples/s over %d ranks", units.Int(h.SamplesPerSec), s.Run.WorldSize)
 		}
 		out = append(out, f)
 		if !s.IsUnknown("exposed") {

@@ -266,7 +266,7 @@ func runCards(s *analyze.Summary) []card {
 	if h.Steps > 0 {
 		d := fmt.Sprintf("p95 %s over %d steps", units.Duration(h.StepP95NS), h.Steps)
 		if h.SamplesPerSec > 0 {
-			d += fmt.Sprintf(" · %.0f samples/s", h.SamplesPerSec)
+			d += " · " + units.Int(h.SamplesPerSec) + " samples/s"
 		}
 		cs = append(cs, card{Label: "step time", Value: units.Duration(h.StepNS), Detail: d, Def: "step-time"})
 	} else {
