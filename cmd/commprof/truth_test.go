@@ -231,10 +231,13 @@ func checkStepsByHand(t *testing.T, s *analyze.Summary, run *trace.Run) (exposed
 // computeAfterCall sums, over rank r's steps, the compute that ran
 // after the step's first allreduce was called: the most communication
 // could overlap, known from the trainer's own spans. idle is the time
-// after that call, within the step, that no event of the rank covers
-// (bookkeeping between events, or the rank descheduled on a busy
-// machine), during which communication in flight overlaps nothing
-// recorded.
+// after that call, within the step, that the program's own thread spent
+// in none of its compute, its waits and its blocking calls (bookkeeping
+// between events, or the rank descheduled on a busy machine), during
+// which communication in flight overlaps nothing recorded. The messages
+// of a call in flight, which the communication's own goroutine records
+// meanwhile, do not make that time busy: with a core kept busy they
+// covered up to 3% of the compute in such gaps.
 func computeAfterCall(run *trace.Run, r int) (ns, idle float64) {
 	for _, rk := range run.Ranks {
 		if rk.Info.Rank != r {
@@ -251,11 +254,24 @@ func computeAfterCall(run *trace.Run, r int) (ns, idle float64) {
 				end[e.Step] = e.End()
 			}
 		}
+		// The calls the program waited on ran behind it: their spans
+		// are not its thread's.
+		waited := map[[2]any]bool{}
+		for _, e := range rk.Events {
+			if e.Kind == trace.KindWait {
+				waited[[2]any{e.Comm, e.Seq}] = true
+			}
+		}
 		covered := map[int32][][2]int64{}
 		for _, e := range rk.Events {
 			f, ok := first[e.Step]
-			if !ok || e.Kind == trace.KindStep || e.Kind == trace.KindMark || e.Kind == trace.KindSample {
+			switch {
+			case !ok:
 				continue
+			case e.Kind == trace.KindCompute, e.Kind == trace.KindWait:
+			case e.Kind == trace.KindCollective && !waited[[2]any{e.Comm, e.Seq}]:
+			default:
+				continue // steps, marks, samples, messages, calls in flight
 			}
 			if e.Kind == trace.KindCompute && e.End() > f {
 				ns += float64(e.End() - max(e.Start, f))
@@ -315,11 +331,11 @@ func TestTruthExposedAndOverlapped(t *testing.T) {
 				}
 				for _, r := range s.Ranks {
 					// Communication overlaps what the rank does after its
-					// first bucket's call: its compute, and the gaps between
-					// its events. Overlap reads 0.95-0.97 of that here;
-					// under a core kept busy CI saw 1.011 once (compute and
-					// waits are timed apart, each with its own clock
-					// reads), so 3% is allowed.
+					// first bucket's call: its compute, and the gaps its
+					// thread spent in no compute, wait or blocking call.
+					// With a core kept busy overlap read 0.92-0.96 of that
+					// in 12 ranks' runs; compute and waits are timed apart,
+					// each with its own clock reads, so 3% is allowed.
 					comp, idle := computeAfterCall(run, r.Rank)
 					t.Logf("rank %d: overlapped %d ns; after its first call it computed %.0f ns, %.0f ns between events", r.Rank, r.OverlappedNS, comp, idle)
 					if float64(r.OverlappedNS) > 1.03*(comp+idle) {
