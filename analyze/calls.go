@@ -216,7 +216,9 @@ func (src *callSource) round(riders []*rider) {
 // instances (index ranges into the chunk) and each call's arrival wait.
 // The slices are reused: f must not keep them. Calls of each from
 // different goroutines at once may share one pass (rides): f is then
-// called from another goroutine, never from two at once.
+// called from another goroutine, never from two at once, and must not
+// itself start a pass (each, collect), which would wait for the round f
+// holds up.
 func (src *callSource) each(f func(calls []callRec, inst [][2]int, waits []int64)) {
 	if src.rides != nil {
 		src.ride(f)
