@@ -112,13 +112,35 @@ func (rr *runReader) next() {
 		rr.ok, rr.left = false, 0 // a spilled chunk could not be read back
 		return
 	}
-	// The record's ten varints, the one-byte ones (most) without a call.
 	var x [10]uint64
+	i := uvarints(b, x[:])
+	if i == 0 {
+		rr.ok, rr.left = false, 0 // bytes the log did not write
+		return
+	}
+	c := callRec{comm: rr.r.comm, rank: rr.rank}
+	c.name, c.nonBlocking = int32(uint32(x[0]>>1)), x[0]&1 != 0
+	c.algo, c.label = int32(uint32(x[1])), int32(uint32(x[2]))
+	c.root, c.step = int32(unzig(x[3])), int32(unzig(x[4]))
+	rr.seq += unzig(x[5])
+	rr.start += unzig(x[6])
+	c.seq, c.start = rr.seq, rr.start
+	c.dur, c.bytes, c.recvWait = unzig(x[7]), unzig(x[8]), unzig(x[9])
+	rr.rd.skip(i)
+	rr.left--
+	rr.head = c
+}
+
+// uvarints reads len(x) varints from the head of b into x, the one-byte
+// ones (most) without a call, and returns the bytes they took: 0 if b
+// does not hold them all (bytes a log did not write, or none at all
+// where a spilled chunk could not be read back). Every packed record of
+// the logs (calls, messages, waits) is read with it.
+func uvarints(b []byte, x []uint64) int {
 	i := 0
 	for k := range x {
 		if i >= len(b) {
-			rr.ok, rr.left = false, 0 // bytes the log did not write
-			return
+			return 0
 		}
 		if c := b[i]; c < 0x80 {
 			x[k], i = uint64(c), i+1
@@ -126,24 +148,16 @@ func (rr *runReader) next() {
 		}
 		y, n := binary.Uvarint(b[i:])
 		if n <= 0 {
-			rr.ok, rr.left = false, 0
-			return
+			return 0
 		}
 		x[k], i = y, i+n
 	}
-	zz := func(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) } // binary.AppendVarint's zig-zag
-	c := callRec{comm: rr.r.comm, rank: rr.rank}
-	c.name, c.nonBlocking = int32(uint32(x[0]>>1)), x[0]&1 != 0
-	c.algo, c.label = int32(uint32(x[1])), int32(uint32(x[2]))
-	c.root, c.step = int32(zz(x[3])), int32(zz(x[4]))
-	rr.seq += zz(x[5])
-	rr.start += zz(x[6])
-	c.seq, c.start = rr.seq, rr.start
-	c.dur, c.bytes, c.recvWait = zz(x[7]), zz(x[8]), zz(x[9])
-	rr.rd.skip(i)
-	rr.left--
-	rr.head = c
+	return i
 }
+
+// unzig undoes binary.AppendVarint's zig-zag: a value uvarints read of
+// what AppendVarint wrote.
+func unzig(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
 // logReader reads a callLog's records in (comm, seq) order: one
 // communicator after the other, its runs merged.

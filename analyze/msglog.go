@@ -136,24 +136,15 @@ func (l *msgLog) all() iter.Seq[p2pRec] {
 // unpack reads the record at the head of b, written after m (whose start
 // it goes on from), and moves rd past it.
 func (m *p2pRec) unpack(b []byte, rd *byteReader) bool {
-	var v [8]int64
-	off := 0
-	flags, n := binary.Uvarint(b)
-	if n <= 0 {
+	var x [8]uint64
+	n := uvarints(b, x[:])
+	if n == 0 {
 		return false
 	}
-	off += n
-	for i := 1; i < len(v); i++ {
-		x, n := binary.Varint(b[off:])
-		if n <= 0 {
-			return false
-		}
-		v[i], off = x, off+n
-	}
-	start := m.start + v[4]
-	*m = p2pRec{send: flags&1 != 0, waited: flags&2 != 0, comm: int32(v[1]), peer: int32(v[2]), tag: v[3],
-		start: start, end: start + v[5], wait: v[6], bytes: v[7]}
-	rd.skip(off)
+	start := m.start + unzig(x[4])
+	*m = p2pRec{send: x[0]&1 != 0, waited: x[0]&2 != 0, comm: int32(unzig(x[1])), peer: int32(unzig(x[2])), tag: unzig(x[3]),
+		start: start, end: start + unzig(x[5]), wait: unzig(x[6]), bytes: unzig(x[7])}
+	rd.skip(n)
 	return true
 }
 
@@ -188,19 +179,16 @@ func (l *waitLog) all() iter.Seq[waitRec] {
 		rd := l.log.reader()
 		var start int64
 		for range l.n {
-			b := rd.bytes()
-			var v [7]int64
-			off := 0
-			for i := range v {
-				x, n := binary.Varint(b[off:])
-				if n <= 0 {
-					return
-				}
-				v[i], off = x, off+n
+			var x [7]uint64
+			n := uvarints(rd.bytes(), x[:])
+			if n == 0 {
+				return
 			}
-			rd.skip(off)
-			start += v[5]
-			if !yield(waitRec{comm: int32(v[0]), name: int32(v[1]), peer: int32(v[2]), seq: v[3], bytes: v[4], start: start, end: start + v[6]}) {
+			rd.skip(n)
+			start += unzig(x[5])
+			w := waitRec{comm: int32(unzig(x[0])), name: int32(unzig(x[1])), peer: int32(unzig(x[2])), seq: unzig(x[3]), bytes: unzig(x[4]),
+				start: start, end: start + unzig(x[6])}
+			if !yield(w) {
 				return
 			}
 		}

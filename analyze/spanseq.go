@@ -78,23 +78,14 @@ func (it spanIter) fork() spanIter {
 }
 
 func (it *spanIter) next() {
-	b := it.rd.bytes()
-	if it.ok = len(b) > 0; !it.ok {
-		return
+	var x [2]uint64
+	n := uvarints(it.rd.bytes(), x[:])
+	if it.ok = n > 0; !it.ok {
+		return // past the end, or not what push wrote: stop rather than loop
 	}
-	gap, n := binary.Varint(b)
-	var l int64
-	m := 0
-	if n > 0 {
-		l, m = binary.Varint(b[n:])
-	}
-	if n <= 0 || m <= 0 {
-		it.ok = false // not what push wrote: stop rather than loop
-		return
-	}
-	it.rd.skip(n + m)
-	lo := it.hi + gap
-	it.cur, it.hi = span{lo, lo + l}, lo+l
+	it.rd.skip(n)
+	lo := it.hi + unzig(x[0])
+	it.cur, it.hi = span{lo, lo + unzig(x[1])}, lo+unzig(x[1])
 }
 
 // spanUnion merges spans as they come into a spanSeq. Spans come nearly

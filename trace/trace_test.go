@@ -977,11 +977,7 @@ func TestBatchOf(t *testing.T) {
 // batches' extents are given (the others then not decoded) or read.
 func TestScanStreamWithin(t *testing.T) {
 	dir := t.TempDir()
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, RankInfo{Rank: 0, WorldSize: 4}, WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var batches [][]Event
 	for b := range 10 {
 		evs := sample(0, 60, b)
 		for i := range evs {
@@ -990,14 +986,9 @@ func TestScanStreamWithin(t *testing.T) {
 		if b == 3 {
 			evs[10].Dur = 450_000 // reaches into batch 7's time
 		}
-		if err := w.Write(evs); err != nil {
-			t.Fatal(err)
-		}
+		batches = append(batches, evs)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, RankFile(0)), buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RankFile(0)), write(t, memory.NewGoAllocator(), Zstd, batches, true), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := &Manifest{FormatVersion: FormatVersion, RunID: "r", WorldSize: 4, Status: StatusComplete, Ranks: []RankEntry{{Rank: 0, ClockOffsetNS: 5000}}}
