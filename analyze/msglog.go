@@ -14,10 +14,10 @@ import (
 // each a record of varints (its start a difference from the record
 // before's), in a byteLog that spills with the calls'.
 //
-// The last msgHold messages are held unpacked, so that a wait on one
-// read after it (the PMPI library writes a completed message, then the
-// program's wait on it) marks it waited; a wait that finds no message
-// held is kept aside (strays) and matched by settle.
+// The last msgHold to 2*msgHold messages are held unpacked, so that a
+// wait on one read after it (the PMPI library writes a completed
+// message, then the program's wait on it) marks it waited; a wait that
+// finds no message held is kept aside (strays) and matched by settle.
 type msgLog struct {
 	log    byteLog
 	n      int

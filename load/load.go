@@ -238,9 +238,10 @@ func scan(ctx context.Context, rf *trace.RunFiles, cols []string, fn func(i int,
 	return scanStreams(ctx, rf, cols, nil, fn, nil)
 }
 
-// scanStreams is scan, reading only the batches that hold events in
-// in's window (if in is not nil; see trace.ScanStreamWithin), and calling done(i) (if not nil) from stream
-// i's goroutine once the stream is read, whatever ended it.
+// scanStreams is scan, reading only the batches that hold events in in's
+// window (if in is not nil; see trace.ScanStreamWithin), and calling
+// done(i) (if not nil) from stream i's goroutine once the stream is read,
+// whatever ended it.
 func scanStreams(ctx context.Context, rf *trace.RunFiles, cols []string, in *within, fn func(i int, info trace.RankInfo, b *trace.Batch), done func(i int)) (cut, bad []error, err error) {
 	errs := make([]error, len(rf.Streams))
 	cut = make([]error, len(rf.Streams))

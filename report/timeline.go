@@ -331,18 +331,17 @@ func (b *timelineBuilder) finalize() *Timeline {
 	td.Bins = TimelineBins{N: b.opt.Bins, Width: b.w, Rows: []TimelineRow{}}
 	ids := map[string]int32{} // td.Names' indices
 	slices.Sort(b.rankIDs)
-	var drawn int64
 	if base := b.base; base != nil {
 		td.Ranks, td.Hosts, td.Bins = slices.Clone(base.ranks), slices.Clone(base.hosts), base.occ
 		for _, n := range base.names {
 			intern(&td.Names, ids, n)
 		}
-		drawn = base.drawn
+		td.base = base
 	} else {
-		drawn = b.bins(td, ids)
+		drawn := b.bins(td, ids)
+		td.base = &TimelineBase{bins: b.opt.Bins, ranks: td.Ranks, hosts: td.Hosts, occ: td.Bins, names: slices.Clone(td.Names), drawn: drawn}
 	}
-	td.base = &TimelineBase{bins: b.opt.Bins, ranks: td.Ranks, hosts: td.Hosts, occ: td.Bins, names: slices.Clone(td.Names), drawn: drawn}
-	b.details(td, ids, drawn)
+	b.details(td, ids, td.base.drawn)
 	return td
 }
 
