@@ -2,7 +2,9 @@
 // compressed on its own at zstd's best level, in bytes an event, and the
 // time columns again as differences from the event before: where a
 // stream's bytes go (docs/benchmarks.md, "Recording: cost and trace
-// size").
+// size"). It then prices the two time columns under an adaptive model of
+// the kind an entropy coder would use, as a check on how far any lossless
+// encoding of them could go.
 //
 //	go run ./tools/colsize RUN/rank-00000.arrows
 package main
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 
 	"github.com/klauspost/compress/zstd"
@@ -44,6 +47,7 @@ func run(path string) error {
 	defer rd.Release()
 	wide := map[string][]int64{}
 	narrow := map[string][]int32{}
+	var keys []durKey
 	n := 0
 	var b trace.Batch
 	for {
@@ -65,8 +69,9 @@ func run(path string) error {
 			"name": b.Name, "algo": b.Algo, "dtype": b.DType, "comm": b.Comm, "label": b.Label} {
 			narrow[name] = append(narrow[name], col...)
 		}
-		for _, k := range b.Kind {
+		for i, k := range b.Kind {
 			narrow["kind"] = append(narrow["kind"], int32(k))
+			keys = append(keys, durKey{k, b.Names[b.Name[i]], b.Bytes[i], b.Peer[i]})
 		}
 	}
 	if n == 0 {
@@ -92,6 +97,8 @@ func run(path string) error {
 		total += v
 		fmt.Printf("%-9s %6.2f B/event\n", name, v)
 	}
+	fmt.Printf("modelled: start_ns %.2f B/event, dur_ns %.2f\n", modelStarts(wide["start_ns"], wide["dur_ns"], narrow["kind"])/float64(n),
+		modelDurs(wide["dur_ns"], keys)/float64(n))
 	st, err := f.Stat()
 	if err != nil {
 		return err
@@ -124,4 +131,83 @@ func diffs(v []int64) []int64 {
 		out[i], prev = x-prev, x
 	}
 	return out
+}
+
+// The model: a value is coded as its class, its sign and bit length, with
+// adaptive counts kept apart by a context, followed by its bits below the
+// leading one as they are. A coder that does this costs the sum below to
+// within a few bytes; it is the best of the simple predictors tried
+// (docs/benchmarks.md, "Why the default run stays above 5 B/event").
+type classes struct {
+	counts map[int]*[130]float64
+}
+
+// bits is the cost of coding v in context ctx, and counts it.
+func (c *classes) bits(ctx int, v int64) float64 {
+	if c.counts == nil {
+		c.counts = map[int]*[130]float64{}
+	}
+	cnt := c.counts[ctx]
+	if cnt == nil {
+		cnt = new([130]float64)
+		c.counts[ctx] = cnt
+	}
+	u, class := uint64(v), 0
+	if v < 0 {
+		u, class = uint64(-v), 65
+	}
+	l := bits.Len64(u)
+	class += l
+	total := 0.0
+	for _, x := range cnt {
+		total += x
+	}
+	cost := -math.Log2((cnt[class] + 0.5) / (total + 0.5*float64(len(cnt))))
+	cnt[class]++
+	if l > 1 {
+		cost += float64(l - 1)
+	}
+	return cost
+}
+
+// modelStarts prices each start as its distance from the end of the event
+// before, in the context of the two events' kinds, in bytes.
+func modelStarts(start, dur []int64, kind []int32) float64 {
+	var c classes
+	sum, end, prev := 0.0, int64(0), int32(-1)
+	for i, s := range start {
+		sum += c.bits(int(prev)<<8|int(kind[i]), s-end)
+		end, prev = s+dur[i], kind[i]
+	}
+	return sum / 8
+}
+
+// durKey is what an event's duration is predicted from: the last one of
+// the same kind, name, size and peer.
+type durKey struct {
+	kind  trace.Kind
+	name  string
+	bytes int64
+	peer  int32
+}
+
+// modelDurs prices each duration in the context of its kind, as itself and
+// as its difference from the last like it, whichever costs less over the
+// stream, in bytes.
+func modelDurs(dur []int64, keys []durKey) float64 {
+	var plain, diff classes
+	a, b := 0.0, 0.0
+	last := map[durKey]int64{}
+	for i, d := range dur {
+		k := keys[i]
+		a += plain.bits(int(k.kind), d)
+		p, ok := last[k]
+		if ok {
+			b += diff.bits(int(k.kind)+256, d-p)
+		} else {
+			b += diff.bits(int(k.kind), d)
+		}
+		last[k] = d
+	}
+	return min(a, b) / 8
 }
