@@ -41,7 +41,7 @@ type JoinConfig struct {
 	// others should reach it at (default: the first non-loopback IPv4
 	// address of this host).
 	Advertise string
-	// Timeout bounds the whole rendezvous (default 60s).
+	// Timeout bounds the whole rendezvous (default DefaultJoinTimeout).
 	Timeout time.Duration
 	TCP     TCPConfig
 	// Transport says whether ranks on one machine talk through shared
@@ -55,6 +55,9 @@ type JoinConfig struct {
 	// meshListener, when set, is the listener for the peers' connections
 	// (tests that must know its address before the job is in).
 	meshListener net.Listener
+	// linked, when set, is called once the links are made, before the
+	// transport starts (tests make a rank slow to finish joining).
+	linked func()
 }
 
 // Peer describes one rank of a joined job.
@@ -134,10 +137,11 @@ func Join(ctx context.Context, cfg JoinConfig) (*Mesh, []Peer, error) {
 		return nil, nil, fmt.Errorf("rank %d of %d is not a valid rank", cfg.Rank, cfg.Size)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 60 * time.Second
+		cfg.Timeout = DefaultJoinTimeout(cfg.Size)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	cfg.TCP.firstSilence = cfg.Timeout
 	secret := sha256.Sum256([]byte(cfg.Secret))
 
 	// The congestion control is chosen before the connections are made,
@@ -228,6 +232,9 @@ func Join(ctx context.Context, cfg JoinConfig) (*Mesh, []Peer, error) {
 		shm, err = joinShm(ctx, cfg, peers, conns, secret)
 	}
 	var tr *TCP
+	if err == nil && cfg.linked != nil {
+		cfg.linked()
+	}
 	if err == nil {
 		tr, err = NewTCP(cfg.Rank, conns, cfg.TCP)
 	}
@@ -243,6 +250,16 @@ func Join(ctx context.Context, cfg JoinConfig) (*Mesh, []Peer, error) {
 		return nil, nil, err
 	}
 	return newMesh(tr, shm), peers, nil
+}
+
+// DefaultJoinTimeout is the rendezvous's time for a job of size ranks:
+// 60 s, and another second for every 1,024 pairs of ranks, at most 10
+// minutes. Every rank connects to every other, and ranks on one machine
+// also set up a shared-memory segment a pair: 512 ranks on one machine of
+// 2 cores took about two minutes to join (docs/collectives.md).
+func DefaultJoinTimeout(size int) time.Duration {
+	d := 60*time.Second + time.Duration(size)*time.Duration(size)*time.Second/1024
+	return min(d, 10*time.Minute)
 }
 
 func advertiseHost() string {

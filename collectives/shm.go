@@ -66,7 +66,9 @@ type ShmConfig struct {
 	// (docs/collectives.md). Negative: never.
 	Spin time.Duration
 	// RingBytes is the size of each direction's ring, a power of two
-	// (default 1 MiB, less when a machine has more than 16 ranks).
+	// (default 1 MiB; 256 KiB when a machine has more than 16 ranks, and
+	// less where its pairs' rings would take more than an eighth of its
+	// memory or 1 GiB: 16 KiB at 256 ranks, 4 KiB at 512).
 	RingBytes int
 	// CopyOnceMin is the smallest message the receiver copies straight
 	// from the sender's memory, once, instead of through the ring. Zero

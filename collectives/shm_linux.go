@@ -113,6 +113,7 @@ type shmConfig struct {
 	rates         *copyRates // measured, when ShmConfig left single copy to the machine
 	heartbeat     time.Duration
 	peerTimeout   time.Duration
+	firstSilence  time.Duration // peerTimeout for a peer that has not beaten yet (TCPConfig.firstSilence)
 	maxUnexpected int
 }
 
@@ -122,12 +123,9 @@ type shmConfig struct {
 func resolveShm(c ShmConfig, tc TCPConfig, localRanks int, measure func() copyRates) shmConfig {
 	tc = tc.withDefaults()
 	r := shmConfig{ring: c.RingBytes, spin: c.Spin, copyOnceMin: c.CopyOnceMin,
-		heartbeat: tc.Heartbeat, peerTimeout: tc.PeerTimeout, maxUnexpected: tc.MaxUnexpected}
+		heartbeat: tc.Heartbeat, peerTimeout: tc.PeerTimeout, firstSilence: tc.firstSilence, maxUnexpected: tc.MaxUnexpected}
 	if r.ring <= 0 {
-		r.ring = defaultShmRing
-		if localRanks > 16 {
-			r.ring = 256 << 10
-		}
+		r.ring = defaultRing(localRanks, shmRingBudget())
 	}
 	r.yield = localRanks > runtime.NumCPU()
 	switch {
@@ -152,6 +150,34 @@ func resolveShm(c ShmConfig, tc TCPConfig, localRanks int, measure func() copyRa
 		r.copyOnceMin = 0
 	}
 	return r
+}
+
+// defaultRing is the ring size of a machine with localRanks ranks: 1 MiB,
+// 256 KiB past 16 ranks, and halved until the machine's segments, two
+// rings for each of its localRanks*(localRanks-1)/2 pairs, fit in budget
+// bytes, down to shmMinRing. Every segment is mapped and touched at set-up,
+// so without the bound 256 ranks on one machine would ask for 16 GiB.
+func defaultRing(localRanks int, budget int64) int {
+	ring := defaultShmRing
+	if localRanks > 16 {
+		ring = 256 << 10
+	}
+	pairs := int64(localRanks) * int64(localRanks-1) / 2
+	for ring > shmMinRing && pairs*2*int64(ring) > budget {
+		ring /= 2
+	}
+	return ring
+}
+
+// shmRingBudget is what a machine's rings may take together: an eighth of
+// its memory, at most 1 GiB (1 GiB when the memory cannot be read).
+func shmRingBudget() int64 {
+	const most = 1 << 30
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
+		return most
+	}
+	return min(int64(si.Totalram)*int64(si.Unit)/8, most)
 }
 
 // copyRates says how fast this machine copies, in bytes per ns: the
@@ -509,6 +535,7 @@ func (t *shmTransport) start() {
 	t.idleFrom = -1
 	t.spinScore.Store(shmSpinMax)
 	for _, l := range t.active {
+		l.myBeat.Add(1) // this rank has joined: its peers allow it the peer timeout from now
 		l.hbSeen, l.hbAt = l.peerBeat.Load(), now
 		t.wg.Add(1)
 		go l.readCtrl()
@@ -1225,9 +1252,13 @@ func (t *shmTransport) beat(now int64) {
 			l.hbSeen, l.hbAt = v, now
 			continue
 		}
-		if time.Duration(now-l.hbAt) > t.cfg.peerTimeout {
+		limit := t.cfg.peerTimeout
+		if l.hbSeen == 0 {
+			limit = t.cfg.firstSilence // the peer may still be setting up its other links
+		}
+		if time.Duration(now-l.hbAt) > limit {
 			t.fail(&PeerError{Rank: l.peer, Reporter: -1, Reason: fmt.Sprintf(
-				"no data or heartbeat for %v (hung, stopped, or unreachable)", t.cfg.peerTimeout)})
+				"no data or heartbeat for %v (hung, stopped, or unreachable)", limit)})
 			return
 		}
 	}

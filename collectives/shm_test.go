@@ -84,6 +84,36 @@ func TestShmSingleCopyFollowsTheMachine(t *testing.T) {
 	}
 }
 
+// TestDefaultRingFitsTheMachine: the default ring keeps every pair's two
+// rings within the budget, halving down to the smallest ring the set-up
+// accepts, and stays a power of two.
+func TestDefaultRingFitsTheMachine(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		local  int
+		budget int64
+		want   int
+	}{
+		{1, gib, 1 << 20}, {4, gib, 1 << 20}, {16, gib, 1 << 20}, {17, gib, 256 << 10}, {64, gib, 256 << 10},
+		{128, gib, 64 << 10}, {256, gib, 16 << 10}, {512, gib, 4 << 10}, {4096, gib, 4 << 10},
+		{16, 32 << 20, 128 << 10}, {4, 0, shmMinRing},
+	} {
+		if got := defaultRing(tc.local, tc.budget); got != tc.want {
+			t.Errorf("%d ranks, budget %d: ring %d, want %d", tc.local, tc.budget, got, tc.want)
+		}
+	}
+	for local := 1; local <= 1024; local++ {
+		ring := defaultRing(local, gib)
+		pairs := int64(local) * int64(local-1) / 2
+		if ring&(ring-1) != 0 || ring < shmMinRing || ring > shmMaxRing || (ring > shmMinRing && pairs*2*int64(ring) > gib) {
+			t.Fatalf("%d ranks: ring %d (%d pairs take %d bytes)", local, ring, pairs, pairs*2*int64(ring))
+		}
+	}
+	if b := shmRingBudget(); b <= 0 || b > gib {
+		t.Errorf("this machine's budget is %d bytes", b)
+	}
+}
+
 // TestShmLinksFollowMachines: ranks on one machine link through shared
 // memory, the others through TCP; with COMMPROF_TRANSPORT=tcp every pair
 // is TCP.
@@ -410,6 +440,57 @@ func TestShmStalledPeerTimesOut(t *testing.T) {
 		if !errors.As(errs[r], &pe) || pe.Rank != 1 || !strings.Contains(errs[r].Error(), "no data or heartbeat for 1s") {
 			t.Errorf("rank %d: got %v, want a PeerError for rank 1's silence", r, errs[r])
 		}
+	}
+}
+
+// TestPeerStillJoiningIsNotTakenForDead: a rank whose links are made but
+// which finishes joining several peer timeouts after the others (on one
+// machine of hundreds of ranks it is still making its links to the rest)
+// is waited for, over TCP and over shared memory: until a peer has
+// joined it is allowed the join's time.
+func TestPeerStillJoiningIsNotTakenForDead(t *testing.T) {
+	for _, mode := range []TransportMode{TransportTCP, TransportShm} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 3
+			ms := make([]*Mesh, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "late", Timeout: 20 * time.Second,
+						TCP: TCPConfig{Heartbeat: 20 * time.Millisecond, PeerTimeout: 200 * time.Millisecond}, Transport: mode, machine: "one"}
+					if r == 0 {
+						jc.CoordListener = ln
+					}
+					if r == 2 {
+						jc.linked = func() { time.Sleep(time.Second) } // five peer timeouts
+					}
+					ms[r], _, errs[r] = Join(context.Background(), jc)
+				}()
+			}
+			wg.Wait()
+			t.Cleanup(func() {
+				for _, m := range ms {
+					if m != nil {
+						m.Close()
+					}
+				}
+			})
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			mustRun(t, meshes(ms), Config{}, func(c *Comm) error {
+				return c.AllReduce(ctx, NewBuffer(Float32, 10), Sum)
+			})
+		})
 	}
 }
 

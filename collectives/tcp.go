@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,11 @@ type TCPConfig struct {
 	// its receive is posted (default 1 GiB); a larger one fails the peer,
 	// so a broken or hostile peer cannot make this rank allocate at will.
 	MaxUnexpected int
+	// firstSilence is how long a peer that has sent nothing yet may stay
+	// silent: Join sets it to its own timeout, since a peer that has not
+	// started may still be setting up its links to the others (on one
+	// machine of hundreds of ranks, tens of seconds after this rank).
+	firstSilence time.Duration
 }
 
 func (c TCPConfig) withDefaults() TCPConfig {
@@ -59,6 +65,9 @@ func (c TCPConfig) withDefaults() TCPConfig {
 	}
 	if c.MaxUnexpected <= 0 {
 		c.MaxUnexpected = 1 << 30
+	}
+	if c.firstSilence < c.PeerTimeout {
+		c.firstSilence = c.PeerTimeout
 	}
 	if c.SocketBuffer <= 0 {
 		c.SocketBuffer = 4 << 20
@@ -135,6 +144,7 @@ type peerConn struct {
 	rank      int
 	conn      *net.TCPConn
 	br        *bufio.Reader
+	dr        *deadlineReader // under br; read by the reader goroutine only
 	box       *mailbox
 	wmu       sync.Mutex
 	small     [hdrLen + smallFrame]byte
@@ -216,7 +226,8 @@ func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 		if p.io, err = newSockIO(c, cfg.RawIO); err != nil {
 			return nil, fmt.Errorf("connection to rank %d: %w", i, err)
 		}
-		p.br = bufio.NewReaderSize(deadlineReader{c, p.io, cfg.PeerTimeout}, 64<<10)
+		p.dr = &deadlineReader{c: c, io: p.io, d: cfg.PeerTimeout, first: cfg.firstSilence}
+		p.br = bufio.NewReaderSize(p.dr, 64<<10)
 		p.lastWrite.Store(time.Now().UnixNano())
 		t.peers[i] = p
 	}
@@ -226,24 +237,39 @@ func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 			go t.readLoop(p)
 		}
 	}
+	// A first heartbeat now tells each peer that this rank has joined:
+	// until then it allows the join's time, not the peer timeout.
+	t.beat(time.Now(), math.MinInt64)
 	t.wg.Add(1)
 	go t.heartbeats()
 	return t, nil
 }
 
 // deadlineReader pushes the read deadline forward before every read, so a
-// connection fails only after d without any bytes.
+// connection fails only after d without any bytes (first, until the peer
+// has sent its first).
 type deadlineReader struct {
-	c  *net.TCPConn
-	io sockIO
-	d  time.Duration
+	c        *net.TCPConn
+	io       sockIO
+	d, first time.Duration
+	heard    bool
 }
 
-func (r deadlineReader) Read(p []byte) (int, error) {
-	if err := r.c.SetReadDeadline(time.Now().Add(r.d)); err != nil {
+// silence is how long the peer may now stay silent.
+func (r *deadlineReader) silence() time.Duration {
+	if r.heard {
+		return r.d
+	}
+	return r.first
+}
+
+func (r *deadlineReader) Read(p []byte) (int, error) {
+	if err := r.c.SetReadDeadline(time.Now().Add(r.silence())); err != nil {
 		return 0, err
 	}
-	return r.io.read(p)
+	n, err := r.io.read(p)
+	r.heard = r.heard || n > 0
+	return n, err
 }
 
 // Rank implements Transport.
@@ -418,7 +444,7 @@ func (t *TCP) readFailed(pc *peerConn, err error) error {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
 		reason, err = "connection closed (the process exited or was killed)", nil
 	case errors.As(err, &ne) && ne.Timeout():
-		reason, err = fmt.Sprintf("no data or heartbeat for %v (hung, stopped, or unreachable)", t.cfg.PeerTimeout), nil
+		reason, err = fmt.Sprintf("no data or heartbeat for %v (hung, stopped, or unreachable)", pc.dr.silence()), nil
 	}
 	pe := &PeerError{Rank: pc.rank, Reporter: -1, Reason: reason, Err: err}
 	t.fail(pe)
@@ -473,8 +499,6 @@ func (t *TCP) heartbeats() {
 	defer t.wg.Done()
 	tick := time.NewTicker(t.cfg.Heartbeat)
 	defer tick.Stop()
-	var hb [hdrLen]byte
-	putHeader(hb[:], frameHeartbeat, Header{}, 0)
 	for {
 		select {
 		case <-t.done:
@@ -483,16 +507,24 @@ func (t *TCP) heartbeats() {
 			if t.err() != nil {
 				return
 			}
-			for _, p := range t.peers {
-				if p == nil || now.UnixNano()-p.lastWrite.Load() < int64(t.cfg.Heartbeat)/2 {
-					continue
-				}
-				if p.wmu.TryLock() { // a writer holding the lock is sending data anyway
-					_, _ = p.conn.Write(hb[:])
-					p.lastWrite.Store(now.UnixNano())
-					p.wmu.Unlock()
-				}
-			}
+			t.beat(now, int64(t.cfg.Heartbeat)/2)
+		}
+	}
+}
+
+// beat sends a heartbeat to each peer that nothing has been written to for
+// idle ns.
+func (t *TCP) beat(now time.Time, idle int64) {
+	var hb [hdrLen]byte
+	putHeader(hb[:], frameHeartbeat, Header{}, 0)
+	for _, p := range t.peers {
+		if p == nil || now.UnixNano()-p.lastWrite.Load() < idle {
+			continue
+		}
+		if p.wmu.TryLock() { // a writer holding the lock is sending data anyway
+			_, _ = p.conn.Write(hb[:])
+			p.lastWrite.Store(now.UnixNano())
+			p.wmu.Unlock()
 		}
 	}
 }

@@ -2,15 +2,19 @@ package interpose
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/hostslot"
 	"github.com/commprof/commprof/internal/rundir"
 	"github.com/commprof/commprof/trace"
 )
@@ -50,6 +54,15 @@ type SessionConfig struct {
 // time the run took, plus the encoder's set-up (the default training run
 // ended 60 ms later on 3.1 s).
 const compactBelow = 4096
+
+// compactSlots names the slots of the ranks that record into dir.
+func compactSlots(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	h := sha256.Sum256([]byte(dir))
+	return "commprof-compact-" + hex.EncodeToString(h[:8])
+}
 
 // Session is one rank's recording of a run.
 type Session struct {
@@ -359,7 +372,13 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 	// written, and is done with quickly.
 	if err == nil && runErr == nil && ctx.Err() == nil && !s.cfg.KeepBatches {
 		if b := s.rec.Batches(); b > 1 && s.rec.Events()/b < compactBelow {
-			_, cerr := trace.Compact(s.Path(), trace.CompactOptions{Codec: s.cfg.Codec, Level: trace.LevelSmallest})
+			// The ranks of a machine end together: as many compact at
+			// once as it has cores, the others wait their turn.
+			release, cerr := hostslot.Acquire(ctx, compactSlots(s.cfg.Dir), runtime.NumCPU(), s.rank)
+			if cerr == nil {
+				_, cerr = trace.Compact(s.Path(), trace.CompactOptions{Codec: s.cfg.Codec, Level: trace.LevelSmallest})
+				release()
+			}
 			if cerr != nil && s.cfg.Warn != nil {
 				s.cfg.Warn(fmt.Errorf("rank %d's stream is kept as written: %w", s.rank, cerr))
 			}
