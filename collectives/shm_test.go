@@ -451,37 +451,12 @@ func TestShmStalledPeerTimesOut(t *testing.T) {
 func TestPeerStillJoiningIsNotTakenForDead(t *testing.T) {
 	for _, mode := range []TransportMode{TransportTCP, TransportShm} {
 		t.Run(mode.String(), func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			const n = 3
-			ms := make([]*Mesh, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					jc := JoinConfig{Rank: r, Size: n, Coord: ln.Addr().String(), Secret: "late", Timeout: 20 * time.Second,
-						TCP: TCPConfig{Heartbeat: 20 * time.Millisecond, PeerTimeout: 200 * time.Millisecond}, Transport: mode, machine: "one"}
-					if r == 0 {
-						jc.CoordListener = ln
-					}
+			ms, errs := joinWorldWith(t, 3, mode, ShmConfig{}, TCPConfig{Heartbeat: 20 * time.Millisecond, PeerTimeout: 200 * time.Millisecond}, oneMachine,
+				func(r int, jc *JoinConfig) {
 					if r == 2 {
 						jc.linked = func() { time.Sleep(time.Second) } // five peer timeouts
 					}
-					ms[r], _, errs[r] = Join(context.Background(), jc)
-				}()
-			}
-			wg.Wait()
-			t.Cleanup(func() {
-				for _, m := range ms {
-					if m != nil {
-						m.Close()
-					}
-				}
-			})
+				})
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}

@@ -45,6 +45,13 @@ func shmWorld(t testing.TB, n int, cfg ShmConfig, tcfg TCPConfig, machine func(r
 // returns each rank's transport or error.
 func joinWorld(t testing.TB, n int, mode TransportMode, cfg ShmConfig, tcfg TCPConfig, machine func(r int) string) ([]*Mesh, []error) {
 	t.Helper()
+	return joinWorldWith(t, n, mode, cfg, tcfg, machine, nil)
+}
+
+// joinWorldWith is joinWorld with each rank's JoinConfig passed through
+// tweak first, when it is set.
+func joinWorldWith(t testing.TB, n int, mode TransportMode, cfg ShmConfig, tcfg TCPConfig, machine func(r int) string, tweak func(r int, jc *JoinConfig)) ([]*Mesh, []error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +67,9 @@ func joinWorld(t testing.TB, n int, mode TransportMode, cfg ShmConfig, tcfg TCPC
 				TCP: tcfg, Transport: mode, Shm: cfg, machine: machine(r)}
 			if r == 0 {
 				jc.CoordListener = ln
+			}
+			if tweak != nil {
+				tweak(r, &jc)
 			}
 			ms[r], _, errs[r] = Join(context.Background(), jc)
 		}()
