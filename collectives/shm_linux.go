@@ -398,6 +398,7 @@ type shmTransport struct {
 	failOnce  sync.Once
 	failErr   atomic.Pointer[error]
 	closed    atomic.Bool
+	closing   atomic.Bool // close has begun: the goodbyes are on their way
 	stopping  atomic.Bool
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -1277,8 +1278,13 @@ func (l *shmLink) readCtrl() {
 			err = io.EOF
 		}
 		if err != nil {
-			if t.closed.Load() || l.bye.Load() || t.err() != nil || errors.Is(err, net.ErrClosed) {
-				return // this rank closed it, or the peer said goodbye
+			if t.closing.Load() || l.bye.Load() || t.err() != nil || errors.Is(err, net.ErrClosed) {
+				// This rank is closing, or the peer said goodbye. A peer
+				// that closes with this rank's goodbye unread resets the
+				// socket, and the reset is read before the peer's own
+				// goodbye: while this rank still sends its goodbyes, that
+				// is no failure to tell the ranks still running.
+				return
 			}
 			reason := "connection closed (the process exited or was killed)"
 			if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
@@ -1370,6 +1376,7 @@ func (t *shmTransport) close() {
 		return // it links no peer: it only says why (joinShm)
 	}
 	t.closeOnce.Do(func() {
+		t.closing.Store(true)
 		if t.err() == nil {
 			var bye [hdrLen]byte
 			putHeader(bye[:], frameBye, Header{}, 0)
