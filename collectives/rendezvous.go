@@ -41,7 +41,7 @@ type JoinConfig struct {
 	// others should reach it at (default: the first non-loopback IPv4
 	// address of this host).
 	Advertise string
-	// Timeout bounds the whole rendezvous (default DefaultJoinTimeout).
+	// Timeout bounds the whole rendezvous (default defaultJoinTimeout).
 	Timeout time.Duration
 	TCP     TCPConfig
 	// Transport says whether ranks on one machine talk through shared
@@ -137,7 +137,7 @@ func Join(ctx context.Context, cfg JoinConfig) (*Mesh, []Peer, error) {
 		return nil, nil, fmt.Errorf("rank %d of %d is not a valid rank", cfg.Rank, cfg.Size)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultJoinTimeout(cfg.Size)
+		cfg.Timeout = defaultJoinTimeout(cfg.Size)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -252,13 +252,14 @@ func Join(ctx context.Context, cfg JoinConfig) (*Mesh, []Peer, error) {
 	return newMesh(tr, shm), peers, nil
 }
 
-// DefaultJoinTimeout is the rendezvous's time for a job of size ranks:
-// 60 s, and another second for every 1,024 pairs of ranks, at most 10
+// defaultJoinTimeout is the rendezvous's time for a job of size ranks:
+// 60 s, and another second for every 512 pairs of ranks, at most 10
 // minutes. Every rank connects to every other, and ranks on one machine
 // also set up a shared-memory segment a pair: 512 ranks on one machine of
 // 2 cores took about two minutes to join (docs/collectives.md).
-func DefaultJoinTimeout(size int) time.Duration {
-	d := 60*time.Second + time.Duration(size)*time.Duration(size)*time.Second/1024
+func defaultJoinTimeout(size int) time.Duration {
+	pairs := time.Duration(size) * time.Duration(size-1) / 2
+	d := 60*time.Second + pairs*time.Second/512
 	return min(d, 10*time.Minute)
 }
 

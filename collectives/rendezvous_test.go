@@ -418,3 +418,17 @@ func TestAcceptorMakesTheOldestGiveWay(t *testing.T) {
 	}
 	cutOff(t, conns[3:])
 }
+
+// TestDefaultJoinTimeoutGrowsWithThePairs: the join's default time is the
+// one docs/launching.md gives for each size.
+func TestDefaultJoinTimeoutGrowsWithThePairs(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		want time.Duration
+	}{{1, 60 * time.Second}, {4, 60 * time.Second}, {64, 64 * time.Second}, {256, 124 * time.Second}, {512, 316 * time.Second},
+		{1500, 10 * time.Minute}, {4096, 10 * time.Minute}} {
+		if got := defaultJoinTimeout(tc.size).Round(time.Second); got != tc.want {
+			t.Errorf("%d ranks: %v, want %v", tc.size, got, tc.want)
+		}
+	}
+}

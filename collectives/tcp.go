@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -239,7 +238,7 @@ func NewTCP(rank int, conns []*net.TCPConn, cfg TCPConfig) (*TCP, error) {
 	}
 	// A first heartbeat now tells each peer that this rank has joined:
 	// until then it allows the join's time, not the peer timeout.
-	t.beat(time.Now(), math.MinInt64)
+	t.beat(time.Now(), 0)
 	t.wg.Add(1)
 	go t.heartbeats()
 	return t, nil

@@ -374,12 +374,14 @@ func (s *Session) Finish(ctx context.Context, runErr error) error {
 		if b := s.rec.Batches(); b > 1 && s.rec.Events()/b < compactBelow {
 			// The ranks of a machine end together: as many compact at
 			// once as it has cores, the others wait their turn.
+			// Interrupted while it waits, it keeps its stream as written,
+			// as an interrupted run does, without a word.
 			release, cerr := hostslot.Acquire(ctx, compactSlots(s.cfg.Dir), runtime.NumCPU(), s.rank)
 			if cerr == nil {
 				_, cerr = trace.Compact(s.Path(), trace.CompactOptions{Codec: s.cfg.Codec, Level: trace.LevelSmallest})
 				release()
 			}
-			if cerr != nil && s.cfg.Warn != nil {
+			if cerr != nil && ctx.Err() == nil && s.cfg.Warn != nil {
 				s.cfg.Warn(fmt.Errorf("rank %d's stream is kept as written: %w", s.rank, cerr))
 			}
 		}
