@@ -35,8 +35,10 @@ type Spec struct {
 	// Mark, if set, records a mark on the rank's trace: Run marks the
 	// start (1) and end (0) of each size's timed iterations with
 	// trace.MarkTimed, so that a recorded run's figures leave the
-	// warm-up and checking iterations out.
-	Mark func(name string, value float64)
+	// warm-up and checking iterations out. The marks carry the very
+	// clock readings the benchmark times its loop with, so that the
+	// recorded loop is the measured one to the nanosecond.
+	Mark func(name string, at time.Time, value float64)
 }
 
 // Result is one row of the table. Times are the slowest rank's mean.
@@ -198,17 +200,18 @@ func Run(ctx context.Context, c collectives.Communicator, s Spec, each func(Resu
 		}
 		mark := s.Mark
 		if mark == nil {
-			mark = func(string, float64) {}
+			mark = func(string, time.Time, float64) {}
 		}
-		mark(trace.MarkTimed, 1)
 		t0 := time.Now()
+		mark(trace.MarkTimed, t0, 1)
 		for range s.Iters {
 			if err := once(); err != nil {
 				return err
 			}
 		}
-		total := time.Since(t0)
-		mark(trace.MarkTimed, 0)
+		t1 := time.Now()
+		mark(trace.MarkTimed, t1, 0)
+		total := t1.Sub(t0)
 		if !s.NoCheck {
 			if err := checked(); err != nil {
 				return err

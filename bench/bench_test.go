@@ -2,11 +2,14 @@ package bench
 
 import (
 	"context"
-	"github.com/commprof/commprof/internal/busbw"
+	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/commprof/commprof/collectives"
+	"github.com/commprof/commprof/internal/busbw"
+	"github.com/commprof/commprof/trace"
 )
 
 func TestSizesAndFactors(t *testing.T) {
@@ -44,6 +47,13 @@ func (c corrupting) AllReduce(ctx context.Context, b collectives.Buffer, op coll
 
 func runAll(t *testing.T, n int, s Spec, wrap func(collectives.Communicator) collectives.Communicator) []Result {
 	t.Helper()
+	return runRanks(t, n, func(int) Spec { return s }, wrap)
+}
+
+// runRanks runs the benchmark on n ranks, rank r with spec(r), and
+// returns rank 0's rows.
+func runRanks(t *testing.T, n int, spec func(r int) Spec, wrap func(collectives.Communicator) collectives.Communicator) []Result {
+	t.Helper()
 	ts := collectives.NewLocal(n)
 	var mu sync.Mutex
 	var rows []Result
@@ -58,7 +68,7 @@ func runAll(t *testing.T, n int, s Spec, wrap func(collectives.Communicator) col
 		go func() {
 			defer wg.Done()
 			defer ts[r].Close()
-			errs[r] = Run(context.Background(), wrap(c), s, func(res Result) {
+			errs[r] = Run(context.Background(), wrap(c), spec(r), func(res Result) {
 				if r == 0 {
 					mu.Lock()
 					rows = append(rows, res)
@@ -118,6 +128,57 @@ func TestValidate(t *testing.T) {
 		mod(&s)
 		if s.Validate() == nil {
 			t.Errorf("%s accepted", name)
+		}
+	}
+}
+
+// TestTimedMarksAreTheLoopsClock checks that the timed marks carry the
+// readings the benchmark times its loop with: a recorder that takes its
+// time to record the start mark (a rank descheduled on a busy machine)
+// must not make the recorded loop longer than the measured one, or the
+// report's figures would differ from the benchmark's table.
+func TestTimedMarksAreTheLoopsClock(t *testing.T) {
+	const n, iters = 3, 5
+	type mark struct {
+		at    time.Time
+		value float64
+	}
+	marks := make([][]mark, n)
+	spec := func(r int) Spec {
+		s := Spec{Op: collectives.OpAllReduce, Min: 8, Max: 512, Factor: 8, Iters: iters, Warmup: 1, DType: collectives.Float32, Reduce: collectives.Sum}
+		s.Mark = func(name string, at time.Time, value float64) {
+			if name != trace.MarkTimed {
+				t.Errorf("rank %d marked %q", r, name)
+			}
+			if value == 1 && r == 1 {
+				time.Sleep(3 * time.Millisecond) // the recorder, descheduled
+			}
+			marks[r] = append(marks[r], mark{at, value})
+		}
+		return s
+	}
+	rows := runRanks(t, n, spec, func(c collectives.Communicator) collectives.Communicator { return c })
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	for i, row := range rows {
+		var worst time.Duration
+		for r := range n {
+			if len(marks[r]) != 2*len(rows) {
+				t.Fatalf("rank %d: %d marks, want %d", r, len(marks[r]), 2*len(rows))
+			}
+			start, end := marks[r][2*i], marks[r][2*i+1]
+			if start.value != 1 || end.value != 0 {
+				t.Fatalf("rank %d size %d: marks %v, %v", r, row.Bytes, start.value, end.value)
+			}
+			worst = max(worst, end.at.Sub(start.at))
+		}
+		want := worst.Seconds() / iters * 1e6
+		if math.Abs(row.TimeUS-want) > 1e-9*want {
+			t.Errorf("size %d: the benchmark timed %.6f us a call, its marks say %.6f", row.Bytes, row.TimeUS, want)
+		}
+		if want < 3000.0/iters {
+			t.Errorf("size %d: %.1f us a call, less than rank 1's slow start mark spread over the loop", row.Bytes, want)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func Bench(ctx context.Context, o BenchOptions) error {
 	s := o.Spec
 	return RunRank(ctx, o.Job, o.Collectives, o.Config, o.Faults, o.Version, func(ctx context.Context, c collectives.Communicator, tools rankrun.Tools) error {
 		if tools.Rec != nil {
-			s.Mark = tools.Rec.Mark
+			s.Mark = tools.Rec.MarkAt
 		}
 		var rows []bench.Result
 		if c.Rank() == 0 && !o.JSON {

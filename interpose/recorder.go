@@ -168,6 +168,13 @@ func (r *Recorder) Mark(name string, value float64) {
 		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1, Value: value})
 }
 
+// MarkAt records a mark at t, a time.Now reading taken earlier, such as
+// the one a benchmark starts its timed loop with.
+func (r *Recorder) MarkAt(name string, t time.Time, value float64) {
+	r.Record(&trace.Event{Kind: trace.KindMark, Name: name, Start: r.At(t),
+		Peer: -1, Seq: -1, Step: r.step.Load(), Root: -1, Chunk: -1, Value: value})
+}
+
 // Sample records a reading of a counter now (a sample event), such as
 // the bytes of the buffers a program holds.
 func (r *Recorder) Sample(name string, value float64) {

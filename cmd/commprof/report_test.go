@@ -394,17 +394,17 @@ func TestBenchReportInBrowser(t *testing.T) {
 		}
 		// columns: op size algo ranks calls time algbw busbw wait; the
 		// benchmark's: size count type algo time(us) algbw busbw #wrong.
-		pb, _ := strconv.ParseFloat(row[7], 64)
-		bb, _ := strconv.ParseFloat(b[6], 64)
-		us, _ := strconv.ParseFloat(b[4], 64)
-		tol := 0.02*bb + 0.0015
-		if us < 10 {
-			// The page reads calls from their events, the benchmark times
-			// its loop: a call of about a microsecond differs by the
-			// recording's own tens of ns (1.23 µs against 1.2, 2.6%).
-			tol = 0.05 * bb
+		// The page's loop is the benchmark's, read from the marks that
+		// carry its clock readings: they differ by the printing alone
+		// (three decimals each).
+		for _, col := range [][2]int{{6, 5}, {7, 6}} {
+			pv, _ := strconv.ParseFloat(row[col[0]], 64)
+			bv, _ := strconv.ParseFloat(b[col[1]], 64)
+			if math.Abs(pv-bv) > 0.0010001 {
+				t.Errorf("size %s: page %q, benchmark %q", row[1], row, b)
+			}
 		}
-		if row[2] != b[3] || row[4] != "10" || math.Abs(pb-bb) > tol {
+		if row[2] != b[3] || row[4] != "10" {
 			t.Errorf("size %s: page %q, benchmark %q", row[1], row, b)
 		}
 	}
