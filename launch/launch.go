@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"strconv"
 	"sync"
@@ -227,27 +228,62 @@ func Run(ctx context.Context, s Spec) error {
 	case interrupted:
 		return fmt.Errorf("launch: %w: stopped %d ranks", context.Canceled, len(ranks))
 	case len(failures) > 0:
-		// Every line has been forwarded now: take the culprit's last.
-		c := culprit(failures)
-		r := ranks[c.Rank]
-		r.mu.Lock()
-		c.LastLine = r.lastLine
-		r.mu.Unlock()
-		return c
+		// Every line has been forwarded now.
+		for _, f := range failures {
+			r := ranks[f.Rank]
+			r.mu.Lock()
+			f.LastLine = r.lastLine
+			r.mu.Unlock()
+		}
+		return culprit(failures)
 	}
 	return nil
 }
 
 // culprit picks the rank to blame among those that failed on their own.
 // A rank killed by a signal is the likeliest cause: the others fail
-// because it disappeared, and may be reaped before it.
+// because it disappeared, and may be reaped before it. Otherwise the
+// first rank reaped is blamed, unless its last line says that another
+// rank that also failed failed first (commprof's ranks report a peer's
+// failure as "rank N failed: ..."): then that one, and so on down the
+// chain.
 func culprit(failures []*RankError) *RankError {
 	for _, f := range failures {
 		if f.ExitCode < 0 {
 			return f
 		}
 	}
-	return failures[0]
+	byRank := map[int]*RankError{}
+	for _, f := range failures {
+		byRank[f.Rank] = f
+	}
+	c := failures[0]
+	seen := map[int]bool{c.Rank: true}
+	for {
+		n := blames(c)
+		next := byRank[n]
+		if n < 0 || next == nil || seen[n] {
+			return c
+		}
+		seen[n] = true
+		c = next
+	}
+}
+
+// peerFailed is how commprof's collectives name a rank that failed
+// (collectives.PeerError).
+var peerFailed = regexp.MustCompile(`\brank (\d+) failed: `)
+
+// blames returns the rank that f's last line says failed, other than f's
+// own (the last such, the deepest of a chain of causes), or -1.
+func blames(f *RankError) int {
+	n := -1
+	for _, m := range peerFailed.FindAllStringSubmatch(f.LastLine, -1) {
+		if r, err := strconv.Atoi(m[1]); err == nil && r != f.Rank {
+			n = r
+		}
+	}
+	return n
 }
 
 func lnAddr(f *os.File) string {

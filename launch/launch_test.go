@@ -81,6 +81,51 @@ func TestCulpritIsTheKilledRank(t *testing.T) {
 	}
 }
 
+// A rank that failed because another failed says so; the blame goes down
+// the chain to a rank that failed on its own, among those that failed.
+func TestCulpritFollowsTheRanksThatFailedFirst(t *testing.T) {
+	const (
+		own     = "commprof: rank 3: allreduce of 8 bytes: collective mismatch in broadcast #3: rank 2 called allreduce"
+		aborted = ": allreduce #3: rank 3 failed: aborted: allreduce of 8 bytes: collective mismatch in broadcast #3: rank 2 called allreduce (reported by rank 0)"
+	)
+	for _, tc := range []struct {
+		name     string
+		failures []*RankError
+		want     int
+	}{
+		{"one step", []*RankError{{Rank: 1, ExitCode: 1, LastLine: "commprof: rank 1" + aborted}, {Rank: 3, ExitCode: 1, LastLine: own}}, 3},
+		{"two steps", []*RankError{
+			{Rank: 0, ExitCode: 1, LastLine: "commprof: rank 0: barrier #9: rank 5 failed: aborted: rank 7 failed: connection closed"},
+			{Rank: 5, ExitCode: 1, LastLine: "commprof: rank 5: rank 7 failed: connection closed"},
+			{Rank: 7, ExitCode: 2, LastLine: "commprof: rank 7: writing the trace: no space left on device"}}, 7},
+		{"the deepest cause in one line", []*RankError{
+			{Rank: 0, ExitCode: 1, LastLine: "commprof: rank 0: rank 5 failed: aborted: rank 7 failed: connection closed"},
+			{Rank: 7, ExitCode: 2, LastLine: "commprof: rank 7: no space left on device"}}, 7},
+		{"blamed rank did not fail on its own", []*RankError{{Rank: 1, ExitCode: 1, LastLine: "commprof: rank 1: rank 4 failed: no data or heartbeat for 15s"}, {Rank: 2, ExitCode: 1}}, 1},
+		{"its own name", []*RankError{{Rank: 2, ExitCode: 1, LastLine: "commprof: rank 2: rank 2 failed: interrupted in the middle of a message to rank 0"}, {Rank: 0, ExitCode: 1}}, 2},
+		{"a loop", []*RankError{{Rank: 1, ExitCode: 1, LastLine: "rank 2 failed: x"}, {Rank: 2, ExitCode: 1, LastLine: "rank 1 failed: y"}}, 2},
+		{"not commprof's words", []*RankError{{Rank: 4, ExitCode: 1, LastLine: "RuntimeError: Connection closed by peer [10.0.0.2]:4012"}, {Rank: 0, ExitCode: 1}}, 4},
+	} {
+		if got := culprit(tc.failures); got.Rank != tc.want {
+			t.Errorf("%s: blamed rank %d, want %d", tc.name, got.Rank, tc.want)
+		}
+	}
+}
+
+// The launcher blames the rank whose failure the first rank reaped
+// reported, with that rank's own last line.
+func TestRunBlamesTheCauseNotTheFirstReaped(t *testing.T) {
+	script := `case "$COMMPROF_RANK" in
+0) echo "commprof: rank 0: allreduce #4: rank 2 failed: connection closed" >&2; exit 1;;
+2) sleep 0.3; echo "commprof: rank 2: out of cheese" >&2; exit 3;;
+esac`
+	_, _, _, err := sh(t, 3, script, 30*time.Second)
+	var re *RankError
+	if !errors.As(err, &re) || re.Rank != 2 || re.ExitCode != 3 || re.LastLine != "commprof: rank 2: out of cheese" {
+		t.Fatalf("got %v, want rank 2's own failure", err)
+	}
+}
+
 func TestInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
