@@ -245,8 +245,8 @@ func Run(ctx context.Context, s Spec) error {
 // because it disappeared, and may be reaped before it. Otherwise the
 // first rank reaped is blamed, unless its last line says that another
 // rank that also failed failed first (commprof's ranks report a peer's
-// failure as "rank N failed: ..."): then that one, and so on down the
-// chain.
+// failure as "rank N failed: ...", and a peer they could not join as
+// "connecting to rank N ..."): then that one, and so on down the chain.
 func culprit(failures []*RankError) *RankError {
 	for _, f := range failures {
 		if f.ExitCode < 0 {
@@ -271,15 +271,16 @@ func culprit(failures []*RankError) *RankError {
 }
 
 // peerFailed is how commprof's collectives name a rank that failed
-// (collectives.PeerError).
-var peerFailed = regexp.MustCompile(`\brank (\d+) failed: `)
+// (collectives.PeerError) or, while joining, one that could not be
+// reached or dropped the connection.
+var peerFailed = regexp.MustCompile(`\brank (\d+) failed: |\bconnecting to rank (\d+)\b|\brank (\d+) at \S+ \(host [^)]*\) dropped the connection`)
 
 // blames returns the rank that f's last line says failed, other than f's
 // own (the last such, the deepest of a chain of causes), or -1.
 func blames(f *RankError) int {
 	n := -1
 	for _, m := range peerFailed.FindAllStringSubmatch(f.LastLine, -1) {
-		if r, err := strconv.Atoi(m[1]); err == nil && r != f.Rank {
+		if r, err := strconv.Atoi(m[1] + m[2] + m[3]); err == nil && r != f.Rank {
 			n = r
 		}
 	}

@@ -104,6 +104,15 @@ func TestCulpritFollowsTheRanksThatFailedFirst(t *testing.T) {
 		{"blamed rank did not fail on its own", []*RankError{{Rank: 1, ExitCode: 1, LastLine: "commprof: rank 1: rank 4 failed: no data or heartbeat for 15s"}, {Rank: 2, ExitCode: 1}}, 1},
 		{"its own name", []*RankError{{Rank: 2, ExitCode: 1, LastLine: "commprof: rank 2: rank 2 failed: interrupted in the middle of a message to rank 0"}, {Rank: 0, ExitCode: 1}}, 2},
 		{"a loop", []*RankError{{Rank: 1, ExitCode: 1, LastLine: "rank 2 failed: x"}, {Rank: 2, ExitCode: 1, LastLine: "rank 1 failed: y"}}, 2},
+		{"a peer that gave up joining", []*RankError{
+			{Rank: 9, ExitCode: 1, LastLine: "commprof: rank 9: joining: rank 9: connecting to rank 4 at 127.0.0.1:40123 (host n1): dial tcp 127.0.0.1:40123: connect: connection refused"},
+			{Rank: 4, ExitCode: 1, LastLine: "commprof: rank 4: setting up shared memory: context deadline exceeded"}}, 4},
+		{"a peer that left while joining", []*RankError{
+			{Rank: 9, ExitCode: 1, LastLine: "commprof: rank 9: rank 4 at 10.0.0.2:40123 (host n2) dropped the connection while it was being set up (did it exit?): EOF"},
+			{Rank: 4, ExitCode: 1, LastLine: "commprof: rank 4: out of memory"}}, 4},
+		{"shared memory's Unix socket", []*RankError{
+			{Rank: 2, ExitCode: 1, LastLine: "commprof: rank 2: setting up shared memory: connecting to rank 1's Unix socket: connection refused"},
+			{Rank: 1, ExitCode: 1, LastLine: "commprof: rank 1: killed by its own hand"}}, 1},
 		{"not commprof's words", []*RankError{{Rank: 4, ExitCode: 1, LastLine: "RuntimeError: Connection closed by peer [10.0.0.2]:4012"}, {Rank: 0, ExitCode: 1}}, 4},
 	} {
 		if got := culprit(tc.failures); got.Rank != tc.want {
