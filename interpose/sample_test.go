@@ -15,13 +15,39 @@ func TestSampler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := NewRecorder(w, 0, Monotonic(), RecorderOptions{})
+	// Nothing is flushed while the test looks at the recorder's buffer.
+	rec := NewRecorder(w, 0, Monotonic(), RecorderOptions{FlushEvery: time.Hour})
 	s := StartSampler(rec, 10*time.Millisecond, nil)
-	// Burn some CPU so that the CPU counters move.
-	deadline := time.Now().Add(120 * time.Millisecond)
+	names := []string{SampleRSS, SamplePeakRSS, SampleCPUUser, SampleCPUSys, SampleGoHeap, SampleSched}
+	readings := func() map[string]int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		n := map[string]int{}
+		for _, e := range rec.cur {
+			if e.Kind == trace.KindSample {
+				n[e.Name]++
+			}
+		}
+		return n
+	}
+	// Burn CPU, so that the CPU counters move, until every counter has
+	// been read at least 8 times: about 80 ms on an idle machine. On a
+	// loaded one the sampler's ticks may come late or be dropped, so the
+	// test waits for readings, not for time (at most a minute).
+	enough := func() bool {
+		n := readings()
+		for _, name := range names {
+			if n[name] < 8 {
+				return false
+			}
+		}
+		return true
+	}
 	x := 0
-	for time.Now().Before(deadline) {
-		x++
+	for deadline := time.Now().Add(time.Minute); !enough() && time.Now().Before(deadline); {
+		for end := time.Now().Add(5 * time.Millisecond); time.Now().Before(end); {
+			x++
+		}
 	}
 	s.Stop()
 	s.Stop()
@@ -40,8 +66,7 @@ func TestSampler(t *testing.T) {
 		}
 		last[e.Name] = e.Value
 	}
-	// 120 ms at 10 ms, and the start and stop: at least 8 readings on a loaded machine.
-	for _, name := range []string{SampleRSS, SamplePeakRSS, SampleCPUUser, SampleCPUSys, SampleGoHeap, SampleSched} {
+	for _, name := range names {
 		if n[name] < 8 {
 			t.Errorf("%s: %d readings (%v)", name, n[name], n)
 		}
