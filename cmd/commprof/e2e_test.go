@@ -320,17 +320,35 @@ func startCommprof(t *testing.T, env []string, args ...string) (*exec.Cmd, *bufi
 	return cmd, bufio.NewReader(stdout), &stderr
 }
 
-// rankPIDs finds the children of the launcher and their ranks.
 // waitStopped waits until process pid is stopped (state T in
-// /proc/PID/stat), as it is once it has taken a SIGSTOP.
+// /proc/PID/task/*/stat), as it is once it has taken a SIGSTOP.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
+	// Every thread: /proc/PID/stat is the main thread's alone, and a
+	// thread that has not yet taken the stop (runnable, on a busy
+	// machine) could still take a signal that came after it.
+	stopped := func() (bool, error) {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return false, err
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				continue // the thread is gone
+			}
+			if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+				return false, nil
+			}
+		}
+		return len(tasks) > 0, nil
+	}
 	for end := time.Now().Add(10 * time.Second); ; {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		ok, err := stopped()
 		if err != nil {
 			t.Fatalf("process %d: %v", pid, err)
 		}
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
+		if ok {
 			return
 		}
 		if time.Now().After(end) {
@@ -340,6 +358,7 @@ func waitStopped(t *testing.T, pid int) {
 	}
 }
 
+// rankPIDs finds the children of the launcher and their ranks.
 func rankPIDs(t *testing.T, parent, n int) map[int]int {
 	t.Helper()
 	pids := map[int]int{}

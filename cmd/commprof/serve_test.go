@@ -438,23 +438,25 @@ func TestServeListMatchesStats(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The recorder and its ranks die at once (SIGKILL, an out-of-memory
-	// kill): nobody finishes run.json. The ranks are stopped first so
-	// that none can see the recorder go and end the run itself.
+	// kill): nobody finishes run.json. All are stopped before any is
+	// killed, so that none can see another go and end the run itself:
+	// a rank still running when the recorder dies takes its parent-death
+	// signal (SIGTERM) and ends the run as interrupted; a recorder still
+	// running when a rank dies ends it as failed.
 	ranks := rankPIDs(t, rec.Process.Pid, 2)
 	for _, pid := range ranks {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
-	// kill returns before the signal is taken: a rank still running when
-	// the recorder dies gets its parent-death signal first (the lower
-	// number is taken first) and ends the run as interrupted.
 	for _, pid := range ranks {
 		waitStopped(t, pid)
 	}
-	_ = rec.Process.Kill()
-	_ = rec.Wait()
+	_ = rec.Process.Signal(syscall.SIGSTOP)
+	waitStopped(t, rec.Process.Pid)
 	for _, pid := range ranks {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	_ = rec.Process.Kill()
+	_ = rec.Wait()
 
 	_, u, stderr := startServe(t, "--addr", "127.0.0.1:0", runs)
 	c := &http.Client{Timeout: time.Minute, Transport: &http.Transport{}}
