@@ -872,12 +872,12 @@ func TestTruthCalibratedModel(t *testing.T) {
 
 // TestTruthDiffUnderLoad: a second run of one configuration, at a lower
 // priority while other processes keep both of the ranks' cores busy, is
-// slower, and its ranks
-// wait for a core; the diff names none of that better or worse, and says
-// the load may account for it. A rank delayed 3 ms a step on purpose, on
-// the same machine without those processes, is worse (on a machine busy
-// before the test began, worse or within noise). The machine may
-// be busy already: the test adds its load to whatever is there.
+// slower, and its ranks wait for a core; the diff names none of that
+// better or worse, and says the load may account for it. A rank delayed
+// 3 ms a step on purpose, on the same machine without those processes,
+// is worse (on a machine busy before the test began, worse or within
+// noise). The machine may be busy already: the test adds its load to
+// whatever is there.
 func TestTruthDiffUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	recUnder := func(wrap []string, name string, extra ...string) string {
