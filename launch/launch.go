@@ -16,13 +16,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/commprof/commprof/collectives"
 	"github.com/commprof/commprof/internal/envnames"
 )
 
@@ -244,9 +244,8 @@ func Run(ctx context.Context, s Spec) error {
 // A rank killed by a signal is the likeliest cause: the others fail
 // because it disappeared, and may be reaped before it. Otherwise the
 // first rank reaped is blamed, unless its last line says that another
-// rank that also failed failed first (commprof's ranks report a peer's
-// failure as "rank N failed: ...", and a peer they could not join as
-// "connecting to rank N ..."): then that one, and so on down the chain.
+// rank that also failed failed first (collectives.BlamedRank): then that
+// one, and so on down the chain.
 func culprit(failures []*RankError) *RankError {
 	for _, f := range failures {
 		if f.ExitCode < 0 {
@@ -260,7 +259,7 @@ func culprit(failures []*RankError) *RankError {
 	c := failures[0]
 	seen := map[int]bool{c.Rank: true}
 	for {
-		n := blames(c)
+		n := collectives.BlamedRank(c.LastLine, c.Rank)
 		next := byRank[n]
 		if n < 0 || next == nil || seen[n] {
 			return c
@@ -268,23 +267,6 @@ func culprit(failures []*RankError) *RankError {
 		seen[n] = true
 		c = next
 	}
-}
-
-// peerFailed is how commprof's collectives name a rank that failed
-// (collectives.PeerError) or, while joining, one that could not be
-// reached or dropped the connection.
-var peerFailed = regexp.MustCompile(`\brank (\d+) failed: |\bconnecting to rank (\d+)\b|\brank (\d+) at \S+ \(host [^)]*\) dropped the connection`)
-
-// blames returns the rank that f's last line says failed, other than f's
-// own (the last such, the deepest of a chain of causes), or -1.
-func blames(f *RankError) int {
-	n := -1
-	for _, m := range peerFailed.FindAllStringSubmatch(f.LastLine, -1) {
-		if r, err := strconv.Atoi(m[1] + m[2] + m[3]); err == nil && r != f.Rank {
-			n = r
-		}
-	}
-	return n
 }
 
 func lnAddr(f *os.File) string {
